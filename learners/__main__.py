@@ -1,0 +1,5 @@
+"""``python -m learners`` is the ``sage-env`` command."""
+
+from learners.cli import main
+
+raise SystemExit(main())

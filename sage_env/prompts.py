@@ -1,0 +1,86 @@
+"""Role prompts. Each function returns an observation: ``{"system": ..., "user": ...}``.
+
+The learner turns an observation into chat messages and applies its own chat template, so the
+same environment serves any instruction-tuned model. Prompts ask for explicit tags that
+:mod:`sage_env.parsing` reads.
+"""
+
+from __future__ import annotations
+
+from sage_env.tasks import Task
+
+Observation = dict[str, str]
+
+CHALLENGER_SYSTEM = (
+    "You are the Challenger. Given a reference problem, write ONE new problem that is harder "
+    "but still solvable, together with a way to check answers."
+)
+CHALLENGER_MATH = (
+    "Reference problem:\n{prompt}\n\n"
+    "Write a new, harder math problem in the same style. Reply exactly in this format:\n"
+    "<question>the new problem</question>\n<answer>its final answer only</answer>"
+)
+CHALLENGER_CODE = (
+    "Reference problem:\n{prompt}\n\n"
+    "Write a new, harder Python function problem. Reply exactly in this format:\n"
+    "<question>the new problem, naming the function</question>\n"
+    "<tests>\nassert function_name(...) == ...\nassert function_name(...) == ...\n</tests>\n"
+    "<solution>\n```python\na correct implementation\n```\n</solution>"
+)
+CRITIC_SYSTEM = "You are the Critic. You review work carefully and score it from 1 to 10."
+CRITIC_QUESTION = (
+    "Review this {domain} problem for clarity, correctness and difficulty:\n\n{question}\n\n"
+    "Give a one-sentence rationale, then the score as <score>N</score> with N from 1 to 10."
+)
+CRITIC_PLAN = (
+    "Problem:\n{prompt}\n\nProposed plan:\n{plan}\n\n"
+    "Is this plan correct and useful for solving the problem? Give a one-sentence rationale, "
+    "then the score as <score>N</score> with N from 1 to 10."
+)
+PLANNER_SYSTEM = "You are the Planner. You write short step-by-step plans; you do not solve."
+PLANNER_USER = (
+    "Problem:\n{prompt}\n\nWrite a numbered plan (2 to 6 steps) for solving it, inside "
+    "<plan></plan>, like:\n<plan>\n1. ...\n2. ...\n</plan>"
+)
+SOLVER_SYSTEM = "You are the Solver. You solve problems correctly."
+SOLVER_MATH = "{prompt}{plan}\n\nPut your final answer in \\boxed{{}}."
+SOLVER_CODE = (
+    "{prompt}{plan}\n\nWrite the Python function `{entry_point}` in a single ```python code "
+    "block."
+)
+
+
+def _plan_block(plan: str | None) -> str:
+    return f"\n\nA plan that may help:\n{plan}" if plan else ""
+
+
+def challenger(reference: Task) -> Observation:
+    """Observation of the Challenger for a reference task (its domain picks the template)."""
+    template = CHALLENGER_MATH if reference.domain == "math" else CHALLENGER_CODE
+    return {"system": CHALLENGER_SYSTEM, "user": template.format(prompt=reference.prompt)}
+
+
+def critic_question(question: str, domain: str) -> Observation:
+    """Observation of the Critic reviewing a newly proposed question."""
+    return {"system": CRITIC_SYSTEM, "user": CRITIC_QUESTION.format(domain=domain,
+                                                                    question=question)}
+
+
+def critic_plan(task: Task, plan: str) -> Observation:
+    """Observation of the Critic reviewing a plan for ``task``."""
+    return {"system": CRITIC_SYSTEM, "user": CRITIC_PLAN.format(prompt=task.prompt, plan=plan)}
+
+
+def planner(task: Task) -> Observation:
+    """Observation of the Planner for ``task``."""
+    return {"system": PLANNER_SYSTEM, "user": PLANNER_USER.format(prompt=task.prompt)}
+
+
+def solver(task: Task, plan: str | None = None) -> Observation:
+    """Observation of the Solver for ``task``, with the plan appended when it passed the gate."""
+    if task.domain == "math":
+        user = SOLVER_MATH.format(prompt=task.prompt, plan=_plan_block(plan))
+    else:
+        user = SOLVER_CODE.format(prompt=task.prompt, plan=_plan_block(plan),
+                                  entry_point=task.entry_point or "solution")
+    return {"system": SOLVER_SYSTEM, "user": user}

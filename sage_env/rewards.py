@@ -1,0 +1,90 @@
+"""Reward formulas of the SAGE round (arXiv 2603.15255, Sec. 3) as pure functions.
+
+Each returns ``(reward, terms)`` where ``terms`` names every term that went in, so a person
+debugging a reward can see exactly why it came out as it did. See ``docs/rewards.md``.
+"""
+
+from __future__ import annotations
+
+from sage_env.config import RewardConfig
+
+
+def normalise_critic_score(raw: float | None, rule: str = "minus_one_over_nine") -> float:
+    """Map a raw critic score in [1, 10] to [0, 1].
+
+    ``"minus_one_over_nine"``: (s - 1) / 9 (paper default); ``"over_ten"``: s / 10.
+    An unparseable score (``None``) maps to 0.0.
+    """
+    if raw is None:
+        return 0.0
+    if rule == "over_ten":
+        return raw / 10.0
+    return (raw - 1.0) / 9.0
+
+
+GATE_TOLERANCE = 1e-9
+"""Gates compare with this tolerance so that a critic score that lands on a gate in exact
+arithmetic (7.3 -> (7.3 - 1) / 9 = 0.7) is treated as on the gate despite float rounding."""
+
+
+def quality_gate(q: float, cfg: RewardConfig) -> bool:
+    """True when a proposed question passes the quality gate ``q >= alpha`` (inclusive)."""
+    return q >= cfg.alpha - GATE_TOLERANCE
+
+
+def plan_gate(p: float, cfg: RewardConfig) -> bool:
+    """True when the plan is shown to the solver: ``p > beta`` (strict)."""
+    return p > cfg.beta + GATE_TOLERANCE
+
+
+def challenger_reward(q: float, d: float | None, f: float, cfg: RewardConfig
+                      ) -> tuple[float, dict]:
+    """Challenger reward ``w_q q + w_d d + w_f f`` (paper: (q + d + f) / 3).
+
+    Args:
+        q: Critic quality score in [0, 1].
+        d: Difficulty ``1 - mean solver verifier score`` in [0, 1], or ``None`` when the
+            question failed the quality gate and was not solved.
+        f: Format score in {0, 1}.
+        cfg: Weights and the ``difficulty_when_gated`` rule.
+    """
+    wq, wd, wf = cfg.challenger_weights
+    if d is None:
+        if cfg.difficulty_when_gated == "renormalise":
+            reward = (wq * q + wf * f) / (wq + wf)
+        else:
+            reward = wq * q + wf * f
+    else:
+        reward = wq * q + wd * d + wf * f
+    return reward, {"q": q, "d": d, "f": f}
+
+
+def planner_reward(p: float, f: float, cfg: RewardConfig) -> tuple[float, dict]:
+    """Planner reward ``w_plan p + w_fmt f``."""
+    w_plan, w_fmt = cfg.planner_weights
+    return w_plan * p + w_fmt * f, {"p": p, "f": f}
+
+
+def solver_reward(p: float | None, s_gt: float, f: float, cfg: RewardConfig
+                  ) -> tuple[float, dict]:
+    """Solver reward ``0.2 p + 0.6 s_gt + 0.2 f`` (weights from ``cfg.solver_weights``).
+
+    Args:
+        p: Critic plan score when the plan was shown, ``None`` when it was not (gated out or
+            a difficulty attempt); then ``solver_plan_term_when_gated`` decides.
+        s_gt: External verifier score in [0, 1] (never the critic's opinion).
+        f: Format score in {0, 1}.
+    """
+    wp, ws, wf = cfg.solver_weights
+    if p is None:
+        reward = ws * s_gt + wf * f
+        if cfg.solver_plan_term_when_gated == "renormalise":
+            reward /= ws + wf
+    else:
+        reward = wp * p + ws * s_gt + wf * f
+    return reward, {"p": p, "s_gt": s_gt, "f": f}
+
+
+def critic_reward(f: float) -> tuple[float, dict]:
+    """Critic reward: its format score (the critic never judges correctness)."""
+    return f, {"f": f}

@@ -1,0 +1,173 @@
+import pytest
+from pettingzoo.test import api_test, seed_test
+
+import sage_env
+from sage_env import EnvConfig, TaskPool
+from tests.scripted import CODE_SEED, MATH_SEED, play_round
+
+PLAN = "<plan>\n1. Read the problem.\n2. Compute.\n</plan>"
+
+
+def math_script(question_score="10", plan_score="4", probe=("42", "41")):
+    def script(agent, phase, obs, n):
+        if phase == "challenge":
+            return "<question>What is 7*6?</question>\n<answer>42</answer>"
+        if phase == "review_question":
+            return f"Clear. <score>{question_score}</score>"
+        if phase == "probe":
+            return f"\\boxed{{{probe[n]}}}"
+        if phase == "plan":
+            return PLAN
+        if phase == "review_plan":
+            return f"OK. <score>{plan_score}</score>"
+        if phase == "solve":
+            return "\\boxed{42}" if "7*6" in obs["user"] else "\\boxed{5}"
+        raise AssertionError(phase)
+    return script
+
+
+def make_env(**kw):
+    return sage_env.env(EnvConfig(domains=("math",), solver_samples=2), seeds=[MATH_SEED],
+                        render_mode="ansi", **kw)
+
+
+def by_phase(records):
+    out = {}
+    for agent, phase, reward, info in records:
+        out.setdefault(phase, []).append((agent, reward, info))
+    return out
+
+
+def test_scripted_round_rewards_known_in_advance():
+    env = make_env()
+    rec = by_phase(play_round(env, math_script()))
+    # critic: q = (10 - 1) / 9 = 1 -> accepted; critic reward = format 1
+    assert rec["review_question"] == [("critic_0", 1.0, rec["review_question"][0][2])]
+    # probes (no plan shown): 0.6 * s_gt + 0.2 * f
+    assert [r for _, r, _ in rec["probe"]] == pytest.approx([0.8, 0.2])
+    # challenger: q = 1, d = 1 - mean(1, 0) = 0.5, f = 1 -> 2.5 / 3
+    (_, ch_reward, ch_info), = rec["challenge"]
+    assert ch_reward == pytest.approx(2.5 / 3)
+    assert ch_info["terms"] == {"q": 1.0, "d": 0.5, "f": 1.0} and ch_info["accepted"]
+    # plan score 4 -> p = 1/3 > beta = 0.3 -> shown; planner 0.5 p + 0.5 f
+    (_, pl_reward, pl_info), = rec["plan"]
+    assert pl_reward == pytest.approx(0.5 / 3 + 0.5) and pl_info["plan_shown"]
+    # solver with plan, correct: 0.2 p + 0.6 + 0.2
+    assert [r for _, r, _ in rec["solve"]] == pytest.approx([0.2 / 3 + 0.8] * 2)
+    assert [r for _, r, _ in rec["review_plan"]] == [1.0]
+    # the accepted task joined the pool with provenance
+    pool = env.unwrapped.pool
+    assert len(pool) == 2 and pool.num_generated == 1
+    new = pool.tasks[-1]
+    assert new.answer == "42" and new.parent_id == "seed/m0" and new.meta["d"] == 0.5
+    text = env.render()
+    assert "=== challenge: challenger_0 ===" in text and "reward solver_0" in text
+
+
+def test_quality_gate_edge_q_equals_alpha_is_accepted():
+    rec = by_phase(play_round(make_env(), math_script(question_score="7.3")))
+    (_, reward, info), = rec["challenge"]
+    assert info["accepted"] and "probe" in rec
+    assert reward == pytest.approx((0.7 + 0.5 + 1.0) / 3)
+
+
+def test_question_below_alpha_rejected_and_not_solved():
+    env = make_env()
+    rec = by_phase(play_round(env, math_script(question_score="7")))
+    (_, reward, info), = rec["challenge"]
+    q = 6 / 9
+    assert not info["accepted"] and "probe" not in rec
+    assert reward == pytest.approx((q + 1.0) / 2)  # d dropped, weights renormalised
+    assert len(env.unwrapped.pool) == 1
+
+
+def test_plan_gate_edge_p_equals_beta_hides_plan():
+    env = sage_env.env(EnvConfig(domains=("math",), solver_samples=1), seeds=[MATH_SEED],
+                       beta=1 / 3)
+    seen = []
+
+    def script(agent, phase, obs, n):
+        if phase == "solve":
+            seen.append(obs["user"])
+        return math_script(plan_score="4")(agent, phase, obs, 0)
+
+    rec = by_phase(play_round(env, script))
+    (_, pl_reward, pl_info), = rec["plan"]
+    assert not pl_info["plan_shown"]
+    assert "plan that may help" not in seen[0]
+    # solver saw no plan: p term is zero -> 0.6 + 0.2
+    assert [r for _, r, _ in rec["solve"]] == pytest.approx([0.8])
+
+
+def test_unparseable_critic_output_rejects_question_with_zero_format():
+    rec = by_phase(play_round(make_env(), math_script(question_score="nine")))
+    (_, critic_reward, critic_info), = rec["review_question"]
+    assert critic_reward == 0.0 and critic_info["raw_score"] is None
+    (_, ch_reward, ch_info), = rec["challenge"]
+    assert ch_reward == pytest.approx(0.5)  # (q = 0 + f = 1) / 2
+    assert not ch_info["accepted"]
+
+
+def test_garbage_actions_never_crash_and_score_zero():
+    env = sage_env.env(EnvConfig(solver_samples=2), seeds=[MATH_SEED, CODE_SEED])
+    for seed in range(4):
+        rec = play_round(env, lambda *a: "\x00\ud800 <score> 😀 </plan>" * 50, seed=seed)
+        assert {phase for _, phase, _, _ in rec} == {"challenge", "plan", "solve"}
+        assert all(reward == 0.0 for _, _, reward, _ in rec)
+
+
+def test_code_round_uses_the_code_verifier():
+    def script(agent, phase, obs, n):
+        return {"challenge": "<question>Write dbl(x) doubling x.</question><tests>\n"
+                             "assert dbl(2) == 4\nassert dbl(0) == 0\n</tests>",
+                "review_question": "<score>10</score>",
+                "probe": "```python\ndef dbl(x):\n    return 2 * x\n```",
+                "plan": PLAN, "review_plan": "<score>1</score>",
+                "solve": "```python\ndef inc(x):\n    return x + 2\n```"
+                         if "inc" in obs["user"] else
+                         "```python\ndef dbl(x):\n    return 2 * x\n```"}[phase]
+
+    env = sage_env.env(EnvConfig(domains=("code",), solver_samples=1), seeds=[CODE_SEED])
+    rec = by_phase(play_round(env, script))
+    assert rec["probe"][0][2]["verdict"]["score"] == 1.0
+    (_, ch_reward, ch_info), = rec["challenge"]
+    assert ch_info["terms"]["d"] == 0.0 and ch_reward == pytest.approx(2 / 3)
+    (_, solve_reward, solve_info), = rec["solve"]
+    expected = 0.8 if solve_info["verdict"]["score"] == 1.0 else 0.2  # inc is wrong
+    assert solve_reward == pytest.approx(expected)
+
+
+def test_duplicate_question_is_invalid():
+    def script(agent, phase, obs, n):
+        if phase == "challenge":
+            return "<question>What is 2+3?</question><answer>5</answer>"
+        return math_script()(agent, phase, obs, n)
+
+    rec = by_phase(play_round(make_env(), script))
+    (_, reward, info), = rec["challenge"]
+    assert reward == 0.0 and "duplicate" in info["parsed"]["reason"]
+
+
+def test_shared_pool_between_copies():
+    pool = TaskPool([MATH_SEED])
+    envs = [sage_env.env(EnvConfig(domains=("math",)), seeds=[MATH_SEED], pool=pool)
+            for _ in range(2)]
+    play_round(envs[0], math_script())
+    assert envs[1].unwrapped.pool is pool and len(pool) == 2
+
+
+def test_pettingzoo_api_test():
+    env = sage_env.env(EnvConfig(solver_samples=1), seeds=[MATH_SEED, CODE_SEED])
+    api_test(env, num_cycles=30)
+
+
+def test_pettingzoo_seed_test():
+    seed_test(lambda: sage_env.env(EnvConfig(solver_samples=1), seeds=[MATH_SEED, CODE_SEED]),
+              num_cycles=20)
+
+
+def test_unknown_option_is_a_clear_error():
+    with pytest.raises(TypeError, match="unknown EnvConfig option"):
+        sage_env.env(alpah=0.5)
+    with pytest.raises(ValueError, match="alpha"):
+        EnvConfig(rewards={"alpha": 2.0})

@@ -1,0 +1,126 @@
+import math
+
+import pytest
+
+from sage_env import RewardConfig
+from sage_env.parsing import parse_challenger, parse_critic_score, parse_plan
+from sage_env.rewards import (
+    challenger_reward,
+    critic_reward,
+    normalise_critic_score,
+    plan_gate,
+    planner_reward,
+    quality_gate,
+    solver_reward,
+)
+
+CFG = RewardConfig()
+
+
+def test_paper_defaults():
+    assert CFG.alpha == 0.7 and CFG.beta == 0.3
+    assert CFG.solver_weights == (0.2, 0.6, 0.2)
+    assert CFG.planner_weights == (0.5, 0.5)
+
+
+@pytest.mark.parametrize("raw, expected", [(1, 0.0), (10, 1.0), (7.3, 0.7), (5.5, 0.5),
+                                           (None, 0.0)])
+def test_critic_score_minus_one_over_nine(raw, expected):
+    assert normalise_critic_score(raw) == pytest.approx(expected)
+
+
+def test_critic_score_over_ten_rule():
+    assert normalise_critic_score(7, "over_ten") == pytest.approx(0.7)
+
+
+def test_quality_gate_edge_is_inclusive():
+    assert quality_gate(0.7, CFG) is True
+    assert quality_gate(normalise_critic_score(7.3), CFG) is True  # 0.7 up to float rounding
+    assert quality_gate(0.7 - 1e-6, CFG) is False
+
+
+def test_plan_gate_edge_is_strict():
+    assert plan_gate(0.3, CFG) is False
+    assert plan_gate(normalise_critic_score(3.7), CFG) is False  # 0.3 up to float rounding
+    assert plan_gate(0.3 + 1e-6, CFG) is True
+
+
+def test_challenger_reward_accepted():
+    # q = 0.8, d = 1 - mean(1, 0) = 0.5, f = 1 -> (0.8 + 0.5 + 1) / 3
+    r, terms = challenger_reward(0.8, 0.5, 1.0, CFG)
+    assert r == pytest.approx(2.3 / 3)
+    assert terms == {"q": 0.8, "d": 0.5, "f": 1.0}
+
+
+def test_challenger_reward_at_gate_edge_keeps_difficulty():
+    q = normalise_critic_score(7.3)  # exactly 0.7 -> accepted
+    assert quality_gate(q, CFG)
+    r, _ = challenger_reward(q, 1.0, 1.0, CFG)
+    assert r == pytest.approx((0.7 + 1.0 + 1.0) / 3)
+
+
+def test_challenger_reward_rejected_drops_difficulty():
+    r, terms = challenger_reward(0.6, None, 1.0, CFG)  # default: (q + f) / 2
+    assert r == pytest.approx(0.8)
+    assert terms["d"] is None
+    zero = RewardConfig(difficulty_when_gated="zero")
+    assert challenger_reward(0.6, None, 1.0, zero)[0] == pytest.approx(1.6 / 3)
+
+
+def test_solver_reward_with_and_without_plan():
+    assert solver_reward(0.5, 1.0, 1.0, CFG)[0] == pytest.approx(0.1 + 0.6 + 0.2)
+    assert solver_reward(None, 1.0, 1.0, CFG)[0] == pytest.approx(0.8)
+    assert solver_reward(None, 0.0, 0.0, CFG)[0] == 0.0
+    renorm = RewardConfig(solver_plan_term_when_gated="renormalise")
+    assert solver_reward(None, 1.0, 1.0, renorm)[0] == pytest.approx(1.0)
+
+
+def test_planner_and_critic_reward():
+    assert planner_reward(0.5, 1.0, CFG)[0] == pytest.approx(0.5 * 0.5 + 0.5)
+    assert critic_reward(1.0)[0] == 1.0 and critic_reward(0.0)[0] == 0.0
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Looks fine. <score>8</score>", 8.0),
+    ("<score> 7/10 </score>", 7.0),
+    ("<score>7.5</score>", 7.5),
+    ("<score>3</score> then <score>9</score>", 9.0),
+    ("Score: 10/10", None),              # outside the tag
+    ("<score>11</score>", None),          # out of range
+    ("<score>0</score>", None),
+    ("<score>eight</score>", None),
+    ("<score>8", None),                   # unclosed
+    ("", None),
+    ("<score>" + "9" * 1000 + "</score>", None),
+])
+def test_parse_critic_score(text, expected):
+    assert parse_critic_score(text) == expected
+
+
+def test_unparseable_critic_output_means_zero_quality():
+    assert normalise_critic_score(parse_critic_score("I give it a nine")) == 0.0
+
+
+def test_parse_plan_requires_two_numbered_steps():
+    assert parse_plan("<plan>\n1. read\n2. compute\n</plan>") == "1. read\n2. compute"
+    assert parse_plan("<plan>just do it</plan>") is None
+    assert parse_plan("1. a\n2. b") is None
+
+
+def test_parse_challenger_math_and_code():
+    out = parse_challenger("<question>What is 2+3?</question><answer>5</answer>", "math")
+    assert out.valid and out.question == "What is 2+3?" and out.answer == "5"
+    code = parse_challenger(
+        "<question>Write add(a, b).</question><tests>\nassert add(1, 2) == 3\n"
+        "assert add(0, 0) == 0\n</tests>", "code")
+    assert code.valid and code.entry_point == "add" and len(code.tests) == 2
+    bad = parse_challenger("<question>Q</question><tests>not python (</tests>", "code")
+    assert not bad.valid and "assert" in bad.reason
+    assert not parse_challenger("<question>Q</question>", "math").valid
+    assert not parse_challenger("\x00\ud800 garbage 😀" * 1000, "math").valid
+
+
+def test_no_nan_anywhere():
+    for q in (0.0, 0.7, 1.0):
+        for d in (None, 0.0, 1.0):
+            assert math.isfinite(challenger_reward(q, d, 1.0, CFG)[0])
