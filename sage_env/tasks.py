@@ -2,8 +2,8 @@
 
 A :class:`Task` is one math or code problem together with what an external verifier needs to
 check an answer: a gold final answer for math, or independent test snippets for code.
-A :class:`TaskPool` holds the seed tasks plus every generated task the Challenger got accepted,
-and persists as JSON Lines.
+:class:`sage_env.pool.TaskPool` holds the seed tasks plus every generated task the Challenger
+got accepted, and persists as JSON Lines through :func:`write_jsonl` / :func:`read_jsonl`.
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ def write_jsonl(tasks: Iterable[Task], path: str | os.PathLike) -> None:
                 fh.write(json.dumps(task.to_dict(), ensure_ascii=False) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
