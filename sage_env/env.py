@@ -6,11 +6,11 @@ One episode is one round (DESIGN.md):
 2. ``critic_0`` scores the question (q); when ``q >= alpha`` the question is accepted,
 3. ``solver_0`` attempts it ``k`` times to measure difficulty d, and it joins the pool;
 4. ``planner_0`` writes a plan for a task drawn from the pool;
-5. ``critic_0`` scores the plan (p);
+5. ``critic_0`` scores the plan (p), also a badly formatted one (its text is reviewed as is);
 6. ``solver_0`` solves the pool task ``k`` times, seeing the plan when ``p > beta``.
 
-Steps 2-3 are skipped when the Challenger's output does not parse, and step 5 when the plan
-does not parse. A reward for an action is delivered before the same agent acts again or at the
+Steps 2-3 are skipped when the Challenger's output does not parse (nothing to review), and
+step 3 when the question fails the quality gate. Only a well-formed plan is shown to the solver. A reward for an action is delivered before the same agent acts again or at the
 end of the round, so ``env.last()`` at an agent's next turn returns exactly the reward of its
 previous action.
 """
@@ -182,6 +182,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._probe_scores: list[float] = []
         self._task: Task | None = None
         self._plan: str | None = None
+        self._plan_text = ""
         self._p: float | None = None
         self._plan_shown = False
         self._solve_count = 0
@@ -282,25 +283,27 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._select("planner_0", "plan", self._task, prompts.planner(self._task))
 
     def _on_plan(self, text: str) -> None:
+        # The critic reviews every plan: a badly formatted one still gets a quality score p
+        # (the planner's format term is 0 then), but only a well-formed plan is ever shown
+        # to the solver.
         self._plan = parsing.parse_plan(text)
-        if self._plan is None:
-            self._deliver("planner_0", *rewards.planner_reward(0.0, 0.0, self.config.rewards),
-                          plan=None, reason="missing <plan> with at least 2 numbered steps")
-            self._start_solve()
-            return
+        self._plan_text = self._plan if self._plan is not None else text.strip()[:2000]
         self._select("critic_0", "review_plan", self._task,
-                     prompts.critic_plan(self._task, self._plan))
+                     prompts.critic_plan(self._task, self._plan_text))
 
     def _on_review_plan(self, text: str) -> None:
         cfg = self.config.rewards
         raw = parsing.parse_critic_score(text)
         f = 1.0 if raw is not None else 0.0
         self._p = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
-        self._plan_shown = rewards.plan_gate(self._p, cfg)
+        plan_ok = self._plan is not None
+        self._plan_shown = plan_ok and rewards.plan_gate(self._p, cfg)
         self._deliver("critic_0", *rewards.critic_reward(f), raw_score=raw, p=self._p,
                       review="plan")
-        self._deliver("planner_0", *rewards.planner_reward(self._p, 1.0, cfg), plan=self._plan,
-                      plan_shown=self._plan_shown, gate=f"p={self._p:.3f} vs beta={cfg.beta}")
+        self._deliver("planner_0", *rewards.planner_reward(self._p, float(plan_ok), cfg),
+                      plan=self._plan, plan_shown=self._plan_shown,
+                      reason="" if plan_ok else "missing <plan> with at least 2 numbered steps",
+                      gate=f"p={self._p:.3f} vs beta={cfg.beta}")
         self._start_solve()
 
     def _start_solve(self) -> None:

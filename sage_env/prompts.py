@@ -18,24 +18,31 @@ CHALLENGER_SYSTEM = (
 CHALLENGER_MATH = (
     "Reference problem:\n{prompt}\n\n"
     "Write a new, harder math problem in the same style. Reply exactly in this format:\n"
-    "<question>the new problem</question>\n<answer>its final answer only</answer>"
+    "<question>the new problem</question>\n<answer>its final answer only</answer>\n\n"
+    "Example reply:\n<question>What is the sum of the first 20 positive odd numbers?</question>"
+    "\n<answer>400</answer>"
 )
 CHALLENGER_CODE = (
     "Reference problem:\n{prompt}\n\n"
     "Write a new, harder Python function problem. Reply exactly in this format:\n"
     "<question>the new problem, naming the function</question>\n"
     "<tests>\nassert function_name(...) == ...\nassert function_name(...) == ...\n</tests>\n"
-    "<solution>\n```python\na correct implementation\n```\n</solution>"
+    "<solution>\n```python\na correct implementation\n```\n</solution>\n\n"
+    "Example reply:\n<question>Write a function second_largest(xs) that returns the second "
+    "largest distinct value in a list of integers.</question>\n<tests>\n"
+    "assert second_largest([1, 3, 2]) == 2\nassert second_largest([5, 5, 4]) == 4\n</tests>"
 )
 CRITIC_SYSTEM = "You are the Critic. You review work carefully and score it from 1 to 10."
 CRITIC_QUESTION = (
     "Review this {domain} problem for clarity, correctness and difficulty:\n\n{question}\n\n"
-    "Give a one-sentence rationale, then the score as <score>N</score> with N from 1 to 10."
+    "Give a one-sentence rationale, then the score as <score>N</score> with N from 1 to 10, "
+    "for example:\nThe problem is clear and solvable. <score>7</score>"
 )
 CRITIC_PLAN = (
     "Problem:\n{prompt}\n\nProposed plan:\n{plan}\n\n"
     "Is this plan correct and useful for solving the problem? Give a one-sentence rationale, "
-    "then the score as <score>N</score> with N from 1 to 10."
+    "then the score as <score>N</score> with N from 1 to 10, for example:\n"
+    "The steps are correct but vague. <score>6</score>"
 )
 PLANNER_SYSTEM = "You are the Planner. You write short step-by-step plans; you do not solve."
 PLANNER_USER = (

@@ -112,7 +112,8 @@ def test_garbage_actions_never_crash_and_score_zero():
     env = sage_env.env(EnvConfig(solver_samples=2), seeds=[MATH_SEED, CODE_SEED])
     for seed in range(4):
         rec = play_round(env, lambda *a: "\x00\ud800 <score> 😀 </plan>" * 50, seed=seed)
-        assert {phase for _, phase, _, _ in rec} == {"challenge", "plan", "solve"}
+        assert {phase for _, phase, _, _ in rec} == {"challenge", "plan", "review_plan",
+                                                      "solve"}
         assert all(reward == 0.0 for _, _, reward, _ in rec)
 
 
@@ -135,6 +136,22 @@ def test_code_round_uses_the_code_verifier():
     (_, solve_reward, solve_info), = rec["solve"]
     expected = 0.8 if solve_info["verdict"]["score"] == 1.0 else 0.2  # inc is wrong
     assert solve_reward == pytest.approx(expected)
+
+
+def test_unformatted_plan_is_still_reviewed_but_never_shown():
+    seen = []
+
+    def script(agent, phase, obs, n):
+        if phase == "plan":
+            return "first read, then compute"
+        if phase == "solve":
+            seen.append(obs["user"])
+        return math_script(plan_score="10")(agent, phase, obs, n)
+
+    rec = by_phase(play_round(make_env(), script))
+    (_, reward, info), = rec["plan"]
+    assert reward == pytest.approx(0.5 * 1.0 + 0.5 * 0.0)
+    assert not info["plan_shown"] and "plan that may help" not in seen[0]
 
 
 def test_duplicate_question_is_invalid():
