@@ -36,16 +36,22 @@ def _train(argv: list[str]) -> int:
         except (OSError, ValueError) as exc:
             print(f"sage-env train: error: {exc}", file=sys.stderr)
             return 2
-    cfg = tyro.cli(type(base), default=base, args=rest, prog="sage-env train",
-                   description="Run SAGE training. Also accepts --preset {demo,paper}, "
-                               "--config FILE.yaml and --no-progress.")
+    cfg = tyro.cli(
+        type(base),
+        default=base,
+        args=rest,
+        prog="sage-env train",
+        description="Run SAGE training. Also accepts --preset {demo,paper}, "
+        "--config FILE.yaml and --no-progress.",
+    )
     try:
         metrics = train(cfg, progress=not known.no_progress)
     except FileExistsError as exc:
         print(f"sage-env train: error: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("sage_env.train").info(
-        "done: %s", {k: v for k, v in metrics.items() if k.startswith(("reward/", "pool/"))})
+        "done: %s", {k: v for k, v in metrics.items() if k.startswith(("reward/", "pool/"))}
+    )
     print(f"finished; artifacts in {cfg.out}")
     return 0
 
@@ -53,8 +59,10 @@ def _train(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sage-env`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=os.environ.get("SAGE_ENV_LOGLEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("SAGE_ENV_LOGLEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0

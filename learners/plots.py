@@ -22,7 +22,7 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
 
 
 def plot_training(metrics_path: str | os.PathLike, out_png: str | os.PathLike) -> Path:
-    """Plot mean reward per role and pool size against training step.
+    """Plot per-role mean reward, pool size and challenger/solver rates against step.
 
     Args:
         metrics_path: ``metrics.jsonl`` written by :func:`learners.train.train`.
@@ -35,26 +35,40 @@ def plot_training(metrics_path: str | os.PathLike, out_png: str | os.PathLike) -
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     rows = read_metrics(metrics_path)
-    steps = [r["step"] for r in rows]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for role in ROLES:
-        key = f"reward/{role}"
+
+    def series(key: str) -> tuple[list, list]:
         pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
-        if pts:
-            ax1.plot(*zip(*pts), marker="o", label=role)
+        return ([p[0] for p in pts], [p[1] for p in pts])
+
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
+    for role in ROLES:
+        xs, ys = series(f"reward/{role}")
+        if xs:
+            ax1.plot(xs, ys, marker="o", label=role)
     ax1.set(xlabel="step", ylabel="mean reward", title="Reward per role", ylim=(-0.02, 1.02))
-    ax1.legend()
-    ax1.grid(alpha=0.3)
-    ax2.plot(steps, [r.get("pool/size", 0) for r in rows], marker="o", color="tab:purple",
-             label="pool size")
-    ax2.set(xlabel="step", ylabel="tasks", title="Task pool")
-    ax3 = ax2.twinx()
-    ax3.plot(steps, [r.get("pool/generated", 0) for r in rows], marker="s", ls="--",
-             color="tab:green", label="generated")
-    ax3.set_ylabel("generated tasks")
-    ax2.grid(alpha=0.3)
+    xs, ys = series("pool/size")
+    ax2.plot(xs, ys, marker="o", color="tab:purple")
+    ax2.set(xlabel="step", ylabel="tasks", title="Task pool size (seeds + accepted)")
+    for key, label in (
+        ("challenger/valid_rate", "challenger output parses"),
+        ("challenger/accept_rate", "question accepted (q >= alpha)"),
+        ("solver/accuracy", "solver verifier score"),
+    ):
+        xs, ys = series(key)
+        if xs:
+            ax3.plot(xs, ys, marker="o", label=label)
+    ax3.set(
+        xlabel="step", ylabel="rate", title="Validity, acceptance, accuracy", ylim=(-0.02, 1.02)
+    )
+    for ax in (ax1, ax2, ax3):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+    for ax in (ax1, ax3):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.tight_layout()
     out_png = Path(out_png)
     fig.savefig(out_png, dpi=110)

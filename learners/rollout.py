@@ -111,10 +111,17 @@ class RolloutDriver:
             ticks += 1
             t0 = time.perf_counter()
             for (i, agent, _obs, info), comp in zip(requests, completions):
-                tr = Transition(agent=agent, role=agent.rsplit("_", 1)[0],
-                                domain=str(info.get("domain")), phase=str(info.get("phase")),
-                                prompt_ids=comp.prompt_ids, completion_ids=comp.completion_ids,
-                                logprobs=comp.logprobs, text=comp.text, env_index=i)
+                tr = Transition(
+                    agent=agent,
+                    role=agent.rsplit("_", 1)[0],
+                    domain=str(info.get("domain")),
+                    phase=str(info.get("phase")),
+                    prompt_ids=comp.prompt_ids,
+                    completion_ids=comp.completion_ids,
+                    logprobs=comp.logprobs,
+                    text=comp.text,
+                    env_index=i,
+                )
                 tokens += len(comp.completion_ids)
                 transitions.append(tr)
                 awaiting[(i, agent)] = tr
@@ -126,8 +133,9 @@ class RolloutDriver:
             transcripts.append(text or "")
         return RolloutResult(transitions, transcripts, gen_time, env_time, tokens, ticks)
 
-    def _advance(self, i: int, awaiting: dict[tuple[int, str], Transition]
-                 ) -> tuple[int, str, Any, dict] | None:
+    def _advance(
+        self, i: int, awaiting: dict[tuple[int, str], Transition]
+    ) -> tuple[int, str, Any, dict] | None:
         """Credit rewards and step finished agents until env ``i`` needs an action."""
         e = self.envs[i]
         while e.agents:

@@ -15,8 +15,9 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tiny_model(path: str | os.PathLike, hidden_size: int = 64, num_layers: int = 2,
-                     seed: int = 0) -> str:
+def build_tiny_model(
+    path: str | os.PathLike, hidden_size: int = 64, num_layers: int = 2, seed: int = 0
+) -> str:
     """Write a tiny Llama-architecture causal LM and its tokenizer to ``path``.
 
     Args:
@@ -40,16 +41,27 @@ def build_tiny_model(path: str | os.PathLike, hidden_size: int = 64, num_layers:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens(specials)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>", bos_token="<|im_start|>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token="<|im_start|>",
+    )
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(path)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=hidden_size,
-                         intermediate_size=hidden_size * 2, num_hidden_layers=num_layers,
-                         num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=4096, tie_word_embeddings=True,
-                         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id,
-                         pad_token_id=fast.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(fast),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
+    )
     torch.manual_seed(seed)
     LlamaForCausalLM(config).save_pretrained(path)
     return str(path)

@@ -43,8 +43,10 @@ logger = logging.getLogger("sage_env.train")
 
 @dataclass
 class TrainConfig:
-    """Everything one training run needs. Every field is a CLI flag (``--learner.lr 1e-6``)
-    and a YAML key (``learner: {lr: 1e-6}``)."""
+    """Everything one training run needs.
+
+    Every field is a CLI flag (``--learner.lr 1e-6``) and a YAML key (``learner: {lr: 1e-6}``).
+    """
 
     model: str = DEFAULT_MODEL
     """Model alias, Hugging Face id or local path. The default is SmolLM2-135M-Instruct from
@@ -87,17 +89,33 @@ class TrainConfig:
 
 PRESETS: dict[str, TrainConfig] = {
     "demo": TrainConfig(
-        steps=3, rounds_per_step=2, max_new_tokens=96,
+        steps=4,
+        rounds_per_step=6,
+        max_new_tokens=96,
+        temperature=0.7,
         env=EnvConfig(solver_samples=2),
-        learner=TRRConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=True),
+        learner=TRRConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
     ),
     "paper": TrainConfig(
-        model="Qwen/Qwen2.5-7B-Instruct", out="runs/paper", steps=200, rounds_per_step=64,
-        device="cuda", dtype="bfloat16", max_new_tokens=4096, max_prompt_tokens=4096,
-        generation_batch_size=256, save_every=10, keep_checkpoints=3,
+        model="Qwen/Qwen2.5-7B-Instruct",
+        out="runs/paper",
+        steps=200,
+        rounds_per_step=64,
+        device="cuda",
+        dtype="bfloat16",
+        max_new_tokens=4096,
+        max_prompt_tokens=4096,
+        generation_batch_size=256,
+        save_every=10,
+        keep_checkpoints=3,
         env=EnvConfig(solver_samples=4, math_workers=8),
-        learner=TRRConfig(lr=3e-6, micro_batch_size=8, num_minibatches=4,
-                          gradient_checkpointing=True, max_seq_tokens=8192),
+        learner=TRRConfig(
+            lr=3e-6,
+            micro_batch_size=8,
+            num_minibatches=4,
+            gradient_checkpointing=True,
+            max_seq_tokens=8192,
+        ),
     ),
 }
 """Named starting points: ``demo`` (CPU, minutes) and ``paper`` (a GPU and a Qwen model)."""
@@ -152,13 +170,23 @@ def _checkpoint_dirs(out: Path) -> list[Path]:
     root = out / "checkpoints"
     if not root.is_dir():
         return []
-    dirs = [d for d in root.iterdir() if d.is_dir() and d.name.startswith("step_")
-            and (d / "state.json").exists()]
+    dirs = [
+        d
+        for d in root.iterdir()
+        if d.is_dir() and d.name.startswith("step_") and (d / "state.json").exists()
+    ]
     return sorted(dirs, key=lambda d: int(d.name.split("_")[1]))
 
 
-def save_checkpoint(out: Path, step: int, policy: HFPolicy, learner: TRRLearner,
-                    pool: TaskPool, rng: random.Random, keep: int) -> Path:
+def save_checkpoint(
+    out: Path,
+    step: int,
+    policy: HFPolicy,
+    learner: TRRLearner,
+    pool: TaskPool,
+    rng: random.Random,
+    keep: int,
+) -> Path:
     """Write ``out/checkpoints/step_<step>`` atomically (temp folder, then rename).
 
     Holds the model (safetensors), tokenizer, optimizer, pool, Python/torch RNG and step.
@@ -172,8 +200,14 @@ def save_checkpoint(out: Path, step: int, policy: HFPolicy, learner: TRRLearner,
         shutil.rmtree(tmp)
     tmp.mkdir()
     policy.save(tmp / "model")
-    torch.save({"learner": learner.state_dict(), "torch_rng": torch.get_rng_state(),
-                "policy_rng": policy.generator.get_state()}, tmp / "learner.pt")
+    torch.save(
+        {
+            "learner": learner.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "policy_rng": policy.generator.get_state(),
+        },
+        tmp / "learner.pt",
+    )
     pool.save(tmp / "pool.jsonl")
     (tmp / "state.json").write_text(json.dumps({"step": step, "rng": rng.getstate()}))
     if final.exists():
@@ -184,8 +218,9 @@ def save_checkpoint(out: Path, step: int, policy: HFPolicy, learner: TRRLearner,
     return final
 
 
-def load_checkpoint(path: Path, policy: HFPolicy, learner: TRRLearner, rng: random.Random
-                    ) -> tuple[int, TaskPool]:
+def load_checkpoint(
+    path: Path, policy: HFPolicy, learner: TRRLearner, rng: random.Random
+) -> tuple[int, TaskPool]:
     """Restore what :func:`save_checkpoint` wrote; returns ``(step, pool)``."""
     policy.load_weights(path / "model")
     state = torch.load(path / "learner.pt", weights_only=False)
@@ -214,11 +249,15 @@ def rollout_metrics(result: RolloutResult) -> dict[str, float]:
         m[f"count/{role}"] = float(len(rs))
     ch = [t for t in result.transitions if t.role == "challenger"]
     if ch:
-        m["challenger/valid_rate"] = sum(bool(t.details.get("parsed", {}).get("valid"))
-                                         for t in ch) / len(ch)
+        m["challenger/valid_rate"] = sum(
+            bool(t.details.get("parsed", {}).get("valid")) for t in ch
+        ) / len(ch)
         m["challenger/accept_rate"] = sum(bool(t.details.get("accepted")) for t in ch) / len(ch)
-    solves = [t.details.get("verdict", {}).get("score", 0.0) or 0.0
-              for t in result.transitions if t.phase == "solve"]
+    solves = [
+        t.details.get("verdict", {}).get("score", 0.0) or 0.0
+        for t in result.transitions
+        if t.phase == "solve"
+    ]
     if solves:
         m["solver/accuracy"] = sum(solves) / len(solves)
     m["rollout/tokens"] = float(result.tokens)
@@ -252,12 +291,16 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     """
     from torch.utils.tensorboard import SummaryWriter
     from tqdm.auto import tqdm
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one progress bar: ours
 
     out = Path(cfg.out)
     existing = _checkpoint_dirs(out)
     if (existing or (out / "metrics.jsonl").exists()) and not cfg.resume:
-        raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or "
-                              f"choose another --out")
+        raise FileExistsError(
+            f"{out} already holds a run; pass --resume to continue it or choose another --out"
+        )
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(_plain(asdict(cfg)), sort_keys=False))
 
@@ -268,8 +311,14 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     policy = HFPolicy(cfg.model, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed)
     learner = TRRLearner(policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed)
     n_params = sum(p.numel() for p in policy.model.parameters())
-    logger.info("loaded %s (%.1f M params) on %s/%s in %.1f s", cfg.model, n_params / 1e6,
-                policy.device, policy.dtype, time.perf_counter() - t_load)
+    logger.info(
+        "loaded %s (%.1f M params) on %s/%s in %.1f s",
+        cfg.model,
+        n_params / 1e6,
+        policy.device,
+        policy.dtype,
+        time.perf_counter() - t_load,
+    )
 
     pool = TaskPool(sage_env.load_seeds())
     start = 0
@@ -280,19 +329,36 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
 
     seeds = [t for t in pool.tasks if t.source != "generated"]
     math_verifier = MathVerifier(workers=cfg.env.math_workers)
-    code_verifier = CodeVerifier(timeout_s=cfg.env.code_timeout_s,
-                                 memory_mb=cfg.env.code_memory_mb)
-    envs = [sage_env.env(cfg.env, render_mode="ansi", seeds=seeds, pool=pool,
-                         math_verifier=math_verifier, code_verifier=code_verifier)
-            for _ in range(cfg.rounds_per_step)]
-    sampling = SamplingConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                              top_p=cfg.top_p, max_prompt_tokens=cfg.max_prompt_tokens,
-                              batch_size=cfg.generation_batch_size)
+    code_verifier = CodeVerifier(timeout_s=cfg.env.code_timeout_s, memory_mb=cfg.env.code_memory_mb)
+    envs = [
+        sage_env.env(
+            cfg.env,
+            render_mode="ansi",
+            seeds=seeds,
+            pool=pool,
+            math_verifier=math_verifier,
+            code_verifier=code_verifier,
+        )
+        for _ in range(cfg.rounds_per_step)
+    ]
+    sampling = SamplingConfig(
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        max_prompt_tokens=cfg.max_prompt_tokens,
+        batch_size=cfg.generation_batch_size,
+    )
     driver = RolloutDriver(envs, policy, sampling)
     writer = SummaryWriter(str(out / "tb"))
     metrics: dict[str, float] = {}
-    bar = tqdm(total=cfg.steps, initial=start, desc="sage train", unit="step",
-               disable=not progress, dynamic_ncols=True)
+    bar = tqdm(
+        total=cfg.steps,
+        initial=start,
+        desc="sage train",
+        unit="step",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
     try:
         for step in range(start + 1, cfg.steps + 1):
             t0 = time.perf_counter()
@@ -302,11 +368,16 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             t1 = time.perf_counter()
             update = learner.update()
             t_update = time.perf_counter() - t1
-            metrics = {"step": step, **rollout_metrics(result),
-                       **{f"learner/{k}": v for k, v in update.items()},
-                       "pool/size": float(len(pool)), "pool/generated": float(pool.num_generated),
-                       "time/update_s": t_update, "time/step_s": time.perf_counter() - t0,
-                       "memory/peak_rss_mb": _peak_rss_mb()}
+            metrics = {
+                "step": step,
+                **rollout_metrics(result),
+                **{f"learner/{k}": v for k, v in update.items()},
+                "pool/size": float(len(pool)),
+                "pool/generated": float(pool.num_generated),
+                "time/update_s": t_update,
+                "time/step_s": time.perf_counter() - t0,
+                "memory/peak_rss_mb": _peak_rss_mb(),
+            }
             _append_jsonl(out / "metrics.jsonl", metrics)
             for key, value in metrics.items():
                 if key != "step" and isinstance(value, (int, float)):
@@ -317,9 +388,13 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             if step % cfg.save_every == 0 or step == cfg.steps:
                 save_checkpoint(out, step, policy, learner, pool, rng, cfg.keep_checkpoints)
             bar.update(1)
-            bar.set_postfix({r[:2]: _fmt(metrics.get(f"reward/{r}")) for r in
-                             ("challenger", "planner", "solver", "critic")} |
-                            {"pool": len(pool), "s/step": f"{metrics['time/step_s']:.0f}"})
+            bar.set_postfix(
+                {
+                    r[:2]: _fmt(metrics.get(f"reward/{r}"))
+                    for r in ("challenger", "planner", "solver", "critic")
+                }
+                | {"pool": len(pool), "s/step": f"{metrics['time/step_s']:.0f}"}
+            )
     finally:
         bar.close()
         writer.close()
@@ -362,5 +437,13 @@ def _truncate_metrics(path: Path, step: int) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["PRESETS", "TrainConfig", "Transition", "config_from_dict", "load_checkpoint",
-           "load_yaml_config", "save_checkpoint", "train"]
+__all__ = [
+    "PRESETS",
+    "TrainConfig",
+    "Transition",
+    "config_from_dict",
+    "load_checkpoint",
+    "load_yaml_config",
+    "save_checkpoint",
+    "train",
+]

@@ -58,8 +58,9 @@ class TRRConfig:
     """Prompt + completion longer than this keep the last tokens of the prompt."""
 
 
-def group_normalised_advantages(rewards: Sequence[float], groups: Sequence[Hashable],
-                                eps: float = 1e-6) -> list[float]:
+def group_normalised_advantages(
+    rewards: Sequence[float], groups: Sequence[Hashable], eps: float = 1e-6
+) -> list[float]:
     """Task-relative advantages: ``A_i = (r_i - mean_g) / (std_g + eps)`` within each group.
 
     ``std_g`` is the population standard deviation (ddof = 0). A group of one, or a group whose
@@ -95,8 +96,7 @@ def group_normalised_advantages(rewards: Sequence[float], groups: Sequence[Hasha
     return adv
 
 
-def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3"
-               ) -> torch.Tensor:
+def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
     """Per-token KL(pi || pi_ref) estimate from sampled-token log-probs (same shape in/out)."""
     log_ratio = ref_logp - logp
     if estimator == "k1":
@@ -106,9 +106,14 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3"
     return torch.exp(log_ratio) - log_ratio - 1.0
 
 
-def token_logprobs(model: torch.nn.Module, prompts: list[list[int]],
-                   completions: list[list[int]], pad_id: int, temperature: float = 1.0,
-                   device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def token_logprobs(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    completions: list[list[int]],
+    pad_id: int,
+    temperature: float = 1.0,
+    device: torch.device | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs of each completion token under ``model``.
 
     Sequences are right-padded to a ``[B, L]`` batch; logits are divided by ``temperature``
@@ -152,18 +157,24 @@ class TRRLearner:
         seed: Seed of minibatch shuffling.
     """
 
-    def __init__(self, policy: HFPolicy, config: TRRConfig | None = None,
-                 temperature: float = 1.0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        policy: HFPolicy,
+        config: TRRConfig | None = None,
+        temperature: float = 1.0,
+        seed: int = 0,
+    ) -> None:
         self.policy = policy
         self.config = config or TRRConfig()
         self.temperature = temperature
         self.model = policy.model
         if self.config.gradient_checkpointing:
-            self.model.gradient_checkpointing_enable()
-            self.model.config.use_cache = False
+            policy.enable_gradient_checkpointing()
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad],
-            lr=self.config.lr, weight_decay=self.config.weight_decay)
+            lr=self.config.lr,
+            weight_decay=self.config.weight_decay,
+        )
         self.reference = None
         if self.config.kl_coef > 0:
             self.reference = copy.deepcopy(self.model).eval()
@@ -187,8 +198,9 @@ class TRRLearner:
         if not batch:
             return {"num_sequences": 0.0}
         cfg = self.config
-        adv = group_normalised_advantages([t.reward for t in batch],
-                                          [(t.role, t.domain) for t in batch], cfg.adv_eps)
+        adv = group_normalised_advantages(
+            [t.reward for t in batch], [(t.role, t.domain) for t in batch], cfg.adv_eps
+        )
         for t in batch:  # keep the tail of overlong prompts
             overflow = len(t.prompt_ids) + len(t.completion_ids) - cfg.max_seq_tokens
             if overflow > 0:
@@ -205,9 +217,11 @@ class TRRLearner:
                     totals[k] += v
                 n_steps += 1
         metrics = {k: v / max(n_steps, 1) for k, v in totals.items()}
-        metrics.update(num_sequences=float(len(batch)),
-                       num_tokens=float(sum(len(t.completion_ids) for t in batch)),
-                       adv_abs_mean=sum(abs(a) for a in adv) / len(adv))
+        metrics.update(
+            num_sequences=float(len(batch)),
+            num_tokens=float(sum(len(t.completion_ids) for t in batch)),
+            adv_abs_mean=sum(abs(a) for a in adv) / len(adv),
+        )
         return metrics
 
     def _step(self, batch: list[Transition], adv: list[float]) -> dict[str, float]:
@@ -221,8 +235,7 @@ class TRRLearner:
             items = [batch[i] for i in mb]
             prompts = [t.prompt_ids for t in items]
             comps = [t.completion_ids for t in items]
-            logp, mask = token_logprobs(self.model, prompts, comps, pad, self.temperature,
-                                        device)
+            logp, mask = token_logprobs(self.model, prompts, comps, pad, self.temperature, device)
             old = torch.zeros_like(logp)
             for r, t in enumerate(items):
                 old[r, : len(t.logprobs)] = torch.tensor(t.logprobs, device=device)
@@ -233,8 +246,9 @@ class TRRLearner:
             kl = torch.zeros_like(logp)
             if self.reference is not None:
                 with torch.no_grad():
-                    ref_logp, _ = token_logprobs(self.reference, prompts, comps, pad,
-                                                 self.temperature, device)
+                    ref_logp, _ = token_logprobs(
+                        self.reference, prompts, comps, pad, self.temperature, device
+                    )
                 kl = kl_penalty(logp, ref_logp, cfg.kl_estimator)
                 per_token = pg + cfg.kl_coef * kl
             if cfg.loss_agg == "seq_mean":

@@ -15,6 +15,15 @@ from sage_env.env import AGENTS, AnyText, env, raw_env
 from sage_env.pool import TaskPool
 from sage_env.tasks import Task, load_seeds
 
-__all__ = ["AGENTS", "AnyText", "EnvConfig", "RewardConfig", "Task", "TaskPool", "env",
-           "load_seeds", "raw_env"]
+__all__ = [
+    "AGENTS",
+    "AnyText",
+    "EnvConfig",
+    "RewardConfig",
+    "Task",
+    "TaskPool",
+    "env",
+    "load_seeds",
+    "raw_env",
+]
 __version__ = "0.1.0"

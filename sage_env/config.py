@@ -35,6 +35,11 @@ class RewardConfig:
     """When the solver saw no plan (plan gated out, or a difficulty attempt on a fresh
     question) the p term is ``"zero"`` (default: reward 0.6 s_gt + 0.2 f) or
     ``"renormalise"`` (reward (0.6 s_gt + 0.2 f) / 0.8)."""
+    format_rule: Literal["soft", "binary"] = "soft"
+    """Format scores f. ``"soft"`` (default; the paper's soft format score in [0, 1] as
+    reported by secondary summaries): partial credit for partly well-formed output, e.g. 0.5
+    for a challenger that wrote ``<question>`` but no ``<answer>`` (see ``docs/rewards.md``).
+    ``"binary"``: 1 only when fully well-formed, else 0."""
     critic_score_rule: Literal["minus_one_over_nine", "over_ten"] = "minus_one_over_nine"
     """How the critic's 1-10 score becomes [0, 1]: ``(s - 1) / 9`` (default) or ``s / 10``."""
 
@@ -80,5 +85,6 @@ class EnvConfig:
             raise ValueError(f"unknown protocol {self.protocol!r}; available: 'sage'")
         bad = set(self.domains) - {"math", "code"}
         if bad or not self.domains:
-            raise ValueError(f"domains must be a non-empty subset of ('math', 'code'), got "
-                             f"{self.domains!r}")
+            raise ValueError(
+                f"domains must be a non-empty subset of ('math', 'code'), got {self.domains!r}"
+            )

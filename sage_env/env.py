@@ -10,8 +10,9 @@ One episode is one round (DESIGN.md):
 6. ``solver_0`` solves the pool task ``k`` times, seeing the plan when ``p > beta``.
 
 Steps 2-3 are skipped when the Challenger's output does not parse (nothing to review), and
-step 3 when the question fails the quality gate. Only a well-formed plan is shown to the solver. A reward for an action is delivered before the same agent acts again or at the
-end of the round, so ``env.last()`` at an agent's next turn returns exactly the reward of its
+step 3 when the question fails the quality gate. Only a well-formed plan is shown to the
+solver. A reward for an action is delivered before the same agent acts again or at the end of
+the round, so ``env.last()`` at an agent's next turn returns exactly the reward of its
 previous action.
 """
 
@@ -135,8 +136,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             math_verifier = MathVerifier(workers=self.config.math_workers)
             self._own_verifiers.append(math_verifier)
         if code_verifier is None:
-            code_verifier = CodeVerifier(timeout_s=self.config.code_timeout_s,
-                                         memory_mb=self.config.code_memory_mb)
+            code_verifier = CodeVerifier(
+                timeout_s=self.config.code_timeout_s, memory_mb=self.config.code_memory_mb
+            )
             self._own_verifiers.append(code_verifier)
         self.math_verifier, self.code_verifier = math_verifier, code_verifier
         self.possible_agents = list(AGENTS)
@@ -167,8 +169,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._cumulative_rewards = {a: 0.0 for a in self.agents}
         self.terminations = {a: False for a in self.agents}
         self.truncations = {a: False for a in self.agents}
-        self.infos = {a: {"phase": None, "task_id": None, "domain": None, "last": {}}
-                      for a in self.agents}
+        self.infos = {
+            a: {"phase": None, "task_id": None, "domain": None, "last": {}} for a in self.agents
+        }
         self._obs = {a: {"system": "", "user": ""} for a in self.agents}
         self._transcript = []
         self._episode += 1
@@ -183,11 +186,13 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._task: Task | None = None
         self._plan: str | None = None
         self._plan_text = ""
+        self._plan_format = 0.0
         self._p: float | None = None
         self._plan_shown = False
         self._solve_count = 0
-        self._select("challenger_0", "challenge", self._reference,
-                     prompts.challenger(self._reference))
+        self._select(
+            "challenger_0", "challenge", self._reference, prompts.challenger(self._reference)
+        )
 
     def observe(self, agent: str) -> dict[str, str]:
         """The agent's current observation ``{"system": str, "user": str}``."""
@@ -220,8 +225,10 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._cumulative_rewards[agent] = 0.0
         self.rewards = {a: 0.0 for a in self.agents}
         phase = self.infos[agent]["phase"]
-        self._log(f"=== {phase}: {agent} ===\n--- observation ---\n{self._obs[agent]['user']}\n"
-                  f"--- action ---\n{text}")
+        self._log(
+            f"=== {phase}: {agent} ===\n--- observation ---\n{self._obs[agent]['user']}\n"
+            f"--- action ---\n{text}"
+        )
         getattr(self, f"_on_{phase}")(text)
         self._accumulate_rewards()
 
@@ -232,50 +239,74 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         if out.valid:
             candidate = self._make_task(out, ref)
             if candidate in self.pool:
-                out.valid, out.reason = False, "duplicate of a task already in the pool"
+                out.valid, out.format_score = False, 0.0
+                out.reason = "duplicate of a task already in the pool"
         self._proposal = out
         if not out.valid:
-            self._deliver("challenger_0", *rewards.challenger_reward(
-                0.0, None, 0.0, self.config.rewards),
-                parsed=_public(out), accepted=False)
+            self._deliver(
+                "challenger_0",
+                *rewards.challenger_reward(
+                    0.0, None, self._soft(out.format_score, 0.0), self.config.rewards
+                ),
+                parsed=_public(out),
+                accepted=False,
+            )
             self._start_plan()
             return
         self._new_task = candidate
-        self._select("critic_0", "review_question", candidate,
-                     prompts.critic_question(candidate.prompt, candidate.domain))
+        self._select(
+            "critic_0",
+            "review_question",
+            candidate,
+            prompts.critic_question(candidate.prompt, candidate.domain),
+        )
 
     def _on_review_question(self, text: str) -> None:
         cfg = self.config.rewards
         raw = parsing.parse_critic_score(text)
-        f = 1.0 if raw is not None else 0.0
+        f = self._soft(parsing.critic_format_score(text), float(raw is not None))
         self._q = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
         accepted = rewards.quality_gate(self._q, cfg)
-        self._deliver("critic_0", *rewards.critic_reward(f), raw_score=raw, q=self._q,
-                      review="question")
+        self._deliver(
+            "critic_0", *rewards.critic_reward(f), raw_score=raw, q=self._q, review="question"
+        )
         if accepted:
             self._probe_scores = []
             self._select("solver_0", "probe", self._new_task, prompts.solver(self._new_task))
             return
-        self._deliver("challenger_0", *rewards.challenger_reward(self._q, None, 1.0, cfg),
-                      parsed=_public(self._proposal), accepted=False,
-                      gate=f"q={self._q:.3f} < alpha={cfg.alpha}")
+        self._deliver(
+            "challenger_0",
+            *rewards.challenger_reward(self._q, None, 1.0, cfg),
+            parsed=_public(self._proposal),
+            accepted=False,
+            gate=f"q={self._q:.3f} < alpha={cfg.alpha}",
+        )
         self._start_plan()
 
     def _on_probe(self, text: str) -> None:
         cfg = self.config.rewards
         s_gt, f, verdict = self._verify(self._new_task, text)
         self._probe_scores.append(s_gt)
-        self._deliver("solver_0", *rewards.solver_reward(None, s_gt, f, cfg), verdict=verdict,
-                      plan_shown=False)
+        self._deliver(
+            "solver_0",
+            *rewards.solver_reward(None, s_gt, f, cfg),
+            verdict=verdict,
+            plan_shown=False,
+        )
         if len(self._probe_scores) < self.config.solver_samples:
             return
         d = 1.0 - sum(self._probe_scores) / len(self._probe_scores)
         task = self._new_task
         task.meta.update({"q": self._q, "d": d, "probe_scores": list(self._probe_scores)})
         added = self.pool.add(task)
-        self._deliver("challenger_0", *rewards.challenger_reward(self._q, d, 1.0, cfg),
-                      parsed=_public(self._proposal), accepted=True, added_to_pool=added,
-                      new_task_id=task.task_id)
+        self._deliver(
+            "challenger_0",
+            *rewards.challenger_reward(self._q, d, 1.0, cfg),
+            parsed=_public(self._proposal),
+            accepted=True,
+            added_to_pool=added,
+            new_task_id=task.task_id,
+        )
         self._start_plan()
 
     def _start_plan(self) -> None:
@@ -287,23 +318,30 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         # (the planner's format term is 0 then), but only a well-formed plan is ever shown
         # to the solver.
         self._plan = parsing.parse_plan(text)
+        self._plan_format = parsing.plan_format_score(text)
         self._plan_text = self._plan if self._plan is not None else text.strip()[:2000]
-        self._select("critic_0", "review_plan", self._task,
-                     prompts.critic_plan(self._task, self._plan_text))
+        self._select(
+            "critic_0", "review_plan", self._task, prompts.critic_plan(self._task, self._plan_text)
+        )
 
     def _on_review_plan(self, text: str) -> None:
         cfg = self.config.rewards
         raw = parsing.parse_critic_score(text)
-        f = 1.0 if raw is not None else 0.0
+        f = self._soft(parsing.critic_format_score(text), float(raw is not None))
         self._p = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
         plan_ok = self._plan is not None
         self._plan_shown = plan_ok and rewards.plan_gate(self._p, cfg)
-        self._deliver("critic_0", *rewards.critic_reward(f), raw_score=raw, p=self._p,
-                      review="plan")
-        self._deliver("planner_0", *rewards.planner_reward(self._p, float(plan_ok), cfg),
-                      plan=self._plan, plan_shown=self._plan_shown,
-                      reason="" if plan_ok else "missing <plan> with at least 2 numbered steps",
-                      gate=f"p={self._p:.3f} vs beta={cfg.beta}")
+        self._deliver(
+            "critic_0", *rewards.critic_reward(f), raw_score=raw, p=self._p, review="plan"
+        )
+        self._deliver(
+            "planner_0",
+            *rewards.planner_reward(self._p, self._soft(self._plan_format, float(plan_ok)), cfg),
+            plan=self._plan,
+            plan_shown=self._plan_shown,
+            reason="" if plan_ok else "missing <plan> with at least 2 numbered steps",
+            gate=f"p={self._p:.3f} vs beta={cfg.beta}",
+        )
         self._start_solve()
 
     def _start_solve(self) -> None:
@@ -314,8 +352,12 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def _on_solve(self, text: str) -> None:
         s_gt, f, verdict = self._verify(self._task, text)
         p = self._p if self._plan_shown else None
-        self._deliver("solver_0", *rewards.solver_reward(p, s_gt, f, self.config.rewards),
-                      verdict=verdict, plan_shown=self._plan_shown)
+        self._deliver(
+            "solver_0",
+            *rewards.solver_reward(p, s_gt, f, self.config.rewards),
+            verdict=verdict,
+            plan_shown=self._plan_shown,
+        )
         self._solve_count += 1
         if self._solve_count >= self.config.solver_samples:
             self._finish()
@@ -334,8 +376,12 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
 
     def _deliver(self, agent: str, reward: float, terms: dict, **details: Any) -> None:
         self.rewards[agent] += reward
-        self.infos[agent]["last"] = {"phase": self.infos[agent]["phase"], "reward": reward,
-                                     "terms": terms, **details}
+        self.infos[agent]["last"] = {
+            "phase": self.infos[agent]["phase"],
+            "reward": reward,
+            "terms": terms,
+            **details,
+        }
         self._log(f"--- reward {agent}: {reward:.4f} {terms} {_short(details)}")
 
     def _verify(self, task: Task, text: str) -> tuple[float, float, dict]:
@@ -349,14 +395,31 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             if program is None:
                 return 0.0, 0.0, {"status": "invalid", "reason": "no Python code found"}
             res = self.code_verifier.verify(program, task.tests, task.test_setup)
-        return float(res.score), 1.0, {"status": res.status, "reason": res.reason,
-                                       "score": res.score}
+        # soft format: code that does not even compile earns half the format credit
+        fmt = self._soft(0.5, 1.0) if res.status == "syntax_error" else 1.0
+        return (
+            float(res.score),
+            fmt,
+            {"status": res.status, "reason": res.reason, "score": res.score},
+        )
+
+    def _soft(self, soft: float, binary: float) -> float:
+        """Pick the format score of the configured ``format_rule``."""
+        return soft if self.config.rewards.format_rule == "soft" else binary
 
     def _make_task(self, out: parsing.ChallengerOutput, ref: Task) -> Task:
-        return Task(task_id=self.pool.next_id(), domain=ref.domain, prompt=out.question,
-                    answer=out.answer, tests=list(out.tests), entry_point=out.entry_point,
-                    source="generated", parent_id=ref.task_id,
-                    reference_solution=out.solution, meta={"episode": self._episode})
+        return Task(
+            task_id=self.pool.next_id(),
+            domain=ref.domain,
+            prompt=out.question,
+            answer=out.answer,
+            tests=list(out.tests),
+            entry_point=out.entry_point,
+            source="generated",
+            parent_id=ref.task_id,
+            reference_solution=out.solution,
+            meta={"episode": self._episode},
+        )
 
     def _log(self, line: str) -> None:
         if self.render_mode == "ansi":
@@ -366,8 +429,14 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
 def _public(out: parsing.ChallengerOutput | None) -> dict:
     if out is None:
         return {}
-    return {"question": out.question, "answer": out.answer, "tests": out.tests,
-            "entry_point": out.entry_point, "valid": out.valid, "reason": out.reason}
+    return {
+        "question": out.question,
+        "answer": out.answer,
+        "tests": out.tests,
+        "entry_point": out.entry_point,
+        "valid": out.valid,
+        "reason": out.reason,
+    }
 
 
 def _short(details: dict) -> str:

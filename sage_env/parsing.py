@@ -64,8 +64,10 @@ def parse_critic_score(text: str) -> float | None:
 
 
 def parse_plan(text: str) -> str | None:
-    """Return the plan inside ``<plan>...</plan>`` when it has at least two numbered steps
-    (``1.``, ``2)``, ``Step 3:``), else ``None``."""
+    """Return the ``<plan>`` content if it has two or more numbered steps, else ``None``.
+
+    Steps are lines starting with ``1.``, ``2)``, ``Step 3:`` and the like.
+    """
     plan = extract_tag(text, "plan")
     if not plan or len(_STEP_RE.findall(plan)) < 2:
         return None
@@ -82,7 +84,9 @@ class ChallengerOutput:
         tests: Code: assert statements, one per list item (each parses with ``ast``).
         entry_point: Code: the function the first test calls, or ``None``.
         solution: Optional reference solution text.
-        valid: Whether every required field is present and well-formed (format score 1).
+        valid: Whether every required field is present and well-formed.
+        format_score: Fraction of the two required parts (question; answer or tests) that are
+            well-formed: 0, 0.5 or 1.
         reason: Why the output is invalid ("" when valid).
     """
 
@@ -92,6 +96,7 @@ class ChallengerOutput:
     entry_point: str | None = None
     solution: str | None = None
     valid: bool = False
+    format_score: float = 0.0
     reason: str = ""
 
 
@@ -127,33 +132,56 @@ def parse_challenger(text: str, domain: str, max_question_chars: int = 4000) -> 
 
     Math needs ``<question>`` and ``<answer>``; code needs ``<question>`` and ``<tests>``
     holding at least one top-level ``assert`` that calls a function, and may add
-    ``<solution>``. Never raises.
+    ``<solution>``. ``format_score`` is the fraction of the two required parts that are
+    well-formed (0, 0.5 or 1); ``valid`` means both are. Never raises.
     """
     out = ChallengerOutput()
+    reasons = []
     question = extract_tag(text, "question")
     if not question:
-        out.reason = "missing <question>"
-        return out
-    if len(question) > max_question_chars:
-        out.reason = f"question longer than {max_question_chars} chars"
-        return out
-    out.question = question
-    out.solution = extract_tag(text, "solution") or None
+        reasons.append("missing <question>")
+    elif len(question) > max_question_chars:
+        reasons.append(f"question longer than {max_question_chars} chars")
+    else:
+        out.question = question
+    verifier_ok = False
     if domain == "math":
         answer = extract_tag(text, "answer")
         if not answer or len(answer) > 200:
-            out.reason = "missing or overlong <answer>"
-            return out
-        out.answer = answer
+            reasons.append("missing or overlong <answer>")
+        else:
+            out.answer, verifier_ok = answer, True
     else:
         tests = _split_asserts(extract_tag(text, "tests") or "")
+        entry = _called_name(tests[0]) if tests else None
         if not tests:
-            out.reason = "no parseable assert statements in <tests>"
-            return out
-        entry = _called_name(tests[0])
-        if entry is None:
-            out.reason = "first test calls no function"
-            return out
-        out.tests, out.entry_point = tests, entry
-    out.valid = True
+            reasons.append("no parseable assert statements in <tests>")
+        elif entry is None:
+            reasons.append("first test calls no function")
+        else:
+            out.tests, out.entry_point, verifier_ok = tests, entry, True
+    out.solution = extract_tag(text, "solution") or None
+    out.format_score = (float(out.question is not None) + float(verifier_ok)) / 2
+    out.valid = out.format_score == 1.0
+    out.reason = "; ".join(reasons)
     return out
+
+
+def plan_format_score(text: str) -> float:
+    """Soft format score of a Planner action in {0, 0.5, 1}.
+
+    0.5 for a complete ``<plan>...</plan>`` pair plus 0.5 for at least two numbered steps
+    (inside the tag when present, else anywhere in the text).
+    """
+    plan = extract_tag(text, "plan")
+    body = plan if plan is not None else (text if isinstance(text, str) else "")
+    steps = len(_STEP_RE.findall(body[:20_000])) >= 2
+    return 0.5 * float(plan is not None) + 0.5 * float(steps)
+
+
+def critic_format_score(text: str) -> float:
+    """Soft format score of a Critic action: 1 when :func:`parse_critic_score` succeeds,
+    0.5 when a ``<score>`` pair is present but its content breaks the rule, else 0."""
+    if parse_critic_score(text) is not None:
+        return 1.0
+    return 0.5 if extract_tag(text, "score") is not None else 0.0

@@ -52,8 +52,7 @@ PLANNER_USER = (
 SOLVER_SYSTEM = "You are the Solver. You solve problems correctly."
 SOLVER_MATH = "{prompt}{plan}\n\nPut your final answer in \\boxed{{}}."
 SOLVER_CODE = (
-    "{prompt}{plan}\n\nWrite the Python function `{entry_point}` in a single ```python code "
-    "block."
+    "{prompt}{plan}\n\nWrite the Python function `{entry_point}` in a single ```python code block."
 )
 
 
@@ -69,8 +68,10 @@ def challenger(reference: Task) -> Observation:
 
 def critic_question(question: str, domain: str) -> Observation:
     """Observation of the Critic reviewing a newly proposed question."""
-    return {"system": CRITIC_SYSTEM, "user": CRITIC_QUESTION.format(domain=domain,
-                                                                    question=question)}
+    return {
+        "system": CRITIC_SYSTEM,
+        "user": CRITIC_QUESTION.format(domain=domain, question=question),
+    }
 
 
 def critic_plan(task: Task, plan: str) -> Observation:
@@ -88,6 +89,7 @@ def solver(task: Task, plan: str | None = None) -> Observation:
     if task.domain == "math":
         user = SOLVER_MATH.format(prompt=task.prompt, plan=_plan_block(plan))
     else:
-        user = SOLVER_CODE.format(prompt=task.prompt, plan=_plan_block(plan),
-                                  entry_point=task.entry_point or "solution")
+        user = SOLVER_CODE.format(
+            prompt=task.prompt, plan=_plan_block(plan), entry_point=task.entry_point or "solution"
+        )
     return {"system": SOLVER_SYSTEM, "user": user}

@@ -37,8 +37,7 @@ def plan_gate(p: float, cfg: RewardConfig) -> bool:
     return p > cfg.beta + GATE_TOLERANCE
 
 
-def challenger_reward(q: float, d: float | None, f: float, cfg: RewardConfig
-                      ) -> tuple[float, dict]:
+def challenger_reward(q: float, d: float | None, f: float, cfg: RewardConfig) -> tuple[float, dict]:
     """Challenger reward ``w_q q + w_d d + w_f f`` (paper: (q + d + f) / 3).
 
     Args:
@@ -65,8 +64,7 @@ def planner_reward(p: float, f: float, cfg: RewardConfig) -> tuple[float, dict]:
     return w_plan * p + w_fmt * f, {"p": p, "f": f}
 
 
-def solver_reward(p: float | None, s_gt: float, f: float, cfg: RewardConfig
-                  ) -> tuple[float, dict]:
+def solver_reward(p: float | None, s_gt: float, f: float, cfg: RewardConfig) -> tuple[float, dict]:
     """Solver reward ``0.2 p + 0.6 s_gt + 0.2 f`` (weights from ``cfg.solver_weights``).
 
     Args:
@@ -74,6 +72,7 @@ def solver_reward(p: float | None, s_gt: float, f: float, cfg: RewardConfig
             a difficulty attempt); then ``solver_plan_term_when_gated`` decides.
         s_gt: External verifier score in [0, 1] (never the critic's opinion).
         f: Format score in {0, 1}.
+        cfg: Weights and the ``solver_plan_term_when_gated`` rule.
     """
     wp, ws, wf = cfg.solver_weights
     if p is None:

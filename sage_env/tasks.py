@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
 from pathlib import Path
@@ -23,7 +23,7 @@ SEED_SOURCES = ("math", "gsm8k", "humaneval", "mbpp")
 
 @dataclass
 class Task:
-    """One problem and its verifier data.
+    r"""One problem and its verifier data.
 
     Attributes:
         task_id: Unique id, e.g. ``"gsm8k/train/17"`` or ``"gen/3/0/12"`` for generated tasks.
@@ -97,8 +97,11 @@ def read_jsonl(path: str | os.PathLike) -> list[Task]:
 
 
 def write_jsonl(tasks: Iterable[Task], path: str | os.PathLike) -> None:
-    """Write tasks as JSON Lines atomically (temp file + ``os.replace``), so a killed process
-    never leaves a half-written file behind."""
+    """Write tasks as JSON Lines atomically.
+
+    The file is written to a temp file and renamed (``os.replace``), so a killed process never
+    leaves a half-written file behind.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

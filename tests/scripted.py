@@ -2,11 +2,17 @@
 
 from sage_env import Task
 
-MATH_SEED = Task(task_id="seed/m0", domain="math", prompt="What is 2+3?", answer="5",
-                 source="gsm8k")
-CODE_SEED = Task(task_id="seed/c0", domain="code", prompt="Write inc(x) returning x + 1.",
-                 tests=["assert inc(1) == 2", "assert inc(-1) == 0"], entry_point="inc",
-                 source="mbpp")
+MATH_SEED = Task(
+    task_id="seed/m0", domain="math", prompt="What is 2+3?", answer="5", source="gsm8k"
+)
+CODE_SEED = Task(
+    task_id="seed/c0",
+    domain="code",
+    prompt="Write inc(x) returning x + 1.",
+    tests=["assert inc(1) == 2", "assert inc(-1) == 0"],
+    entry_point="inc",
+    source="mbpp",
+)
 
 
 def play_round(env, script, seed=0):

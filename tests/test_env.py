@@ -23,12 +23,14 @@ def math_script(question_score="10", plan_score="4", probe=("42", "41")):
         if phase == "solve":
             return "\\boxed{42}" if "7*6" in obs["user"] else "\\boxed{5}"
         raise AssertionError(phase)
+
     return script
 
 
 def make_env(**kw):
-    return sage_env.env(EnvConfig(domains=("math",), solver_samples=2), seeds=[MATH_SEED],
-                        render_mode="ansi", **kw)
+    return sage_env.env(
+        EnvConfig(domains=("math",), solver_samples=2), seeds=[MATH_SEED], render_mode="ansi", **kw
+    )
 
 
 def by_phase(records):
@@ -46,11 +48,11 @@ def test_scripted_round_rewards_known_in_advance():
     # probes (no plan shown): 0.6 * s_gt + 0.2 * f
     assert [r for _, r, _ in rec["probe"]] == pytest.approx([0.8, 0.2])
     # challenger: q = 1, d = 1 - mean(1, 0) = 0.5, f = 1 -> 2.5 / 3
-    (_, ch_reward, ch_info), = rec["challenge"]
+    ((_, ch_reward, ch_info),) = rec["challenge"]
     assert ch_reward == pytest.approx(2.5 / 3)
     assert ch_info["terms"] == {"q": 1.0, "d": 0.5, "f": 1.0} and ch_info["accepted"]
     # plan score 4 -> p = 1/3 > beta = 0.3 -> shown; planner 0.5 p + 0.5 f
-    (_, pl_reward, pl_info), = rec["plan"]
+    ((_, pl_reward, pl_info),) = rec["plan"]
     assert pl_reward == pytest.approx(0.5 / 3 + 0.5) and pl_info["plan_shown"]
     # solver with plan, correct: 0.2 p + 0.6 + 0.2
     assert [r for _, r, _ in rec["solve"]] == pytest.approx([0.2 / 3 + 0.8] * 2)
@@ -66,7 +68,7 @@ def test_scripted_round_rewards_known_in_advance():
 
 def test_quality_gate_edge_q_equals_alpha_is_accepted():
     rec = by_phase(play_round(make_env(), math_script(question_score="7.3")))
-    (_, reward, info), = rec["challenge"]
+    ((_, reward, info),) = rec["challenge"]
     assert info["accepted"] and "probe" in rec
     assert reward == pytest.approx((0.7 + 0.5 + 1.0) / 3)
 
@@ -74,7 +76,7 @@ def test_quality_gate_edge_q_equals_alpha_is_accepted():
 def test_question_below_alpha_rejected_and_not_solved():
     env = make_env()
     rec = by_phase(play_round(env, math_script(question_score="7")))
-    (_, reward, info), = rec["challenge"]
+    ((_, reward, info),) = rec["challenge"]
     q = 6 / 9
     assert not info["accepted"] and "probe" not in rec
     assert reward == pytest.approx((q + 1.0) / 2)  # d dropped, weights renormalised
@@ -82,8 +84,9 @@ def test_question_below_alpha_rejected_and_not_solved():
 
 
 def test_plan_gate_edge_p_equals_beta_hides_plan():
-    env = sage_env.env(EnvConfig(domains=("math",), solver_samples=1), seeds=[MATH_SEED],
-                       beta=1 / 3)
+    env = sage_env.env(
+        EnvConfig(domains=("math",), solver_samples=1), seeds=[MATH_SEED], beta=1 / 3
+    )
     seen = []
 
     def script(agent, phase, obs, n):
@@ -92,48 +95,78 @@ def test_plan_gate_edge_p_equals_beta_hides_plan():
         return math_script(plan_score="4")(agent, phase, obs, 0)
 
     rec = by_phase(play_round(env, script))
-    (_, pl_reward, pl_info), = rec["plan"]
+    ((_, pl_reward, pl_info),) = rec["plan"]
     assert not pl_info["plan_shown"]
     assert "plan that may help" not in seen[0]
     # solver saw no plan: p term is zero -> 0.6 + 0.2
     assert [r for _, r, _ in rec["solve"]] == pytest.approx([0.8])
 
 
-def test_unparseable_critic_output_rejects_question_with_zero_format():
-    rec = by_phase(play_round(make_env(), math_script(question_score="nine")))
-    (_, critic_reward, critic_info), = rec["review_question"]
-    assert critic_reward == 0.0 and critic_info["raw_score"] is None
-    (_, ch_reward, ch_info), = rec["challenge"]
+@pytest.mark.parametrize("text, critic_format", [("nine", 0.5), ("11", 0.5)])
+def test_unparseable_critic_output_rejects_question(text, critic_format):
+    rec = by_phase(play_round(make_env(), math_script(question_score=text)))
+    ((_, critic_reward, critic_info),) = rec["review_question"]
+    # a <score> pair whose content breaks the rule earns half the (soft) format credit
+    assert critic_reward == critic_format and critic_info["raw_score"] is None
+    ((_, ch_reward, ch_info),) = rec["challenge"]
     assert ch_reward == pytest.approx(0.5)  # (q = 0 + f = 1) / 2
     assert not ch_info["accepted"]
+
+
+def test_binary_format_rule_and_missing_tag():
+    env = sage_env.env(EnvConfig(domains=("math",)), seeds=[MATH_SEED], format_rule="binary")
+    rec = by_phase(play_round(env, math_script(question_score="nine")))
+    assert rec["review_question"][0][1] == 0.0
+
+    def script(agent, phase, obs, n):
+        if phase == "challenge":
+            return "<question>What is 9*9?</question> the answer is 81"  # no <answer>
+        return math_script()(agent, phase, obs, n)
+
+    rec = by_phase(play_round(make_env(), script))
+    ((_, reward, info),) = rec["challenge"]
+    assert info["terms"]["f"] == 0.5 and reward == pytest.approx(0.25)  # (0 + 0.5) / 2
+    assert "missing or overlong <answer>" in info["parsed"]["reason"]
+
+
+def test_critic_without_score_tag_gets_zero():
+    def script(agent, phase, obs, n):
+        if phase == "review_question":
+            return "Score: 10/10"
+        return math_script()(agent, phase, obs, n)
+
+    rec = by_phase(play_round(make_env(), script))
+    assert rec["review_question"][0][1] == 0.0
 
 
 def test_garbage_actions_never_crash_and_score_zero():
     env = sage_env.env(EnvConfig(solver_samples=2), seeds=[MATH_SEED, CODE_SEED])
     for seed in range(4):
         rec = play_round(env, lambda *a: "\x00\ud800 <score> 😀 </plan>" * 50, seed=seed)
-        assert {phase for _, phase, _, _ in rec} == {"challenge", "plan", "review_plan",
-                                                      "solve"}
+        assert {phase for _, phase, _, _ in rec} == {"challenge", "plan", "review_plan", "solve"}
         assert all(reward == 0.0 for _, _, reward, _ in rec)
 
 
 def test_code_round_uses_the_code_verifier():
     def script(agent, phase, obs, n):
-        return {"challenge": "<question>Write dbl(x) doubling x.</question><tests>\n"
-                             "assert dbl(2) == 4\nassert dbl(0) == 0\n</tests>",
-                "review_question": "<score>10</score>",
-                "probe": "```python\ndef dbl(x):\n    return 2 * x\n```",
-                "plan": PLAN, "review_plan": "<score>1</score>",
-                "solve": "```python\ndef inc(x):\n    return x + 2\n```"
-                         if "inc" in obs["user"] else
-                         "```python\ndef dbl(x):\n    return 2 * x\n```"}[phase]
+        return {
+            "challenge": "<question>Write dbl(x) doubling x.</question><tests>\n"
+            "assert dbl(2) == 4\nassert dbl(0) == 0\n</tests>",
+            "review_question": "<score>10</score>",
+            "probe": "```python\ndef dbl(x):\n    return 2 * x\n```",
+            "plan": PLAN,
+            "review_plan": "<score>1</score>",
+            "solve": "```python\ndef inc(x):\n    return x + 2\n```"
+            if "inc" in obs["user"]
+            else "```python\ndef dbl(x):\n    return 2 * x\n```",
+        }[phase]
 
     env = sage_env.env(EnvConfig(domains=("code",), solver_samples=1), seeds=[CODE_SEED])
     rec = by_phase(play_round(env, script))
     assert rec["probe"][0][2]["verdict"]["score"] == 1.0
-    (_, ch_reward, ch_info), = rec["challenge"]
+    ((_, ch_reward, ch_info),) = rec["challenge"]
     assert ch_info["terms"]["d"] == 0.0 and ch_reward == pytest.approx(2 / 3)
-    (_, solve_reward, solve_info), = rec["solve"]
+    ((_, solve_reward, solve_info),) = rec["solve"]
     expected = 0.8 if solve_info["verdict"]["score"] == 1.0 else 0.2  # inc is wrong
     assert solve_reward == pytest.approx(expected)
 
@@ -149,7 +182,7 @@ def test_unformatted_plan_is_still_reviewed_but_never_shown():
         return math_script(plan_score="10")(agent, phase, obs, n)
 
     rec = by_phase(play_round(make_env(), script))
-    (_, reward, info), = rec["plan"]
+    ((_, reward, info),) = rec["plan"]
     assert reward == pytest.approx(0.5 * 1.0 + 0.5 * 0.0)
     assert not info["plan_shown"] and "plan that may help" not in seen[0]
 
@@ -161,14 +194,15 @@ def test_duplicate_question_is_invalid():
         return math_script()(agent, phase, obs, n)
 
     rec = by_phase(play_round(make_env(), script))
-    (_, reward, info), = rec["challenge"]
+    ((_, reward, info),) = rec["challenge"]
     assert reward == 0.0 and "duplicate" in info["parsed"]["reason"]
 
 
 def test_shared_pool_between_copies():
     pool = TaskPool([MATH_SEED])
-    envs = [sage_env.env(EnvConfig(domains=("math",)), seeds=[MATH_SEED], pool=pool)
-            for _ in range(2)]
+    envs = [
+        sage_env.env(EnvConfig(domains=("math",)), seeds=[MATH_SEED], pool=pool) for _ in range(2)
+    ]
     play_round(envs[0], math_script())
     assert envs[1].unwrapped.pool is pool and len(pool) == 2
 
@@ -179,8 +213,10 @@ def test_pettingzoo_api_test():
 
 
 def test_pettingzoo_seed_test():
-    seed_test(lambda: sage_env.env(EnvConfig(solver_samples=1), seeds=[MATH_SEED, CODE_SEED]),
-              num_cycles=20)
+    seed_test(
+        lambda: sage_env.env(EnvConfig(solver_samples=1), seeds=[MATH_SEED, CODE_SEED]),
+        num_cycles=20,
+    )
 
 
 def test_unknown_option_is_a_clear_error():

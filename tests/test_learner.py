@@ -29,8 +29,9 @@ def test_generate_returns_ids_and_matching_logprobs(policy):
     for c in out:
         assert 1 <= len(c.completion_ids) <= 12
         assert len(c.logprobs) == len(c.completion_ids)
-        recomputed, _ = token_logprobs(policy.model, [c.prompt_ids], [c.completion_ids],
-                                       policy.tokenizer.pad_token_id)
+        recomputed, _ = token_logprobs(
+            policy.model, [c.prompt_ids], [c.completion_ids], policy.tokenizer.pad_token_id
+        )
         assert recomputed[0, : len(c.logprobs)].tolist() == pytest.approx(c.logprobs, abs=1e-4)
 
 
@@ -39,12 +40,28 @@ def test_trr_update_moves_logprobs_in_the_direction_of_the_advantage(policy):
     comps = policy.generate(obs, SamplingConfig(max_new_tokens=8))
     before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
     rewards = [1.0, 0.0, 1.0, 0.0]
-    trs = [Transition("solver_0", "solver", "math", "solve", c.prompt_ids, c.completion_ids,
-                      c.logprobs, c.text, reward=r) for c, r in zip(comps, rewards)]
+    trs = [
+        Transition(
+            "solver_0",
+            "solver",
+            "math",
+            "solve",
+            c.prompt_ids,
+            c.completion_ids,
+            c.logprobs,
+            c.text,
+            reward=r,
+        )
+        for c, r in zip(comps, rewards)
+    ]
 
     def seq_logp():
-        lp, mask = token_logprobs(policy.model, [t.prompt_ids for t in trs],
-                                  [t.completion_ids for t in trs], policy.tokenizer.pad_token_id)
+        lp, mask = token_logprobs(
+            policy.model,
+            [t.prompt_ids for t in trs],
+            [t.completion_ids for t in trs],
+            policy.tokenizer.pad_token_id,
+        )
         return (lp * mask).sum(1)
 
     with torch.no_grad():
@@ -67,9 +84,22 @@ def test_zero_variance_batch_leaves_weights_unchanged(policy):
     comps = policy.generate([{"system": "s", "user": "q"}] * 2, SamplingConfig(max_new_tokens=4))
     before = [p.detach().clone() for p in policy.model.parameters()]
     learner = TRRLearner(policy, TRRConfig(lr=1e-2, gradient_checkpointing=False))
-    learner.observe([Transition("critic_0", "critic", "code", "review_plan", c.prompt_ids,
-                                c.completion_ids, c.logprobs, c.text, reward=0.5)
-                     for c in comps])
+    learner.observe(
+        [
+            Transition(
+                "critic_0",
+                "critic",
+                "code",
+                "review_plan",
+                c.prompt_ids,
+                c.completion_ids,
+                c.logprobs,
+                c.text,
+                reward=0.5,
+            )
+            for c in comps
+        ]
+    )
     learner.update()
     assert all(torch.equal(a, b) for a, b in zip(before, policy.model.parameters()))
 
@@ -77,8 +107,10 @@ def test_zero_variance_batch_leaves_weights_unchanged(policy):
 def test_rollout_driver_batches_envs_and_credits_rewards(policy):
     import sage_env
 
-    envs = [sage_env.env(EnvConfig(solver_samples=2), seeds=[MATH_SEED, CODE_SEED],
-                         render_mode="ansi") for _ in range(3)]
+    envs = [
+        sage_env.env(EnvConfig(solver_samples=2), seeds=[MATH_SEED, CODE_SEED], render_mode="ansi")
+        for _ in range(3)
+    ]
     calls = []
     inner = policy.generate
 
@@ -98,17 +130,29 @@ def test_rollout_driver_batches_envs_and_credits_rewards(policy):
 
 
 def test_train_writes_artifacts_and_resumes(tiny_path, tmp_path):
-    cfg = TrainConfig(model=tiny_path, out=str(tmp_path / "run"), steps=2, rounds_per_step=2,
-                      max_new_tokens=8, device="cpu",
-                      env=EnvConfig(solver_samples=1),
-                      learner=TRRConfig(lr=1e-3, gradient_checkpointing=False))
+    cfg = TrainConfig(
+        model=tiny_path,
+        out=str(tmp_path / "run"),
+        steps=2,
+        rounds_per_step=2,
+        max_new_tokens=8,
+        device="cpu",
+        env=EnvConfig(solver_samples=1),
+        learner=TRRConfig(lr=1e-3, gradient_checkpointing=False),
+    )
     train(cfg, progress=False)
     out = tmp_path / "run"
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     assert rows[-1]["pool/size"] >= 500
-    for name in ("config.yaml", "pool.jsonl", "training.png", "checkpoints/step_000002/state.json",
-                 "checkpoints/step_000002/model/model.safetensors", "transcripts/step_000001.txt"):
+    for name in (
+        "config.yaml",
+        "pool.jsonl",
+        "training.png",
+        "checkpoints/step_000002/state.json",
+        "checkpoints/step_000002/model/model.safetensors",
+        "transcripts/step_000001.txt",
+    ):
         assert (out / name).exists(), name
     assert list((out / "tb").iterdir())
     with pytest.raises(FileExistsError):
@@ -117,13 +161,17 @@ def test_train_writes_artifacts_and_resumes(tiny_path, tmp_path):
     train(cfg, progress=False)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_000002",
-                                                                       "step_000003"]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_000002", "step_000003"]
 
 
 def test_config_overlay_and_errors(tmp_path):
-    cfg = config_from_dict({"steps": 7, "learner": {"lr": 0.5}, "env": {"rewards": {"alpha": 0.6},
-                                                                          "domains": ["math"]}})
+    cfg = config_from_dict(
+        {
+            "steps": 7,
+            "learner": {"lr": 0.5},
+            "env": {"rewards": {"alpha": 0.6}, "domains": ["math"]},
+        }
+    )
     assert cfg.steps == 7 and cfg.learner.lr == 0.5 and cfg.env.rewards.alpha == 0.6
     assert cfg.env.domains == ("math",)
     with pytest.raises(ValueError, match="learner.lrr"):

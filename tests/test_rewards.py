@@ -23,8 +23,9 @@ def test_paper_defaults():
     assert CFG.planner_weights == (0.5, 0.5)
 
 
-@pytest.mark.parametrize("raw, expected", [(1, 0.0), (10, 1.0), (7.3, 0.7), (5.5, 0.5),
-                                           (None, 0.0)])
+@pytest.mark.parametrize(
+    "raw, expected", [(1, 0.0), (10, 1.0), (7.3, 0.7), (5.5, 0.5), (None, 0.0)]
+)
 def test_critic_score_minus_one_over_nine(raw, expected):
     assert normalise_critic_score(raw) == pytest.approx(expected)
 
@@ -80,19 +81,22 @@ def test_planner_and_critic_reward():
     assert critic_reward(1.0)[0] == 1.0 and critic_reward(0.0)[0] == 0.0
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Looks fine. <score>8</score>", 8.0),
-    ("<score> 7/10 </score>", 7.0),
-    ("<score>7.5</score>", 7.5),
-    ("<score>3</score> then <score>9</score>", 9.0),
-    ("Score: 10/10", None),              # outside the tag
-    ("<score>11</score>", None),          # out of range
-    ("<score>0</score>", None),
-    ("<score>eight</score>", None),
-    ("<score>8", None),                   # unclosed
-    ("", None),
-    ("<score>" + "9" * 1000 + "</score>", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Looks fine. <score>8</score>", 8.0),
+        ("<score> 7/10 </score>", 7.0),
+        ("<score>7.5</score>", 7.5),
+        ("<score>3</score> then <score>9</score>", 9.0),
+        ("Score: 10/10", None),  # outside the tag
+        ("<score>11</score>", None),  # out of range
+        ("<score>0</score>", None),
+        ("<score>eight</score>", None),
+        ("<score>8", None),  # unclosed
+        ("", None),
+        ("<score>" + "9" * 1000 + "</score>", None),
+    ],
+)
 def test_parse_critic_score(text, expected):
     assert parse_critic_score(text) == expected
 
@@ -112,7 +116,9 @@ def test_parse_challenger_math_and_code():
     assert out.valid and out.question == "What is 2+3?" and out.answer == "5"
     code = parse_challenger(
         "<question>Write add(a, b).</question><tests>\nassert add(1, 2) == 3\n"
-        "assert add(0, 0) == 0\n</tests>", "code")
+        "assert add(0, 0) == 0\n</tests>",
+        "code",
+    )
     assert code.valid and code.entry_point == "add" and len(code.tests) == 2
     bad = parse_challenger("<question>Q</question><tests>not python (</tests>", "code")
     assert not bad.valid and "assert" in bad.reason

