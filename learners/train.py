@@ -36,6 +36,7 @@ from learners.policy import DEFAULT_MODEL, HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver, RolloutResult, Transition
 from learners.trr import TRRConfig, TRRLearner
 from sage_env import EnvConfig, TaskPool
+from sage_env.env import make_pool
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
 logger = logging.getLogger("sage_env.train")
@@ -219,9 +220,17 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    path: Path, policy: HFPolicy, learner: TRRLearner, rng: random.Random
+    path: Path,
+    policy: HFPolicy,
+    learner: TRRLearner,
+    rng: random.Random,
+    env_config: EnvConfig | None = None,
 ) -> tuple[int, TaskPool]:
-    """Restore what :func:`save_checkpoint` wrote; returns ``(step, pool)``."""
+    """Restore what :func:`save_checkpoint` wrote; returns ``(step, pool)``.
+
+    The pool gets the duplicate threshold and size cap of ``env_config``.
+    """
+    env_config = env_config or EnvConfig()
     policy.load_weights(path / "model")
     state = torch.load(path / "learner.pt", weights_only=False)
     learner.load_state_dict(state["learner"])
@@ -229,7 +238,12 @@ def load_checkpoint(
     policy.generator.set_state(state["policy_rng"])
     meta = json.loads((path / "state.json").read_text())
     rng.setstate(_as_tuple(meta["rng"]))
-    return int(meta["step"]), TaskPool.load(path / "pool.jsonl")
+    pool = TaskPool.load(
+        path / "pool.jsonl",
+        near_duplicate_threshold=env_config.pool_near_duplicate_threshold,
+        max_generated=env_config.pool_max_generated,
+    )
+    return int(meta["step"]), pool
 
 
 def _as_tuple(x: Any) -> Any:
@@ -320,10 +334,10 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
         time.perf_counter() - t_load,
     )
 
-    pool = TaskPool(sage_env.load_seeds())
+    pool = make_pool(cfg.env, sage_env.load_seeds())
     start = 0
     if cfg.resume and existing:
-        start, pool = load_checkpoint(existing[-1], policy, learner, rng)
+        start, pool = load_checkpoint(existing[-1], policy, learner, rng, cfg.env)
         logger.info("resumed from %s (step %d, pool %d)", existing[-1], start, len(pool))
         _truncate_metrics(out / "metrics.jsonl", start)
 

@@ -64,6 +64,11 @@ class EnvConfig:
     """Actions longer than this are truncated (keeping the head) before parsing."""
     max_task_chars: int = 4_000
     """Generated questions longer than this fail the format check."""
+    pool_near_duplicate_threshold: float | None = 0.9
+    """A generated question whose word-3-gram Jaccard similarity with a pool task of the same
+    domain reaches this is rejected as a near duplicate (``None`` disables)."""
+    pool_max_generated: int | None = None
+    """Cap on generated tasks in the pool; the oldest generated task is evicted first."""
     math_workers: int = 0
     """Worker processes for :class:`~sage_env.verifiers.MathVerifier` (0 = in process)."""
     code_timeout_s: float = 10.0

@@ -70,6 +70,15 @@ def _apply_overrides(config: EnvConfig, overrides: dict) -> EnvConfig:
     return config
 
 
+def make_pool(config: EnvConfig, tasks: list[Task]) -> TaskPool:
+    """A :class:`TaskPool` holding ``tasks`` with the pool settings of ``config``."""
+    return TaskPool(
+        tasks,
+        near_duplicate_threshold=config.pool_near_duplicate_threshold,
+        max_generated=config.pool_max_generated,
+    )
+
+
 def env(config: EnvConfig | None = None, **kwargs: Any) -> AECEnv:
     """Create the SAGE environment wrapped in PettingZoo's order-enforcing wrappers.
 
@@ -109,7 +118,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         **overrides: Config overrides, e.g. ``alpha=0.5``.
     """
 
-    metadata = {"name": "sage_v0", "render_modes": ["ansi"], "is_parallelizable": False}
+    metadata = {"name": "sage_v0", "render_modes": ["human", "ansi"], "is_parallelizable": False}
 
     def __init__(
         self,
@@ -124,13 +133,13 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         super().__init__()
         config = config if config is not None else EnvConfig()
         self.config = _apply_overrides(config, overrides) if overrides else config
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if render_mode not in (None, "human", "ansi"):
+            raise ValueError(f"render_mode must be None, 'human' or 'ansi', got {render_mode!r}")
         self.render_mode = render_mode
         self.seeds = list(seeds) if seeds is not None else load_seeds()
         if not self.seeds:
             raise ValueError("seeds must not be empty")
-        self.pool = pool if pool is not None else TaskPool(self.seeds)
+        self.pool = pool if pool is not None else make_pool(self.config, self.seeds)
         self._own_verifiers = []
         if math_verifier is None:
             math_verifier = MathVerifier(workers=self.config.math_workers)
@@ -147,6 +156,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._rng = random.Random(self.config.seed)
         self._episode = 0
         self._transcript: list[str] = []
+        self._printed = 0
 
     # ----------------------------------------------------------------- spaces
     def observation_space(self, agent: str) -> gymnasium.Space:
@@ -174,12 +184,14 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         }
         self._obs = {a: {"system": "", "user": ""} for a in self.agents}
         self._transcript = []
+        self._printed = 0
         self._episode += 1
         domains = [d for d in self.config.domains if any(t.domain == d for t in self.seeds)]
         domain = self._rng.choice(domains) if domains else self.seeds[0].domain
         candidates = [t for t in self.seeds if t.domain == domain]
         self._reference = candidates[self._rng.randrange(len(candidates))]
         self._proposal: parsing.ChallengerOutput | None = None
+        self._verifier_check: dict | None = None
         self._new_task: Task | None = None
         self._q = 0.0
         self._probe_scores: list[float] = []
@@ -199,11 +211,21 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         return self._obs.get(agent, {"system": "", "user": ""})
 
     def render(self) -> str | None:
-        """Return the transcript of the round so far (``render_mode="ansi"``), else None."""
-        if self.render_mode != "ansi":
-            gymnasium.logger.warn("render() called without render_mode='ansi'")
+        """Render the round transcript: every observation, action and reward term.
+
+        ``render_mode="ansi"`` returns the transcript of the round so far as a string;
+        ``"human"`` prints the part not printed yet to stdout and returns None.
+        """
+        if self.render_mode == "ansi":
+            return "\n".join(self._transcript) + "\n"
+        if self.render_mode == "human":
+            new = self._transcript[self._printed :]
+            self._printed = len(self._transcript)
+            if new:
+                print("\n".join(new), flush=True)
             return None
-        return "\n".join(self._transcript) + "\n"
+        gymnasium.logger.warn("render() called without a render_mode")
+        return None
 
     def close(self) -> None:
         """Release verifier worker processes this environment created."""
@@ -236,12 +258,20 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def _on_challenge(self, text: str) -> None:
         ref = self._reference
         out = parsing.parse_challenger(text, ref.domain, self.config.max_task_chars)
+        check = None
         if out.valid:
             candidate = self._make_task(out, ref)
-            if candidate in self.pool:
+            duplicate = self.pool.duplicate_of(candidate)
+            if duplicate is not None:
                 out.valid, out.format_score = False, 0.0
-                out.reason = "duplicate of a task already in the pool"
-        self._proposal = out
+                out.reason = duplicate
+            else:
+                check = self._check_verifier(candidate)
+                if check["status"] != "passed":
+                    # the question is fine, its verifier is not: half the format credit
+                    out.valid, out.format_score = False, 0.5
+                    out.reason = f"verifier check failed: {check['reason']}"
+        self._proposal, self._verifier_check = out, check
         if not out.valid:
             self._deliver(
                 "challenger_0",
@@ -250,6 +280,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
                 ),
                 parsed=_public(out),
                 accepted=False,
+                verifier_check=check,
             )
             self._start_plan()
             return
@@ -278,6 +309,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             "challenger_0",
             *rewards.challenger_reward(self._q, None, 1.0, cfg),
             parsed=_public(self._proposal),
+            verifier_check=self._verifier_check,
             accepted=False,
             gate=f"q={self._q:.3f} < alpha={cfg.alpha}",
         )
@@ -303,6 +335,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             "challenger_0",
             *rewards.challenger_reward(self._q, d, 1.0, cfg),
             parsed=_public(self._proposal),
+            verifier_check=self._verifier_check,
             accepted=True,
             added_to_pool=added,
             new_task_id=task.task_id,
@@ -403,13 +436,38 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             {"status": res.status, "reason": res.reason, "score": res.score},
         )
 
+    def _check_verifier(self, task: Task) -> dict:
+        """Check a proposed task's verifier before it is used.
+
+        Math: the answer must parse (math-verify accepts it against itself). Code: the tests
+        parsed already; a reference solution, when given, must pass all of them in the
+        sandbox. Without a reference solution the tests are accepted unchecked.
+        """
+        if task.domain == "math":
+            res = self.math_verifier.verify(f"\\boxed{{{task.answer}}}", task.answer or "")
+            if res.score < 1.0:
+                return {"status": "failed", "reason": f"answer does not parse ({res.reason})"}
+            return {"status": "passed", "reason": "answer parses"}
+        if not task.reference_solution:
+            return {"status": "passed", "reason": "no reference solution to check the tests"}
+        program = extract_code(task.reference_solution, task.entry_point)
+        if program is None:
+            return {"status": "failed", "reason": "reference solution has no Python code"}
+        res = self.code_verifier.verify(program, task.tests, task.test_setup)
+        if res.score < 1.0:
+            return {
+                "status": "failed",
+                "reason": f"reference solution fails its tests ({res.status}: {res.reason})",
+            }
+        return {"status": "passed", "reason": "reference solution passes every test"}
+
     def _soft(self, soft: float, binary: float) -> float:
         """Pick the format score of the configured ``format_rule``."""
         return soft if self.config.rewards.format_rule == "soft" else binary
 
     def _make_task(self, out: parsing.ChallengerOutput, ref: Task) -> Task:
         return Task(
-            task_id=self.pool.next_id(),
+            task_id=self.pool.new_id(),
             domain=ref.domain,
             prompt=out.question,
             answer=out.answer,
@@ -422,7 +480,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         )
 
     def _log(self, line: str) -> None:
-        if self.render_mode == "ansi":
+        if self.render_mode is not None:
             self._transcript.append(line)
 
 

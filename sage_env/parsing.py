@@ -180,8 +180,11 @@ def plan_format_score(text: str) -> float:
 
 
 def critic_format_score(text: str) -> float:
-    """Soft format score of a Critic action: 1 when :func:`parse_critic_score` succeeds,
-    0.5 when a ``<score>`` pair is present but its content breaks the rule, else 0."""
+    """Soft format score of a Critic action in {0, 0.5, 1}.
+
+    1 when :func:`parse_critic_score` succeeds, 0.5 when a ``<score>`` pair is present but its
+    content breaks the rule, else 0.
+    """
     if parse_critic_score(text) is not None:
         return 1.0
     return 0.5 if extract_tag(text, "score") is not None else 0.0

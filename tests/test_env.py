@@ -224,3 +224,65 @@ def test_unknown_option_is_a_clear_error():
         sage_env.env(alpah=0.5)
     with pytest.raises(ValueError, match="alpha"):
         EnvConfig(rewards={"alpha": 2.0})
+
+
+def test_math_answer_that_does_not_parse_is_rejected_before_review():
+    def script(agent, phase, obs, n):
+        if phase == "challenge":
+            return "<question>What is 6*7 exactly?</question><answer>\\frac{</answer>"
+        return math_script()(agent, phase, obs, n)
+
+    env = make_env()
+    rec = by_phase(play_round(env, script))
+    ((_, reward, info),) = rec["challenge"]
+    assert "review_question" not in rec and "probe" not in rec
+    assert info["verifier_check"]["status"] == "failed"
+    assert info["parsed"]["reason"].startswith("verifier check failed: answer does not parse")
+    assert reward == pytest.approx(0.25)  # (q = 0 + f = 0.5) / 2
+    assert len(env.unwrapped.pool) == 1
+
+
+@pytest.mark.parametrize("solution, accepted", [("return 2 * x", True), ("return x", False)])
+def test_code_reference_solution_must_pass_its_tests(solution, accepted):
+    def script(agent, phase, obs, n):
+        if phase == "challenge":
+            return (
+                "<question>Write dbl(x) doubling x.</question><tests>\nassert dbl(2) == 4\n"
+                f"</tests><solution>\n```python\ndef dbl(x):\n    {solution}\n```\n"
+                "</solution>"
+            )
+        return {
+            "review_question": "<score>10</score>",
+            "probe": "```python\ndef dbl(x):\n    return x\n```",
+            "plan": PLAN,
+            "review_plan": "<score>1</score>",
+            "solve": "no code",
+        }[phase]
+
+    env = sage_env.env(EnvConfig(domains=("code",), solver_samples=1), seeds=[CODE_SEED])
+    rec = by_phase(play_round(env, script))
+    ((_, reward, info),) = rec["challenge"]
+    assert info["verifier_check"]["status"] == ("passed" if accepted else "failed")
+    assert ("probe" in rec) is accepted
+    assert len(env.unwrapped.pool) == (2 if accepted else 1)
+    if accepted:  # q = 1, d = 1 - 0 = 1, f = 1
+        assert reward == pytest.approx(1.0)
+
+
+def test_pettingzoo_render_test():
+    from pettingzoo.test import render_test
+
+    render_test(
+        lambda render_mode=None: sage_env.env(
+            EnvConfig(solver_samples=1), seeds=[MATH_SEED, CODE_SEED], render_mode=render_mode
+        )
+    )
+
+
+def test_same_seed_same_actions_same_everything():
+    def run():
+        env = make_env()
+        recs = [play_round(env, math_script(), seed=s) for s in (3, 4)]
+        return recs, [t.to_dict() for t in env.unwrapped.pool], env.render()
+
+    assert run() == run()
