@@ -11,12 +11,113 @@ import argparse
 import logging
 import os
 import sys
+from dataclasses import dataclass, field
+
+from learners.policy import DEFAULT_MODEL
+from sage_env.config import EnvConfig
 
 USAGE = """usage: sage-env COMMAND [options]
 
 commands:
   train    run SAGE self-play training (sage-env train --help)
+  play     step one round turn by turn and see every reward term (sage-env play --help)
 """
+
+
+@dataclass
+class PlayConfig:
+    """Options of ``sage-env play``."""
+
+    seed: int = 0
+    """Reset seed of the round (picks the reference and pool tasks)."""
+    players: str = "scripted"
+    """Who plays: one kind for all agents, or ``role=kind`` pairs separated by commas, e.g.
+    ``challenger=human,solver=oracle`` (others scripted). Kinds: human (type the action,
+    end with a line '.'), scripted (well-formed answers), oracle (scripted, but the solver
+    gives the gold answer), model (the --model policy)."""
+    model: str = DEFAULT_MODEL
+    """Model for ``model`` players (alias, hub id or path)."""
+    max_new_tokens: int = 256
+    """Completion budget of ``model`` players."""
+    replay: str | None = None
+    """Re-score a round saved with --save (same seed and actions; config from flags)."""
+    save: str | None = None
+    """Write the played round as JSON, for --replay."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Environment configuration (gates, reward weights, k)."""
+
+
+def _players(spec: str, cfg: PlayConfig) -> dict:
+    from sage_env.env import AGENTS
+    from sage_env.play import PLAYERS
+
+    kinds = dict.fromkeys(AGENTS, "scripted")
+    if "=" not in spec:
+        kinds = dict.fromkeys(AGENTS, spec.strip())
+    else:
+        for pair in spec.split(","):
+            role, _, kind = pair.partition("=")
+            agent = role.strip() if role.strip().endswith("_0") else f"{role.strip()}_0"
+            if agent not in kinds:
+                raise ValueError(
+                    f"unknown role {role!r}; roles: challenger, planner, solver, critic"
+                )
+            kinds[agent] = kind.strip()
+    players = {}
+    model_player = None
+    for agent, kind in kinds.items():
+        if kind == "model":
+            if model_player is None:
+                model_player = _model_player(cfg)
+            players[agent] = model_player
+        elif kind in PLAYERS:
+            players[agent] = PLAYERS[kind]
+        else:
+            raise ValueError(f"unknown player kind {kind!r}; kinds: {sorted(PLAYERS)} + model")
+    return players
+
+
+def _model_player(cfg: PlayConfig):
+    from learners.policy import HFPolicy, SamplingConfig
+
+    policy = HFPolicy(cfg.model, seed=cfg.seed)
+    sampling = SamplingConfig(max_new_tokens=cfg.max_new_tokens, do_sample=False)
+
+    def player(agent, obs, info, env):
+        return policy.generate([obs], sampling)[0].text
+
+    return player
+
+
+def _play(argv: list[str]) -> int:
+    import tyro
+
+    import sage_env
+    from sage_env.play import RoundRecord, play, replay, summary
+
+    cfg = tyro.cli(
+        PlayConfig,
+        args=argv,
+        prog="sage-env play",
+        description="Step one SAGE round turn by turn; prints every observation, "
+        "action, parsed field, verifier verdict, gate and reward term.",
+    )
+    env = sage_env.env(cfg.env, render_mode="human")
+    try:
+        if cfg.replay:
+            record = replay(env, RoundRecord.load(cfg.replay))
+        else:
+            record = play(env, _players(cfg.players, cfg), seed=cfg.seed)
+    except ValueError as exc:
+        print(f"sage-env play: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        env.close()
+    print("\n" + summary(record))
+    if cfg.save:
+        record.save(cfg.save)
+        print(f"saved to {cfg.save}")
+    return 0
 
 
 def _train(argv: list[str]) -> int:
@@ -69,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command == "train":
         return _train(rest)
+    if command == "play":
+        return _play(rest)
     print(f"sage-env: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

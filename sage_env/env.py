@@ -157,6 +157,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._episode = 0
         self._transcript: list[str] = []
         self._printed = 0
+        self._current_task: Task | None = None
 
     # ----------------------------------------------------------------- spaces
     def observation_space(self, agent: str) -> gymnasium.Space:
@@ -402,7 +403,13 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self.agent_selection = self.agents[0]
 
     # ---------------------------------------------------------------- helpers
+    @property
+    def current_task(self) -> Task | None:
+        """The task the selected agent acts on (the seed for the challenger), for debugging."""
+        return self._current_task
+
     def _select(self, agent: str, phase: str, task: Task, obs: dict[str, str]) -> None:
+        self._current_task = task
         self._obs[agent] = obs
         self.infos[agent].update(phase=phase, task_id=task.task_id, domain=task.domain)
         self.agent_selection = agent

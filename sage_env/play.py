@@ -1,0 +1,210 @@
+"""Step one SAGE round turn by turn, for debugging a reward (``sage-env play``).
+
+Each agent is played by a *player*: a callable ``(agent, observation, info, env) -> str``.
+This module ships text-only players (a human typing at the terminal, a scripted player that
+writes well-formed answers, an oracle that answers with the gold answer); ``learners`` adds a
+model player. After every step the round so far is printed with every parsed field, verifier
+verdict, gate and reward term (the ``"human"`` render mode). A round can be saved as JSON and
+re-scored later with :func:`replay`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pettingzoo import AECEnv
+
+from sage_env.config import EnvConfig
+from sage_env.tasks import Task
+
+Player = Callable[[str, dict, dict, AECEnv], str]
+PLAN = (
+    "<plan>\n1. Restate what is asked.\n2. Work it out step by step.\n3. Check the result.\n</plan>"
+)
+
+
+@dataclass
+class RoundRecord:
+    """One played round: the seed, the config and every action, in order; plus the rewards.
+
+    ``actions`` items are ``{"agent", "phase", "action"}``; ``rewards`` items are
+    ``{"agent", "phase", "reward", "terms"}`` in the order the actions were credited.
+    """
+
+    seed: int
+    config: dict
+    actions: list[dict] = field(default_factory=list)
+    rewards: list[dict] = field(default_factory=list)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the record as JSON (UTF-8)."""
+        Path(path).write_text(
+            json.dumps(asdict(self), ensure_ascii=False, indent=1), encoding="utf-8"
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> RoundRecord:
+        """Read a record written by :meth:`save`.
+
+        Raises:
+            ValueError: if the file is not a saved round.
+        """
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            return cls(
+                seed=int(data["seed"]),
+                config=dict(data["config"]),
+                actions=list(data["actions"]),
+                rewards=list(data.get("rewards", [])),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path} is not a saved round: {exc}") from exc
+
+
+def human_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
+    """Read an action from stdin; end it with a line holding a single ``.`` (or EOF)."""
+    print(f"\n>>> {agent} [{info.get('phase')}] type the action; end with a line '.'", flush=True)
+    lines = []
+    for line in sys.stdin:
+        if line.rstrip("\n") == ".":
+            break
+        lines.append(line)
+    return "".join(lines).rstrip("\n")
+
+
+def scripted_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
+    """Write well-formed (not necessarily correct) output for every phase."""
+    phase = info.get("phase")
+    task: Task | None = getattr(env.unwrapped, "current_task", None)
+    if phase == "challenge":
+        if info.get("domain") == "math":
+            return (
+                "<question>A shop sells pens at 3 dollars each. How much do 17 pens and "
+                "4 notebooks at 5 dollars each cost?</question>\n<answer>71</answer>"
+            )
+        return (
+            "<question>Write a function sum_squares(n) returning 1^2 + ... + n^2."
+            "</question>\n<tests>\nassert sum_squares(1) == 1\nassert sum_squares(3) == 14"
+            "\n</tests>\n<solution>\n```python\ndef sum_squares(n):\n    return sum(i * i "
+            "for i in range(1, n + 1))\n```\n</solution>"
+        )
+    if phase in ("review_question", "review_plan"):
+        return "Clear and well posed. <score>8</score>"
+    if phase == "plan":
+        return PLAN
+    if task is not None and task.domain == "code":
+        name = task.entry_point or "solution"
+        return f"```python\ndef {name}(*args, **kwargs):\n    return None\n```"
+    return "The answer is \\boxed{0}."
+
+
+def oracle_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
+    r"""Like :func:`scripted_player`, but the solver answers with the gold answer.
+
+    Math gets ``\boxed{answer}``, code the task's reference solution, so that a correct
+    solve can be checked end to end.
+    """
+    task: Task | None = getattr(env.unwrapped, "current_task", None)
+    if info.get("phase") in ("probe", "solve") and task is not None:
+        if task.domain == "math" and task.answer:
+            return f"\\boxed{{{task.answer}}}"
+        if task.domain == "code" and task.reference_solution:
+            return f"```python\n{task.reference_solution}\n```"
+    return scripted_player(agent, obs, info, env)
+
+
+PLAYERS: dict[str, Player] = {
+    "human": human_player,
+    "scripted": scripted_player,
+    "oracle": oracle_player,
+}
+"""Built-in players by name."""
+
+
+def play(env: AECEnv, players: dict[str, Player], seed: int = 0) -> RoundRecord:
+    """Play one round of ``env`` with one player per agent; return its record.
+
+    Args:
+        env: A ``sage_env`` environment (``render_mode="human"`` prints as it goes).
+        players: ``{agent_id: player}``; every agent of the env needs one.
+        seed: Reset seed.
+
+    Raises:
+        KeyError: if an agent has no player.
+    """
+    config = asdict(getattr(env.unwrapped, "config", EnvConfig()))
+    record = RoundRecord(seed=seed, config=config)
+    env.reset(seed=seed)
+    for agent in env.agent_iter():
+        obs, reward, term, trunc, info = env.last()
+        _credit(record, agent, reward, info)
+        if term or trunc:
+            env.step(None)
+            continue
+        action = players[agent](agent, obs, info, env)
+        record.actions.append({"agent": agent, "phase": info["phase"], "action": action})
+        env.step(action)
+        if env.unwrapped.render_mode == "human":
+            env.render()
+    return record
+
+
+def replay(env: AECEnv, record: RoundRecord) -> RoundRecord:
+    """Re-score the actions of a saved round on ``env`` (same seed, same order).
+
+    Raises:
+        ValueError: if the saved actions no longer match the turn order (e.g. a gate now
+            decides differently); the message names the first mismatch.
+    """
+    queue = list(record.actions)
+
+    def from_record(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
+        if not queue:
+            raise ValueError(
+                f"the saved round has no action left for {agent} [{info.get('phase')}]"
+            )
+        item = queue.pop(0)
+        if item["agent"] != agent or item["phase"] != info.get("phase"):
+            raise ValueError(
+                f"turn order differs: saved {item['agent']} [{item['phase']}], "
+                f"now {agent} [{info.get('phase')}]"
+            )
+        return item["action"]
+
+    players = {a: from_record for a in env.possible_agents}
+    return play(env, players, seed=record.seed)
+
+
+def _credit(record: RoundRecord, agent: str, reward: float, info: dict) -> None:
+    last = info.get("last") or {}
+    acted = sum(1 for a in record.actions if a["agent"] == agent)
+    credited = sum(1 for r in record.rewards if r["agent"] == agent)
+    if acted > credited:
+        record.rewards.append(
+            {
+                "agent": agent,
+                "phase": last.get("phase"),
+                "reward": reward,
+                "terms": last.get("terms", {}),
+            }
+        )
+
+
+def summary(record: RoundRecord) -> str:
+    """A table of every credited action: agent, phase, reward and its terms."""
+    lines = [f"{'agent':<14} {'phase':<16} {'reward':>7}  terms"]
+    for r in record.rewards:
+        lines.append(
+            f"{r['agent']:<14} {str(r['phase']):<16} {r['reward']:>7.4f}  {_fmt_terms(r['terms'])}"
+        )
+    return "\n".join(lines)
+
+
+def _fmt_terms(terms: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={'-' if v is None else round(v, 4)}" for k, v in terms.items())

@@ -1,0 +1,80 @@
+import json
+
+import pytest
+
+import sage_env
+from learners.cli import main
+from sage_env import EnvConfig
+from sage_env.play import PLAYERS, RoundRecord, play, replay, summary
+from tests.scripted import CODE_SEED, MATH_SEED
+
+
+def make_env(**kw):
+    return sage_env.env(
+        EnvConfig(solver_samples=1, domains=("math",)), seeds=[MATH_SEED, CODE_SEED], **kw
+    )
+
+
+def test_oracle_round_rewards_and_replay(tmp_path):
+    record = play(make_env(), dict.fromkeys(sage_env.AGENTS, PLAYERS["oracle"]), seed=0)
+    by = {(r["agent"], r["phase"]): r for r in record.rewards}
+    # scripted critic says 8 -> q = p = 7/9; oracle solver is right on the pool task
+    assert by[("critic_0", "review_question")]["reward"] == 1.0
+    assert by[("planner_0", "plan")]["reward"] == pytest.approx(0.5 * 7 / 9 + 0.5)
+    assert by[("solver_0", "solve")]["terms"]["s_gt"] == 1.0
+    assert len(record.actions) == len(record.rewards) == 6
+    path = tmp_path / "round.json"
+    record.save(path)
+    again = replay(make_env(), RoundRecord.load(path))
+    assert again.rewards == record.rewards
+    assert "challenger_0" in summary(record) and "s_gt=1.0" in summary(record)
+
+
+def test_replay_detects_a_changed_turn_order(tmp_path):
+    record = play(make_env(), dict.fromkeys(sage_env.AGENTS, PLAYERS["scripted"]), seed=0)
+    # with alpha = 0.9 the scripted question (q = 7/9) is rejected: no probe turn any more
+    with pytest.raises(ValueError, match="turn order differs"):
+        replay(
+            sage_env.env(
+                EnvConfig(solver_samples=1, domains=("math",)),
+                seeds=[MATH_SEED, CODE_SEED],
+                alpha=0.9,
+            ),
+            record,
+        )
+
+
+def test_load_rejects_a_file_that_is_not_a_round(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a saved round"):
+        RoundRecord.load(bad)
+
+
+def test_play_cli_prints_every_reward_term_and_saves(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    code = main(
+        [
+            "play",
+            "--players",
+            "solver=oracle",
+            "--seed",
+            "2",
+            "--save",
+            str(out),
+            "--env.solver-samples",
+            "1",
+        ]
+    )
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "=== challenge: challenger_0 ===" in text and "--- reward solver_0" in text
+    assert "agent" in text and "phase" in text
+    saved = json.loads(out.read_text())
+    assert saved["seed"] == 2 and saved["actions"][0]["agent"] == "challenger_0"
+    assert main(["play", "--replay", str(out), "--env.solver-samples", "1"]) == 0
+
+
+def test_play_cli_rejects_unknown_player(capsys):
+    assert main(["play", "--players", "solver=wizard"]) == 2
+    assert "unknown player kind" in capsys.readouterr().err
