@@ -8,6 +8,7 @@ lists every flag with its documentation.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -129,8 +130,11 @@ def _train(argv: list[str]) -> int:
     pre.add_argument("--preset", default="demo", choices=sorted(PRESETS))
     pre.add_argument("--config", default=None, help="YAML file with TrainConfig fields")
     pre.add_argument("--no-progress", action="store_true")
+    pre.add_argument("--protocol", default=None, help="shortcut for --env.protocol")
     known, rest = pre.parse_known_args(argv)
     base = PRESETS[known.preset]
+    if known.protocol:
+        base = dataclasses.replace(base, env=dataclasses.replace(base.env, protocol=known.protocol))
     if known.config:
         try:
             base = load_yaml_config(known.config, base)
@@ -143,7 +147,7 @@ def _train(argv: list[str]) -> int:
         args=rest,
         prog="sage-env train",
         description="Run SAGE training. Also accepts --preset {demo,paper}, "
-        "--config FILE.yaml and --no-progress.",
+        "--config FILE.yaml, --protocol {sage,azr,mae} and --no-progress.",
     )
     try:
         metrics = train(cfg, progress=not known.no_progress)

@@ -6,8 +6,6 @@ import json
 import os
 from pathlib import Path
 
-ROLES = ("challenger", "planner", "solver", "critic")
-
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:
     """Read a metrics JSONL file, skipping lines a killed process left half-written."""
@@ -44,7 +42,13 @@ def plot_training(metrics_path: str | os.PathLike, out_png: str | os.PathLike) -
         return ([p[0] for p in pts], [p[1] for p in pts])
 
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
-    for role in ROLES:
+    roles = list(
+        dict.fromkeys(k[len("reward/") :] for r in rows for k in r if k.startswith("reward/"))
+    )
+    rates = list(
+        dict.fromkeys(k for r in rows for k in r if k.endswith(("/valid_rate", "/accept_rate")))
+    )
+    for role in roles:
         xs, ys = series(f"reward/{role}")
         if xs:
             ax1.plot(xs, ys, marker="o", label=role)
@@ -52,11 +56,9 @@ def plot_training(metrics_path: str | os.PathLike, out_png: str | os.PathLike) -
     xs, ys = series("pool/size")
     ax2.plot(xs, ys, marker="o", color="tab:purple")
     ax2.set(xlabel="step", ylabel="tasks", title="Task pool size (seeds + accepted)")
-    for key, label in (
-        ("challenger/valid_rate", "challenger output parses"),
-        ("challenger/accept_rate", "question accepted (q >= alpha)"),
-        ("solver/accuracy", "solver verifier score"),
-    ):
+    labels = {"valid_rate": "output parses", "accept_rate": "task accepted"}
+    curves = [(k, f"{k.split('/')[0]} {labels[k.split('/')[1]]}") for k in rates]
+    for key, label in curves + [("solver/accuracy", "solver verifier score")]:
         xs, ys = series(key)
         if xs:
             ax3.plot(xs, ys, marker="o", label=label)

@@ -251,22 +251,30 @@ def _as_tuple(x: Any) -> Any:
 
 
 # -------------------------------------------------------------------------- metrics
-def rollout_metrics(result: RolloutResult) -> dict[str, float]:
-    """Per-role mean reward and counts, challenger validity/acceptance, solver accuracy."""
+def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]:
+    """Per-role mean reward and counts, proposal validity/acceptance, solver accuracy.
+
+    Args:
+        result: One step's rollouts.
+        roles: Role names of the protocol (``reward/<role>`` is None when a role did not act).
+    """
     by_role: dict[str, list[float]] = defaultdict(list)
     for t in result.transitions:
         by_role[t.role].append(t.reward)
     m: dict[str, float] = {}
-    for role in ("challenger", "planner", "solver", "critic"):
+    for role in roles:
         rs = by_role.get(role, [])
         m[f"reward/{role}"] = sum(rs) / len(rs) if rs else None
         m[f"count/{role}"] = float(len(rs))
-    ch = [t for t in result.transitions if t.role == "challenger"]
-    if ch:
-        m["challenger/valid_rate"] = sum(
-            bool(t.details.get("parsed", {}).get("valid")) for t in ch
-        ) / len(ch)
-        m["challenger/accept_rate"] = sum(bool(t.details.get("accepted")) for t in ch) / len(ch)
+    for role in roles:  # the proposing role carries "parsed" details
+        props = [t for t in result.transitions if t.role == role and "parsed" in t.details]
+        if props:
+            m[f"{role}/valid_rate"] = sum(
+                bool(t.details["parsed"].get("valid")) for t in props
+            ) / len(props)
+            m[f"{role}/accept_rate"] = sum(
+                bool(t.details.get("accepted", t.details["parsed"].get("valid"))) for t in props
+            ) / len(props)
     solves = [
         t.details.get("verdict", {}).get("score", 0.0) or 0.0
         for t in result.transitions
@@ -363,6 +371,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
         batch_size=cfg.generation_batch_size,
     )
     driver = RolloutDriver(envs, policy, sampling)
+    roles = [a.rsplit("_", 1)[0] for a in envs[0].unwrapped.possible_agents]
     writer = SummaryWriter(str(out / "tb"))
     metrics: dict[str, float] = {}
     bar = tqdm(
@@ -384,7 +393,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             t_update = time.perf_counter() - t1
             metrics = {
                 "step": step,
-                **rollout_metrics(result),
+                **rollout_metrics(result, roles),
                 **{f"learner/{k}": v for k, v in update.items()},
                 "pool/size": float(len(pool)),
                 "pool/generated": float(pool.num_generated),
@@ -403,10 +412,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
                 save_checkpoint(out, step, policy, learner, pool, rng, cfg.keep_checkpoints)
             bar.update(1)
             bar.set_postfix(
-                {
-                    r[:2]: _fmt(metrics.get(f"reward/{r}"))
-                    for r in ("challenger", "planner", "solver", "critic")
-                }
+                {r[:2]: _fmt(metrics.get(f"reward/{r}")) for r in roles}
                 | {"pool": len(pool), "s/step": f"{metrics['time/step_s']:.0f}"}
             )
     finally:

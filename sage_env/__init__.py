@@ -13,9 +13,16 @@ Text in, text out, rewards out: this package never imports torch or transformers
 from sage_env.config import EnvConfig, RewardConfig
 from sage_env.env import AGENTS, AnyText, env, raw_env
 from sage_env.pool import TaskPool
+from sage_env.protocols import Protocol, available_protocols, register_protocol
+from sage_env.protocols.check import ProtocolError, check_protocol
 from sage_env.tasks import Task, load_seeds
 
 __all__ = [
+    "Protocol",
+    "ProtocolError",
+    "available_protocols",
+    "check_protocol",
+    "register_protocol",
     "AGENTS",
     "AnyText",
     "EnvConfig",

@@ -41,6 +41,12 @@ class RewardConfig:
     for a challenger that wrote ``<question>`` but no ``<answer>`` (see ``docs/rewards.md``).
     ``"binary"``: 1 only when fully well-formed, else 0."""
     critic_score_rule: Literal["minus_one_over_nine", "over_ten"] = "minus_one_over_nine"
+    mae_solver_weights: tuple[float, float] = (0.8, 0.2)
+    """Protocol ``"mae"``: weights (w_j, w_f) of the solver reward ``w_j j + w_f f``, j the
+    judge's normalised score of the answer."""
+    azr_format_penalty: bool = False
+    """Protocol ``"azr"``: use AZR Eq. 6 penalties (-1 unformatted, -0.5 formatted but wrong)
+    instead of 0; rewards then leave [0, 1]."""
     """How the critic's 1-10 score becomes [0, 1]: ``(s - 1) / 9`` (default) or ``s / 10``."""
 
 
@@ -51,8 +57,9 @@ class EnvConfig:
     Attributes are plain values so the config round-trips through YAML and CLI flags.
     """
 
-    protocol: Literal["sage"] = "sage"
-    """The game. Only ``"sage"`` exists today; AZR- and MAE-style games are planned protocols."""
+    protocol: str = "sage"
+    """The game: ``"sage"`` (default), ``"azr"``, ``"mae"`` or a name registered with
+    :func:`sage_env.protocols.register_protocol` (see ``docs/protocols.md``)."""
     rewards: RewardConfig = field(default_factory=RewardConfig)
     """Reward weights and gates."""
     solver_samples: int = 2
@@ -86,8 +93,6 @@ class EnvConfig:
             raise ValueError(f"alpha and beta must be in [0, 1], got {r.alpha}, {r.beta}")
         if self.solver_samples < 1:
             raise ValueError(f"solver_samples must be >= 1, got {self.solver_samples}")
-        if self.protocol != "sage":
-            raise ValueError(f"unknown protocol {self.protocol!r}; available: 'sage'")
         bad = set(self.domains) - {"math", "code"}
         if bad or not self.domains:
             raise ValueError(

@@ -79,6 +79,19 @@ def critic_plan(task: Task, plan: str) -> Observation:
     return {"system": CRITIC_SYSTEM, "user": CRITIC_PLAN.format(prompt=task.prompt, plan=plan)}
 
 
+JUDGE_ANSWER = (
+    "Problem:\n{prompt}\n\nProposed answer:\n{answer}\n\n"
+    "Is this answer correct and complete? Give a one-sentence rationale, then the score as "
+    "<score>N</score> with N from 1 (wrong) to 10 (certainly correct), for example:\n"
+    "The final value is right but unexplained. <score>8</score>"
+)
+
+
+def judge_answer(task: Task, answer: str) -> Observation:
+    """Observation of the MAE-style Judge scoring a solver's answer to ``task``."""
+    return {"system": CRITIC_SYSTEM, "user": JUDGE_ANSWER.format(prompt=task.prompt, answer=answer)}
+
+
 def planner(task: Task) -> Observation:
     """Observation of the Planner for ``task``."""
     return {"system": PLANNER_SYSTEM, "user": PLANNER_USER.format(prompt=task.prompt)}

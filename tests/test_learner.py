@@ -182,3 +182,25 @@ def test_config_overlay_and_errors(tmp_path):
     bad.write_text("steps: [1, 2\n")
     with pytest.raises(ValueError, match="not valid YAML"):
         load_yaml_config(bad)
+
+
+@pytest.mark.parametrize(
+    "protocol, roles", [("azr", ["proposer", "solver"]), ("mae", ["proposer", "solver", "judge"])]
+)
+def test_baseline_protocols_train_through_the_same_learner(tiny_path, tmp_path, protocol, roles):
+    cfg = TrainConfig(
+        model=tiny_path,
+        out=str(tmp_path / protocol),
+        steps=1,
+        rounds_per_step=2,
+        max_new_tokens=6,
+        device="cpu",
+        env=EnvConfig(protocol=protocol, solver_samples=1),
+        learner=TRRConfig(gradient_checkpointing=False),
+    )
+    metrics = train(cfg, progress=False)
+    assert sorted(k for k in metrics if k.startswith("reward/")) == sorted(
+        f"reward/{r}" for r in roles
+    )
+    assert metrics["count/proposer"] == 2.0
+    assert (tmp_path / protocol / "training.png").exists()

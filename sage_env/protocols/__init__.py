@@ -1,0 +1,78 @@
+"""Games the environment can play: ``"sage"`` (default), ``"azr"``, ``"mae"``, or your own.
+
+A new protocol is a :class:`Protocol` subclass registered under a name; nothing in the
+library changes for it::
+
+    from sage_env.protocols import Protocol, register_protocol
+
+    class Echo(Protocol):
+        name = "echo"
+        agents = ("solver_0",)
+        def start(self, env):
+            env.select("solver_0", "solve", env.draw_reference(), {"system": "", "user": "?"})
+        def on_solve(self, env, text):
+            env.deliver("solver_0", 1.0, {"const": 1.0})
+            env.finish()
+
+    register_protocol("echo", Echo)
+    sage_env.check_protocol("echo")          # lists what is wrong, raises if anything is
+    env = sage_env.env(protocol="echo")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sage_env.protocols.azr import AZRProtocol, learnability_reward
+from sage_env.protocols.base import Protocol, propose, public
+from sage_env.protocols.mae import MAEProtocol
+from sage_env.protocols.sage import SAGEProtocol
+
+_REGISTRY: dict[str, Callable[[], Protocol]] = {}
+
+
+def register_protocol(name: str, factory: Callable[[], Protocol], overwrite: bool = False) -> None:
+    """Make ``factory()`` available as ``EnvConfig(protocol=name)``.
+
+    Raises:
+        ValueError: if ``name`` is taken and ``overwrite`` is False.
+    """
+    if name in _REGISTRY and not overwrite:
+        raise ValueError(f"protocol {name!r} is already registered (pass overwrite=True)")
+    _REGISTRY[name] = factory
+
+
+def available_protocols() -> list[str]:
+    """Registered protocol names."""
+    return sorted(_REGISTRY)
+
+
+def make_protocol(spec: str | Protocol) -> Protocol:
+    """A fresh protocol instance for a registered name (or ``spec`` itself if an instance).
+
+    Raises:
+        ValueError: on an unknown name (the message lists the registered ones).
+    """
+    if isinstance(spec, Protocol):
+        return spec
+    factory = _REGISTRY.get(spec)
+    if factory is None:
+        raise ValueError(f"unknown protocol {spec!r}; registered: {available_protocols()}")
+    return factory()
+
+
+for _cls in (SAGEProtocol, AZRProtocol, MAEProtocol):
+    register_protocol(_cls.name, _cls)
+
+__all__ = [
+    "AZRProtocol",
+    "MAEProtocol",
+    "Protocol",
+    "SAGEProtocol",
+    "available_protocols",
+    "learnability_reward",
+    "make_protocol",
+    "propose",
+    "public",
+    "register_protocol",
+]

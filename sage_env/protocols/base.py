@@ -1,0 +1,103 @@
+"""The protocol interface: what a game played by :class:`sage_env.raw_env` must provide.
+
+A protocol owns the turn order and the rewards of one round; the environment owns the AEC
+bookkeeping (spaces, rewards, infos, rendering), the verifiers and the pool. A protocol talks
+to the environment only through its *protocol API*:
+
+- ``env.select(agent, phase, task, observation)``: give the turn to ``agent``;
+- ``env.deliver(agent, reward, terms, **details)``: credit the agent's last action;
+- ``env.finish()``: end the round;
+- ``env.verify(task, text)`` -> ``(s_gt, format, verdict)``: score an answer externally;
+- ``env.check_verifier(task)``: check a proposed task's own verifier;
+- ``env.draw_reference()``, ``env.pool``, ``env.rng``, ``env.config``, ``env.soft(...)``,
+  ``env.new_task(...)``.
+
+Rules a protocol must keep (``sage_env.check_protocol`` tests them): ``start`` selects an
+agent; every action is credited exactly once, before the same agent acts again or at the
+round's end; rewards are finite; every round ends.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sage_env import parsing
+
+if TYPE_CHECKING:
+    from sage_env.env import raw_env
+    from sage_env.tasks import Task
+
+
+class Protocol:
+    """Base class of a game.
+
+    Subclass it, set ``name`` and ``agents``, and implement :meth:`start` and one
+    ``on_<phase>(env, text)`` method per phase you select.
+
+    One protocol instance serves one environment; keep per-round state on ``self`` and reset
+    it in :meth:`start`.
+    """
+
+    name: str = "protocol"
+    """Registry name (``EnvConfig.protocol``)."""
+    agents: tuple[str, ...] = ()
+    """PettingZoo agent ids, ``role_index`` (``"solver_0"``); the role names the learner's
+    advantage group."""
+
+    def start(self, env: raw_env) -> None:
+        """Begin a round: set up state and ``env.select`` the first agent."""
+        raise NotImplementedError
+
+    def step(self, env: raw_env, agent: str, phase: str, text: str) -> None:
+        """Handle ``agent``'s action ``text`` in ``phase`` (default: call ``on_<phase>``).
+
+        Raises:
+            NotImplementedError: if the protocol has no handler for ``phase``.
+        """
+        handler = getattr(self, f"on_{phase}", None)
+        if handler is None:
+            raise NotImplementedError(f"protocol {self.name!r} has no on_{phase} handler")
+        handler(env, text)
+
+
+def propose(
+    env: raw_env, text: str, reference: Task
+) -> tuple[parsing.ChallengerOutput, Task | None, dict | None]:
+    """Parse and vet a proposed task (Challenger/Proposer action) against ``reference``.
+
+    A well-formed proposal becomes a candidate :class:`Task`; it is then rejected when the
+    pool already holds it (format score 0) or when its own verifier fails
+    :meth:`raw_env.check_verifier` (format score 0.5, the question part was fine).
+
+    Returns:
+        ``(parsed, candidate or None, verifier check or None)``.
+    """
+    out = parsing.parse_challenger(text, reference.domain, env.config.max_task_chars)
+    if not out.valid:
+        return out, None, None
+    candidate = env.new_task(out, reference)
+    duplicate = env.pool.duplicate_of(candidate)
+    if duplicate is not None:
+        out.valid, out.format_score, out.reason = False, 0.0, duplicate
+        return out, None, None
+    check = env.check_verifier(candidate)
+    if check["status"] != "passed":
+        out.valid, out.format_score = False, 0.5
+        out.reason = f"verifier check failed: {check['reason']}"
+        return out, None, check
+    return out, candidate, check
+
+
+def public(out: parsing.ChallengerOutput | None) -> dict:
+    """The parsed fields of a proposal, for ``infos``."""
+    if out is None:
+        return {}
+    return {
+        "question": out.question,
+        "answer": out.answer,
+        "tests": out.tests,
+        "entry_point": out.entry_point,
+        "valid": out.valid,
+        "format_score": out.format_score,
+        "reason": out.reason,
+    }

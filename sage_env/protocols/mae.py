@@ -1,0 +1,144 @@
+"""An MAE-style round (Multi-Agent Evolve, arXiv 2510.23595): Proposer, Solver, Judge.
+
+1. ``proposer_0`` reads a seed task and proposes a new task (same format as the SAGE
+   challenger);
+2. ``judge_0`` scores the question (q, 1-10 -> [0, 1]); when ``q >= alpha`` it is accepted
+   and joins the pool;
+3. ``solver_0`` answers the accepted question ``k`` times (otherwise a task drawn from the
+   pool), and after each answer ``judge_0`` scores it (j in [0, 1]).
+
+Rewards: proposer ``(q + d + f) / 3`` with ``d = 1 - mean(j)`` (the SAGE challenger formula
+with the judge in place of the verifier; d dropped when rejected, as
+``difficulty_when_gated`` says); solver ``w_j j + w_f f`` (``RewardConfig.mae_solver_weights``,
+default 0.8, 0.2); judge: its format score. The external verifier's score is still computed
+and reported in ``infos`` (``verdict``) so that judge accuracy can be measured, but it is not
+rewarded: MAE learns without ground truth.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sage_env import parsing, prompts, rewards
+from sage_env.protocols.base import Protocol, propose, public
+
+if TYPE_CHECKING:
+    from sage_env.env import raw_env
+
+
+class MAEProtocol(Protocol):
+    """Proposer/solver/judge without ground-truth rewards (protocol ``"mae"``)."""
+
+    name = "mae"
+    agents = ("proposer_0", "solver_0", "judge_0")
+
+    def start(self, env: raw_env) -> None:
+        """Draw a seed task and give the turn to the proposer."""
+        self.reference = env.draw_reference()
+        self.proposal = None
+        self.check = None
+        self.task = None
+        self.accepted = False
+        self.q = 0.0
+        self.answer = ""
+        self.answer_format = 0.0
+        self.answer_verdict: dict = {}
+        self.judged: list[float] = []
+        env.select("proposer_0", "propose", self.reference, prompts.challenger(self.reference))
+
+    def on_propose(self, env: raw_env, text: str) -> None:
+        """Vet the proposal; send it to the judge or skip to solving a pool task."""
+        self.proposal, candidate, self.check = propose(env, text, self.reference)
+        if candidate is None:
+            f = env.soft(self.proposal.format_score, 0.0)
+            env.deliver(
+                "proposer_0",
+                *rewards.challenger_reward(0.0, None, f, env.config.rewards),
+                parsed=public(self.proposal),
+                accepted=False,
+                verifier_check=self.check,
+            )
+            self._start_solve(env, env.pool.sample(env.rng))
+            return
+        self.task = candidate
+        env.select(
+            "judge_0",
+            "judge_question",
+            candidate,
+            prompts.critic_question(candidate.prompt, candidate.domain),
+        )
+
+    def on_judge_question(self, env: raw_env, text: str) -> None:
+        """Score the question; accepted questions join the pool and are solved."""
+        cfg = env.config.rewards
+        raw = parsing.parse_critic_score(text)
+        f = env.soft(parsing.critic_format_score(text), float(raw is not None))
+        self.q = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
+        env.deliver(
+            "judge_0", *rewards.critic_reward(f), raw_score=raw, q=self.q, review="question"
+        )
+        self.accepted = rewards.quality_gate(self.q, cfg)
+        if self.accepted:
+            env.pool.add(self.task)
+            self._start_solve(env, self.task)
+            return
+        env.deliver(
+            "proposer_0",
+            *rewards.challenger_reward(self.q, None, 1.0, cfg),
+            parsed=public(self.proposal),
+            verifier_check=self.check,
+            accepted=False,
+            gate=f"q={self.q:.3f} < alpha={cfg.alpha}",
+        )
+        self._start_solve(env, env.pool.sample(env.rng))
+
+    def _start_solve(self, env: raw_env, task) -> None:
+        self.task = task
+        self.judged = []
+        env.select("solver_0", "solve", task, prompts.solver(task))
+
+    def on_solve(self, env: raw_env, text: str) -> None:
+        """Record the answer (and the verifier's view of it); the judge scores it next."""
+        _, self.answer_format, self.answer_verdict = env.verify(self.task, text)
+        self.answer = text.strip()[:4000]
+        env.select(
+            "judge_0", "judge_answer", self.task, prompts.judge_answer(self.task, self.answer)
+        )
+
+    def on_judge_answer(self, env: raw_env, text: str) -> None:
+        """Score the answer; credit judge and solver; after k answers, the proposer."""
+        cfg = env.config.rewards
+        raw = parsing.parse_critic_score(text)
+        f = env.soft(parsing.critic_format_score(text), float(raw is not None))
+        j = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
+        self.judged.append(j)
+        env.deliver(
+            "judge_0",
+            *rewards.critic_reward(f),
+            raw_score=raw,
+            j=j,
+            review="answer",
+            verifier_agrees=(j >= 0.5) == (self.answer_verdict.get("score", 0) >= 1.0),
+        )
+        wj, wf = cfg.mae_solver_weights
+        env.deliver(
+            "solver_0",
+            wj * j + wf * self.answer_format,
+            {"j": j, "f": self.answer_format},
+            verdict=self.answer_verdict,
+        )
+        if len(self.judged) < env.config.solver_samples:
+            env.select("solver_0", "solve", self.task, prompts.solver(self.task))
+            return
+        if self.accepted:
+            d = 1.0 - sum(self.judged) / len(self.judged)
+            self.task.meta.update({"q": self.q, "d": d, "judge_scores": list(self.judged)})
+            env.deliver(
+                "proposer_0",
+                *rewards.challenger_reward(self.q, d, 1.0, cfg),
+                parsed=public(self.proposal),
+                verifier_check=self.check,
+                accepted=True,
+                new_task_id=self.task.task_id,
+            )
+        env.finish()

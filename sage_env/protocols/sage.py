@@ -1,0 +1,165 @@
+"""The SAGE round (arXiv 2603.15255): Challenger, Critic, Solver, Planner.
+
+1. ``challenger_0`` reads a seed task and proposes a new task with its verifier;
+2. ``critic_0`` scores the question (q); when ``q >= alpha`` the question is accepted,
+3. ``solver_0`` attempts it ``k`` times to measure difficulty d, and it joins the pool;
+4. ``planner_0`` writes a plan for a task drawn from the pool;
+5. ``critic_0`` scores the plan (p), also a badly formatted one (its text is reviewed as is);
+6. ``solver_0`` solves the pool task ``k`` times, seeing the plan when it parses and
+   ``p > beta``.
+
+Steps 2-3 are skipped when the proposal does not parse or its verifier fails its check, and
+step 3 when the question fails the quality gate. Rewards: ``docs/rewards.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sage_env import parsing, prompts, rewards
+from sage_env.protocols.base import Protocol, propose, public
+
+if TYPE_CHECKING:
+    from sage_env.env import raw_env
+
+
+class SAGEProtocol(Protocol):
+    """The four-role SAGE game (default protocol ``"sage"``)."""
+
+    name = "sage"
+    agents = ("challenger_0", "planner_0", "solver_0", "critic_0")
+
+    def start(self, env: raw_env) -> None:
+        """Draw a seed task and give the turn to the challenger."""
+        self.reference = env.draw_reference()
+        self.proposal = None
+        self.check = None
+        self.new_task = None
+        self.q = 0.0
+        self.probe_scores: list[float] = []
+        self.task = None
+        self.plan = None
+        self.plan_format = 0.0
+        self.p = 0.0
+        self.plan_shown = False
+        self.solves = 0
+        env.select("challenger_0", "challenge", self.reference, prompts.challenger(self.reference))
+
+    # phase handlers --------------------------------------------------------------
+    def on_challenge(self, env: raw_env, text: str) -> None:
+        """Vet the proposal; send it to review or skip to planning."""
+        self.proposal, self.new_task, self.check = propose(env, text, self.reference)
+        if self.new_task is None:
+            f = env.soft(self.proposal.format_score, 0.0)
+            env.deliver(
+                "challenger_0",
+                *rewards.challenger_reward(0.0, None, f, env.config.rewards),
+                parsed=public(self.proposal),
+                accepted=False,
+                verifier_check=self.check,
+            )
+            self._start_plan(env)
+            return
+        env.select(
+            "critic_0",
+            "review_question",
+            self.new_task,
+            prompts.critic_question(self.new_task.prompt, self.new_task.domain),
+        )
+
+    def on_review_question(self, env: raw_env, text: str) -> None:
+        """Score the question; probe its difficulty when it passes the quality gate."""
+        cfg = env.config.rewards
+        raw = parsing.parse_critic_score(text)
+        f = env.soft(parsing.critic_format_score(text), float(raw is not None))
+        self.q = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
+        env.deliver(
+            "critic_0", *rewards.critic_reward(f), raw_score=raw, q=self.q, review="question"
+        )
+        if rewards.quality_gate(self.q, cfg):
+            self.probe_scores = []
+            env.select("solver_0", "probe", self.new_task, prompts.solver(self.new_task))
+            return
+        env.deliver(
+            "challenger_0",
+            *rewards.challenger_reward(self.q, None, 1.0, cfg),
+            parsed=public(self.proposal),
+            verifier_check=self.check,
+            accepted=False,
+            gate=f"q={self.q:.3f} < alpha={cfg.alpha}",
+        )
+        self._start_plan(env)
+
+    def on_probe(self, env: raw_env, text: str) -> None:
+        """One difficulty attempt; after k, credit the challenger and pool the task."""
+        cfg = env.config.rewards
+        s_gt, f, verdict = env.verify(self.new_task, text)
+        self.probe_scores.append(s_gt)
+        env.deliver(
+            "solver_0",
+            *rewards.solver_reward(None, s_gt, f, cfg),
+            verdict=verdict,
+            plan_shown=False,
+        )
+        if len(self.probe_scores) < env.config.solver_samples:
+            return
+        d = 1.0 - sum(self.probe_scores) / len(self.probe_scores)
+        task = self.new_task
+        task.meta.update({"q": self.q, "d": d, "probe_scores": list(self.probe_scores)})
+        added = env.pool.add(task)
+        env.deliver(
+            "challenger_0",
+            *rewards.challenger_reward(self.q, d, 1.0, cfg),
+            parsed=public(self.proposal),
+            verifier_check=self.check,
+            accepted=True,
+            added_to_pool=added,
+            new_task_id=task.task_id,
+        )
+        self._start_plan(env)
+
+    def _start_plan(self, env: raw_env) -> None:
+        self.task = env.pool.sample(env.rng)
+        env.select("planner_0", "plan", self.task, prompts.planner(self.task))
+
+    def on_plan(self, env: raw_env, text: str) -> None:
+        """Send every plan to review; a badly formatted one is reviewed as raw text."""
+        self.plan = parsing.parse_plan(text)
+        self.plan_format = parsing.plan_format_score(text)
+        shown_text = self.plan if self.plan is not None else text.strip()[:2000]
+        env.select("critic_0", "review_plan", self.task, prompts.critic_plan(self.task, shown_text))
+
+    def on_review_plan(self, env: raw_env, text: str) -> None:
+        """Score the plan, credit critic and planner, open the plan gate."""
+        cfg = env.config.rewards
+        raw = parsing.parse_critic_score(text)
+        f = env.soft(parsing.critic_format_score(text), float(raw is not None))
+        self.p = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
+        plan_ok = self.plan is not None
+        self.plan_shown = plan_ok and rewards.plan_gate(self.p, cfg)
+        env.deliver("critic_0", *rewards.critic_reward(f), raw_score=raw, p=self.p, review="plan")
+        env.deliver(
+            "planner_0",
+            *rewards.planner_reward(self.p, env.soft(self.plan_format, float(plan_ok)), cfg),
+            plan=self.plan,
+            plan_shown=self.plan_shown,
+            reason="" if plan_ok else "missing <plan> with at least 2 numbered steps",
+            gate=f"p={self.p:.3f} vs beta={cfg.beta}",
+        )
+        self.solves = 0
+        plan = self.plan if self.plan_shown else None
+        env.select("solver_0", "solve", self.task, prompts.solver(self.task, plan))
+
+    def on_solve(self, env: raw_env, text: str) -> None:
+        """One solve attempt; the round ends after k."""
+        s_gt, f, verdict = env.verify(self.task, text)
+        p = self.p if self.plan_shown else None
+        env.deliver(
+            "solver_0",
+            *rewards.solver_reward(p, s_gt, f, env.config.rewards),
+            verdict=verdict,
+            plan_shown=self.plan_shown,
+        )
+        self.solves += 1
+        if self.solves >= env.config.solver_samples:
+            env.finish()
