@@ -286,3 +286,19 @@ def test_same_seed_same_actions_same_everything():
         return recs, [t.to_dict() for t in env.unwrapped.pool], env.render()
 
     assert run() == run()
+
+
+def test_determinism_holds_with_verifiers_in_worker_processes():
+    def run(workers):
+        env = sage_env.env(
+            EnvConfig(domains=("math",), solver_samples=2, math_workers=workers),
+            seeds=[MATH_SEED],
+            render_mode="ansi",
+        )
+        try:
+            recs = [play_round(env, math_script(), seed=s) for s in (1, 2)]
+            return recs, [t.to_dict() for t in env.unwrapped.pool]
+        finally:
+            env.close()
+
+    assert run(2) == run(0)
