@@ -31,12 +31,14 @@ import torch
 import yaml
 
 import sage_env
+from learners.base import LEARNERS, Learner, make_learner
+from learners.pg import PGConfig
 from learners.plots import plot_training
 from learners.policy import DEFAULT_MODEL, HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver, RolloutResult, Transition
-from learners.trr import TRRConfig, TRRLearner
 from sage_env import EnvConfig, TaskPool
 from sage_env.env import make_pool
+from sage_env.protocols import make_protocol
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
 logger = logging.getLogger("sage_env.train")
@@ -84,8 +86,15 @@ class TrainConfig:
     """Round transcripts written per step to ``out/transcripts``."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """Environment configuration (gates, reward weights, k)."""
-    learner: TRRConfig = field(default_factory=TRRConfig)
-    """TRR++ hyperparameters."""
+    algorithm: str = "trr"
+    """Learner: ``trr`` (TRR++, default), ``grpo``, ``reinforce_pp`` (REINFORCE++-baseline),
+    ``ema`` (per-role EMA baseline), or a name registered with
+    :func:`learners.base.register_learner`."""
+    freeze: tuple[str, ...] = ()
+    """Roles that act but are not trained (their transitions are dropped before the update),
+    e.g. ``--freeze challenger critic``: the role ablations of the paper's Table 3."""
+    learner: PGConfig = field(default_factory=PGConfig)
+    """Policy-gradient hyperparameters (shared by the built-in algorithms)."""
 
 
 PRESETS: dict[str, TrainConfig] = {
@@ -95,7 +104,7 @@ PRESETS: dict[str, TrainConfig] = {
         max_new_tokens=96,
         temperature=0.7,
         env=EnvConfig(solver_samples=2),
-        learner=TRRConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
+        learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
     ),
     "paper": TrainConfig(
         model="Qwen/Qwen2.5-7B-Instruct",
@@ -110,7 +119,7 @@ PRESETS: dict[str, TrainConfig] = {
         save_every=10,
         keep_checkpoints=3,
         env=EnvConfig(solver_samples=4, math_workers=8),
-        learner=TRRConfig(
+        learner=PGConfig(
             lr=3e-6,
             micro_batch_size=8,
             num_minibatches=4,
@@ -183,7 +192,7 @@ def save_checkpoint(
     out: Path,
     step: int,
     policy: HFPolicy,
-    learner: TRRLearner,
+    learner: Learner,
     pool: TaskPool,
     rng: random.Random,
     keep: int,
@@ -222,7 +231,7 @@ def save_checkpoint(
 def load_checkpoint(
     path: Path,
     policy: HFPolicy,
-    learner: TRRLearner,
+    learner: Learner,
     rng: random.Random,
     env_config: EnvConfig | None = None,
 ) -> tuple[int, TaskPool]:
@@ -310,6 +319,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
 
     Raises:
         FileExistsError: if ``cfg.out`` already holds a run and ``cfg.resume`` is False.
+        ValueError: on an unknown protocol, algorithm or frozen role.
     """
     from torch.utils.tensorboard import SummaryWriter
     from tqdm.auto import tqdm
@@ -317,6 +327,15 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
 
     hf_logging.disable_progress_bar()  # one progress bar: ours
 
+    roles = [a.rsplit("_", 1)[0] for a in make_protocol(cfg.env.protocol).agents]
+    frozen = set(cfg.freeze)
+    if frozen - set(roles):
+        raise ValueError(
+            f"--freeze names unknown role(s) {sorted(frozen - set(roles))}; "
+            f"protocol {cfg.env.protocol!r} has roles {roles}"
+        )
+    if cfg.algorithm not in LEARNERS:
+        raise ValueError(f"unknown algorithm {cfg.algorithm!r}; registered: {sorted(LEARNERS)}")
     out = Path(cfg.out)
     existing = _checkpoint_dirs(out)
     if (existing or (out / "metrics.jsonl").exists()) and not cfg.resume:
@@ -331,7 +350,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     rng = random.Random(cfg.seed)
     t_load = time.perf_counter()
     policy = HFPolicy(cfg.model, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed)
-    learner = TRRLearner(policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed)
+    learner = make_learner(
+        cfg.algorithm, policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed
+    )
     n_params = sum(p.numel() for p in policy.model.parameters())
     logger.info(
         "loaded %s (%.1f M params) on %s/%s in %.1f s",
@@ -371,7 +392,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
         batch_size=cfg.generation_batch_size,
     )
     driver = RolloutDriver(envs, policy, sampling)
-    roles = [a.rsplit("_", 1)[0] for a in envs[0].unwrapped.possible_agents]
+
     writer = SummaryWriter(str(out / "tb"))
     metrics: dict[str, float] = {}
     bar = tqdm(
@@ -387,7 +408,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             t0 = time.perf_counter()
             round_seeds = [rng.randrange(2**31) for _ in envs]
             result = driver.collect(round_seeds)
-            learner.observe(result.transitions)
+            learner.observe([t for t in result.transitions if t.role not in frozen])
             t1 = time.perf_counter()
             update = learner.update()
             t_update = time.perf_counter() - t1

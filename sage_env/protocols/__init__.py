@@ -26,6 +26,7 @@ from collections.abc import Callable
 from sage_env.protocols.azr import AZRProtocol, learnability_reward
 from sage_env.protocols.base import Protocol, propose, public
 from sage_env.protocols.mae import MAEProtocol
+from sage_env.protocols.rlvr import RLVRProtocol
 from sage_env.protocols.sage import SAGEProtocol
 
 _REGISTRY: dict[str, Callable[[], Protocol]] = {}
@@ -61,13 +62,14 @@ def make_protocol(spec: str | Protocol) -> Protocol:
     return factory()
 
 
-for _cls in (SAGEProtocol, AZRProtocol, MAEProtocol):
+for _cls in (SAGEProtocol, AZRProtocol, MAEProtocol, RLVRProtocol):
     register_protocol(_cls.name, _cls)
 
 __all__ = [
     "AZRProtocol",
     "MAEProtocol",
     "Protocol",
+    "RLVRProtocol",
     "SAGEProtocol",
     "available_protocols",
     "learnability_reward",

@@ -1,0 +1,57 @@
+"""Tutorial: a new RL algorithm for sage-env in one small file (docs/learners.md).
+
+RLOO (Ahmadian et al. 2024, arXiv 2402.14740): each completion's baseline is the mean reward
+of the *other* completions sampled for the same prompt,
+
+    A_i = r_i - mean_{j != i} r_j        (within a (role, prompt) group of size n >= 2)
+
+and a completion without siblings gets 0. Everything else — log-probs, PPO clipping, KL,
+AdamW, checkpoints — comes from ``PolicyGradientLearner``.
+
+Train with it:  python examples/rloo_learner.py --steps 2 --out runs/rloo
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from learners.base import register_learner
+from learners.pg import PolicyGradientLearner
+from learners.rollout import Transition
+
+
+def rloo_advantages(rewards: list[float], groups: list) -> list[float]:
+    """Leave-one-out advantages; 0 for a group of one."""
+    members = defaultdict(list)
+    for i, g in enumerate(groups):
+        members[g].append(i)
+    adv = [0.0] * len(rewards)
+    for idx in members.values():
+        n = len(idx)
+        if n < 2:
+            continue
+        total = sum(rewards[i] for i in idx)
+        for i in idx:
+            adv[i] = rewards[i] - (total - rewards[i]) / (n - 1)
+    return adv
+
+
+class RLOOLearner(PolicyGradientLearner):
+    """REINFORCE with a leave-one-out baseline per (role, prompt)."""
+
+    name = "rloo"
+
+    def advantages(self, batch: list[Transition]) -> list[float]:
+        """Leave-one-out baseline among completions of the same (role, prompt)."""
+        groups = [(t.role, tuple(t.prompt_ids)) for t in batch]
+        return rloo_advantages([t.reward for t in batch], groups)
+
+
+register_learner("rloo", RLOOLearner, overwrite=True)
+
+if __name__ == "__main__":
+    import sys
+
+    from learners.cli import main
+
+    raise SystemExit(main(["train", "--algorithm", "rloo", *sys.argv[1:]]))

@@ -1,0 +1,25 @@
+"""REINFORCE++-baseline (Hu 2025, arXiv 2501.03262; OpenRLHF's ``reinforce_baseline``).
+
+Subtract the mean reward of each (role, prompt) group, then whiten the centred rewards across
+the whole batch. Unlike GRPO it does not divide by each small group's std, which is noisy with
+few samples; the global whitening keeps the step size stable.
+"""
+
+from __future__ import annotations
+
+from learners.advantages import group_mean_whitened_advantages
+from learners.pg import PolicyGradientLearner
+from learners.rollout import Transition
+
+
+class ReinforcePPBaselineLearner(PolicyGradientLearner):
+    """Group-mean baseline per (role, prompt), then global whitening."""
+
+    name = "reinforce_pp"
+
+    def advantages(self, batch: list[Transition]) -> list[float]:
+        """Centre within (role, prompt) groups, whiten across the batch."""
+        groups = [(t.role, tuple(t.prompt_ids)) for t in batch]
+        return group_mean_whitened_advantages(
+            [t.reward for t in batch], groups, self.config.adv_eps
+        )
