@@ -22,7 +22,101 @@ USAGE = """usage: sage-env COMMAND [options]
 commands:
   train    run SAGE self-play training (sage-env train --help)
   play     step one round turn by turn and see every reward term (sage-env play --help)
+  eval     pass@k of a model on math and code benchmarks (sage-env eval --help)
+  decontam n-gram overlap between the seeds (or a run's pool) and each benchmark
 """
+
+
+@dataclass
+class DecontamConfig:
+    """Options of ``sage-env decontam``."""
+
+    benchmarks: str = (
+        "gsm8k,math500,aime24,aime25,amc23,olympiadbench,humaneval,humaneval_plus,mbpp,mbpp_plus"
+    )
+    """Comma-separated benchmark names (local data only)."""
+    pool: str | None = None
+    """A run's pool.jsonl to check instead of the bundled seeds."""
+    n: int = 13
+    """Word n-gram size."""
+    data_dir: str | None = None
+    """Local benchmark folder (default ``$SAGE_ENV_DATA`` or ``../shared/data``)."""
+    out: str | None = None
+    """Write the item-by-item report as JSON here."""
+
+
+def _eval(argv: list[str]) -> int:
+    import tyro
+
+    from learners.evaluation import EvalConfig, markdown_table, run_eval
+
+    cfg = tyro.cli(
+        EvalConfig,
+        args=argv,
+        prog="sage-env eval",
+        description="pass@1 and unbiased pass@k on local benchmark files.",
+    )
+    try:
+        results = run_eval(cfg)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        print(f"sage-env eval: error: {exc}", file=sys.stderr)
+        return 2
+    print(markdown_table(results))
+    print(f"results in {cfg.out}")
+    return 0
+
+
+def _decontam(argv: list[str]) -> int:
+    import json
+
+    import tyro
+
+    from learners.decontam import overlap_report
+    from learners.evaluation import load_benchmark
+    from sage_env.tasks import read_jsonl
+
+    cfg = tyro.cli(
+        DecontamConfig,
+        args=argv,
+        prog="sage-env decontam",
+        description="Word n-gram overlap between training tasks and benchmarks.",
+    )
+    try:
+        tasks = read_jsonl(cfg.pool) if cfg.pool else None
+        reports = [
+            overlap_report(load_benchmark(b.strip(), cfg.data_dir), cfg.n, tasks, b)
+            for b in cfg.benchmarks.split(",")
+            if b.strip()
+        ]
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        print(f"sage-env decontam: error: {exc}", file=sys.stderr)
+        return 2
+    print("| benchmark | items | overlapping | share | flagged |\n|---|---|---|---|---|")
+    for r in reports:
+        print(
+            f"| {r.benchmark} | {r.items} | {len(r.overlapping)} | {100 * r.share:.1f}% | "
+            f"{'yes' if r.contaminated else 'no'} |"
+        )
+    for r in reports:
+        for item_id, hits in r.matches.items():
+            print(f"{r.benchmark}\t{item_id}\t" + ", ".join(f"{t} ({c:.0%})" for t, c in hits))
+    if cfg.out:
+        with open(cfg.out, "w", encoding="utf-8") as fh:
+            json.dump(
+                [
+                    {
+                        "benchmark": r.benchmark,
+                        "items": r.items,
+                        "share": r.share,
+                        "contaminated": r.contaminated,
+                        "matches": r.matches,
+                    }
+                    for r in reports
+                ],
+                fh,
+                indent=1,
+            )
+    return 0
 
 
 @dataclass
@@ -176,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
         return _train(rest)
     if command == "play":
         return _play(rest)
+    if command == "eval":
+        return _eval(rest)
+    if command == "decontam":
+        return _decontam(rest)
     print(f"sage-env: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 
