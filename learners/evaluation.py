@@ -563,3 +563,28 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
     )
     (out / "results.md").write_text(markdown_table(results) + "\n")
     return results
+
+
+def validation_accuracy(
+    policy,
+    tasks: list,
+    math_verifier: MathVerifier,
+    max_new_tokens: int = 256,
+    batch_size: int = 16,
+) -> float:
+    """Greedy accuracy of ``policy`` on math ``tasks`` (e.g. :func:`sage_env.load_validation`).
+
+    Each task is prompted as the solver role sees it and scored with ``math_verifier``.
+
+    Returns:
+        Share of tasks answered correctly, in [0, 1] (0 for an empty list).
+    """
+    from learners.policy import SamplingConfig
+    from sage_env import prompts
+
+    if not tasks:
+        return 0.0
+    sampling = SamplingConfig(max_new_tokens=max_new_tokens, do_sample=False, batch_size=batch_size)
+    comps = policy.generate([prompts.solver(t) for t in tasks], sampling)
+    scores = [math_verifier.verify(c.text, t.answer or "").score for c, t in zip(comps, tasks)]
+    return sum(scores) / len(scores)

@@ -54,8 +54,15 @@ def plot_training(metrics_path: str | os.PathLike, out_png: str | os.PathLike) -
             ax1.plot(xs, ys, marker="o", label=role)
     ax1.set(xlabel="step", ylabel="mean reward", title="Reward per role", ylim=(-0.02, 1.02))
     xs, ys = series("pool/size")
-    ax2.plot(xs, ys, marker="o", color="tab:purple")
-    ax2.set(xlabel="step", ylabel="tasks", title="Task pool size (seeds + accepted)")
+    ax2.plot(xs, ys, marker="o", color="tab:purple", label="pool size")
+    ax2.set(xlabel="step", ylabel="tasks", title="Pool size and validation accuracy")
+    vx, vy = series("val/accuracy")
+    if vx:  # the paper's Fig. 3: validation accuracy next to pool growth
+        twin = ax2.twinx()
+        twin.plot(vx, vy, marker="s", ls="--", color="tab:orange", label="validation accuracy")
+        twin.set(ylabel="validation accuracy", ylim=(-0.02, 1.02))
+        handles = ax2.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+        ax2.legend(handles=handles, fontsize=8, loc="upper left")
     labels = {"valid_rate": "output parses", "accept_rate": "task accepted"}
     curves = [(k, f"{k.split('/')[0]} {labels[k.split('/')[1]]}") for k in rates]
     for key, label in curves + [("solver/accuracy", "solver verifier score")]:

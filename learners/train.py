@@ -32,6 +32,7 @@ import yaml
 
 import sage_env
 from learners.base import LEARNERS, Learner, make_learner
+from learners.evaluation import validation_accuracy
 from learners.pg import PGConfig
 from learners.plots import plot_training
 from learners.policy import DEFAULT_MODEL, HFPolicy, SamplingConfig
@@ -84,6 +85,16 @@ class TrainConfig:
     """Number of most recent checkpoints kept."""
     transcripts_per_step: int = 1
     """Round transcripts written per step to ``out/transcripts``."""
+    val_every: int = 0
+    """Evaluate greedy accuracy on the held-out validation split (``sage_env.load_validation``)
+    before training and every this many steps; 0 = never."""
+    val_limit: int = 50
+    """Validation tasks used (the first ones; the split holds 200)."""
+    val_max_new_tokens: int = 256
+    """Completion budget for validation answers."""
+    early_stopping_patience: int = 0
+    """Stop after this many validations without a new best accuracy (0 = never stop early).
+    With validation on, the best model is kept in ``out/checkpoints/best``."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """Environment configuration (gates, reward weights, k)."""
     algorithm: str = "trr"
@@ -101,6 +112,9 @@ PRESETS: dict[str, TrainConfig] = {
     "demo": TrainConfig(
         steps=4,
         rounds_per_step=6,
+        val_every=2,
+        val_limit=16,
+        val_max_new_tokens=128,
         max_new_tokens=96,
         temperature=0.7,
         env=EnvConfig(solver_samples=2),
@@ -395,6 +409,16 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
 
     writer = SummaryWriter(str(out / "tb"))
     metrics: dict[str, float] = {}
+    val_tasks = sage_env.load_validation()[: cfg.val_limit] if cfg.val_every > 0 else []
+    best = _read_best(out)
+    if val_tasks and start == 0:
+        acc = validation_accuracy(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
+        _append_jsonl(
+            out / "metrics.jsonl", {"step": 0, "val/accuracy": acc, "pool/size": float(len(pool))}
+        )
+        writer.add_scalar("val/accuracy", acc, 0)
+        best = {"step": 0, "accuracy": acc, "stale": 0}
+        _save_best(out, policy, best)
     bar = tqdm(
         total=cfg.steps,
         initial=start,
@@ -412,6 +436,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             t1 = time.perf_counter()
             update = learner.update()
             t_update = time.perf_counter() - t1
+            acc = None
+            if val_tasks and step % cfg.val_every == 0:
+                acc = validation_accuracy(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
             metrics = {
                 "step": step,
                 **rollout_metrics(result, roles),
@@ -422,6 +449,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
                 "time/step_s": time.perf_counter() - t0,
                 "memory/peak_rss_mb": _peak_rss_mb(),
             }
+            if acc is not None:
+                metrics["val/accuracy"] = acc
             _append_jsonl(out / "metrics.jsonl", metrics)
             for key, value in metrics.items():
                 if key != "step" and isinstance(value, (int, float)):
@@ -431,11 +460,33 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             pool.save(out / "pool.jsonl")
             if step % cfg.save_every == 0 or step == cfg.steps:
                 save_checkpoint(out, step, policy, learner, pool, rng, cfg.keep_checkpoints)
+            stop = False
+            if acc is not None:
+                if best is None or acc > best["accuracy"]:
+                    best = {"step": step, "accuracy": acc, "stale": 0}
+                    _save_best(out, policy, best)
+                else:
+                    best["stale"] += 1
+                    _write_best(out, best)
+                patience = cfg.early_stopping_patience
+                stop = patience > 0 and best["stale"] >= patience
             bar.update(1)
             bar.set_postfix(
                 {r[:2]: _fmt(metrics.get(f"reward/{r}")) for r in roles}
                 | {"pool": len(pool), "s/step": f"{metrics['time/step_s']:.0f}"}
             )
+            if stop:
+                if step % cfg.save_every != 0 and step != cfg.steps:
+                    save_checkpoint(out, step, policy, learner, pool, rng, cfg.keep_checkpoints)
+                logger.info(
+                    "early stopping at step %d: no better validation accuracy than "
+                    "%.3f (step %d) for %d validations",
+                    step,
+                    best["accuracy"],
+                    best["step"],
+                    best["stale"],
+                )
+                break
     finally:
         bar.close()
         writer.close()
@@ -445,6 +496,34 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     if (out / "metrics.jsonl").exists():
         plot_training(out / "metrics.jsonl", out / "training.png")
     return metrics
+
+
+def _read_best(out: Path) -> dict | None:
+    path = out / "checkpoints" / "best.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _write_best(out: Path, best: dict) -> None:
+    path = out / "checkpoints" / "best.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(best))
+    os.replace(tmp, path)
+
+
+def _save_best(out: Path, policy: HFPolicy, best: dict) -> None:
+    """Keep the best-validation model in ``out/checkpoints/best`` (atomic rename)."""
+    root = out / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / ".best.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    policy.save(tmp)
+    final = root / "best"
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _write_best(out, best)
 
 
 def _fmt(x: float | None) -> str:

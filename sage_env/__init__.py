@@ -15,7 +15,7 @@ from sage_env.env import AGENTS, AnyText, env, raw_env
 from sage_env.pool import TaskPool
 from sage_env.protocols import Protocol, available_protocols, register_protocol
 from sage_env.protocols.check import ProtocolError, check_protocol
-from sage_env.tasks import Task, load_seeds
+from sage_env.tasks import Task, load_seeds, load_validation
 
 __all__ = [
     "Protocol",
@@ -31,6 +31,7 @@ __all__ = [
     "TaskPool",
     "env",
     "load_seeds",
+    "load_validation",
     "raw_env",
 ]
 __version__ = "0.1.0"

@@ -119,6 +119,16 @@ def write_jsonl(tasks: Iterable[Task], path: str | os.PathLike) -> None:
         raise
 
 
+def load_validation() -> list[Task]:
+    """Return the 200 held-out validation tasks (100 MATH + 100 GSM8K train, none a seed).
+
+    Built with the seeds by ``scripts/build_seeds.py``; training evaluates on them for the
+    validation curve and early stopping.
+    """
+    with resources.as_file(resources.files("sage_env") / "data" / "validation.jsonl") as path:
+        return read_jsonl(path)
+
+
 def load_seeds() -> list[Task]:
     """Return the 500 bundled seed tasks (156 MATH + 148 GSM8K + 87 HumanEval + 109 MBPP).
 

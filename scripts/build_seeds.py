@@ -551,6 +551,33 @@ def build_seeds(
     return tasks
 
 
+VALIDATION_COUNTS = {"math": 100, "gsm8k": 100}
+"""Held-out validation tasks per source (never among the seeds)."""
+DEFAULT_VALIDATION_OUT = DEFAULT_OUT.parent / "validation.jsonl"
+
+
+def build_validation(
+    data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
+    seeds: list[Task] | None = None,
+    seed: int = SEED,
+) -> list[Task]:
+    """Draw a held-out math validation split from the same training files as the seeds.
+
+    Tasks already in ``seeds`` are excluded; the draw uses its own RNG stream
+    (``f"{seed}:validation:{source}"``), so it is reproducible and independent of the seeds'.
+    Used by training for the validation curve and early stopping (the paper's Fig. 3).
+    """
+    data_dir = Path(data_dir)
+    taken = {t.task_id for t in (seeds or [])}
+    tasks: list[Task] = []
+    for source, n in VALIDATION_COUNTS.items():
+        pool = LOADERS[source](data_dir / SOURCE_FILES[source])
+        pool = Pool(pool.source, [t for t in pool.candidates if t.task_id not in taken])
+        result = draw(pool, n, f"{seed}:validation", VALIDATORS[source])
+        tasks.extend(result.chosen)
+    return tasks
+
+
 def audit(data_dir: str | os.PathLike, workers: int | None = None) -> dict[str, list]:
     """Validate every candidate of every source and return the exclusions.
 
@@ -616,6 +643,10 @@ def main(argv: list[str] | None = None) -> int:
         tasks = build_seeds(args.data_dir, args.seed, args.workers, log=print)
         write_jsonl(tasks, args.out)
         print(f"wrote {len(tasks)} tasks to {args.out}")
+        validation = build_validation(args.data_dir, tasks, args.seed)
+        val_out = args.out.parent / DEFAULT_VALIDATION_OUT.name
+        write_jsonl(validation, val_out)
+        print(f"wrote {len(validation)} held-out validation tasks to {val_out}")
     print(f"done in {time.monotonic() - start:.1f}s")
     return 0
 

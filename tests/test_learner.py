@@ -204,3 +204,39 @@ def test_baseline_protocols_train_through_the_same_learner(tiny_path, tmp_path, 
     )
     assert metrics["count/proposer"] == 2.0
     assert (tmp_path / protocol / "training.png").exists()
+
+
+def test_validation_curve_and_early_stopping(tiny_path, tmp_path):
+    cfg = TrainConfig(
+        model=tiny_path,
+        out=str(tmp_path / "v"),
+        steps=5,
+        rounds_per_step=1,
+        max_new_tokens=4,
+        device="cpu",
+        val_every=1,
+        val_limit=3,
+        val_max_new_tokens=4,
+        early_stopping_patience=2,
+        env=EnvConfig(solver_samples=1),
+        learner=TRRConfig(gradient_checkpointing=False),
+    )
+    train(cfg, progress=False)
+    out = tmp_path / "v"
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    vals = [(r["step"], r["val/accuracy"]) for r in rows if "val/accuracy" in r]
+    # a random tiny model scores 0 everywhere: best stays step 0, stop after 2 stale checks
+    assert vals == [(0, 0.0), (1, 0.0), (2, 0.0)]
+    best = json.loads((out / "checkpoints" / "best.json").read_text())
+    assert best == {"step": 0, "accuracy": 0.0, "stale": 2}
+    assert (out / "checkpoints" / "best" / "model.safetensors").exists()
+    assert (out / "checkpoints" / "step_000002").exists()  # saved at the early stop
+
+
+def test_validation_split_is_held_out():
+    import sage_env
+
+    seeds = {t.task_id for t in sage_env.load_seeds()}
+    val = sage_env.load_validation()
+    assert len(val) == 200 and not seeds & {t.task_id for t in val}
+    assert {t.source for t in val} == {"math", "gsm8k"} and all(t.answer for t in val)
