@@ -41,6 +41,8 @@ class SamplingConfig:
     """Longer prompts keep their last ``max_prompt_tokens`` tokens."""
     batch_size: int = 32
     """Sequences per forward pass during generation."""
+    min_new_tokens: int = 0
+    """Suppress EOS before this many tokens (benchmarks use it to fix the length)."""
 
 
 @dataclass
@@ -241,6 +243,7 @@ class HFPolicy:
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         gen_kwargs = dict(
             max_new_tokens=sampling.max_new_tokens,
+            min_new_tokens=sampling.min_new_tokens or None,
             pad_token_id=pad,
             eos_token_id=sorted(self.eos_ids),
             return_dict_in_generate=True,
