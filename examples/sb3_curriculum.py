@@ -2,7 +2,7 @@
 
 The Challenger's job is to propose tasks that the critic accepts and the solver cannot yet
 solve: its reward is ``(q + d + f) / 3`` when the question passes the quality gate
-(``q >= alpha``) and ``(q + f) / 2`` when it does not (``docs/rewards.md``). Here the
+(``q >= alpha``) and ``(q + 0 + f) / 3`` when it does not (``docs/rewards.md``). Here the
 Challenger does not write free text. It picks one of 16 *task kinds* — a family of
 procedurally generated arithmetic tasks and a difficulty level — and the example turns the
 pick into Challenger text::
@@ -24,9 +24,9 @@ the solver against a correct reference. The round is the unchanged SAGE round of
   (``solve`` phase) it is the scripted player; that does not touch the Challenger's reward.
 
 So each action's reward is fixed (:func:`expected_reward`): a level-1 task is rejected,
-``(2/9 + 1) / 2 = 0.611``; an accepted task the solver solves earns ``(7/9 + 0 + 1) / 3 =
+``(2/9 + 0 + 1) / 3 = 0.407``; an accepted task the solver solves earns ``(7/9 + 0 + 1) / 3 =
 0.593``; an accepted task it fails earns ``(7/9 + 1 + 1) / 3 = 0.926``. Six of the 16 actions
-are optimal; a uniform random policy averages 0.722. The observation is a constant (a
+are optimal; a uniform random policy averages 0.671. The observation is a constant (a
 1-vector of ones): against a fixed solver the curriculum is a 16-armed bandit, and PPO's
 policy is a state-independent distribution over task kinds. Against a learning solver one
 would observe, e.g., running solve rates per family.
@@ -46,7 +46,9 @@ import numpy as np
 from gymnasium import spaces
 
 import sage_env
+from sage_env import RewardConfig
 from sage_env.play import PLAYERS
+from sage_env.rewards import challenger_reward, quality_gate
 from sage_env.wrappers import SingleRoleEnv
 
 FAMILIES = ("addition", "multiplication", "modular", "linear")
@@ -130,13 +132,14 @@ def solver_solves(family: str, level: int) -> bool:
     return level <= SOLVER_SKILL[family]
 
 
-def expected_reward(family: str, level: int, alpha: float = 0.7) -> float:
+def expected_reward(family: str, level: int, cfg: RewardConfig | None = None) -> float:
     """The Challenger's reward for proposing a (new) task of this kind, by docs/rewards.md."""
+    cfg = cfg or RewardConfig()
     q = (TRIVIAL_SCORE - 1) / 9 if level == 1 else (DEFAULT_SCORE - 1) / 9
-    if q < alpha:  # rejected: difficulty dropped, weights renormalised
-        return (q + 1.0) / 2
+    if not quality_gate(q, cfg):  # rejected: the difficulty term is dropped
+        return challenger_reward(q, None, 1.0, cfg)[0]
     d = 0.0 if solver_solves(family, level) else 1.0
-    return (q + d + 1.0) / 3
+    return challenger_reward(q, d, 1.0, cfg)[0]
 
 
 # ---------------------------------------------------------------------- the curriculum env

@@ -61,6 +61,16 @@ class PGConfig:
     ema_decay: float = 0.95
     """``ema`` learner only: decay of the per-role reward baseline."""
 
+    def __post_init__(self) -> None:
+        if not self.lr > 0 or self.clip_eps <= 0 or self.kl_coef < 0:
+            raise ValueError(
+                f"need lr > 0, clip_eps > 0, kl_coef >= 0; got lr={self.lr}, "
+                f"clip_eps={self.clip_eps}, kl_coef={self.kl_coef}"
+            )
+        for name in ("ppo_epochs", "num_minibatches", "micro_batch_size", "max_seq_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
 
 class PolicyGradientLearner:
     """Base of the policy-gradient learners: all roles update together on one model.

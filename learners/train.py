@@ -22,6 +22,8 @@ import random
 import resource
 import shutil
 import time
+import types
+import typing
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -107,6 +109,31 @@ class TrainConfig:
     learner: PGConfig = field(default_factory=PGConfig)
     """Policy-gradient hyperparameters (shared by the built-in algorithms)."""
 
+    def __post_init__(self) -> None:
+        for name in (
+            "steps",
+            "rounds_per_step",
+            "max_new_tokens",
+            "max_prompt_tokens",
+            "generation_batch_size",
+            "save_every",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in (
+            "val_every",
+            "val_limit",
+            "early_stopping_patience",
+            "keep_checkpoints",
+            "transcripts_per_step",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not self.temperature > 0 or not 0 < self.top_p <= 1:
+            raise ValueError(
+                f"temperature must be > 0 and top_p in (0, 1], got {self.temperature}, {self.top_p}"
+            )
+
 
 PRESETS: dict[str, TrainConfig] = {
     "demo": TrainConfig(
@@ -157,6 +184,7 @@ def config_from_dict(data: dict[str, Any], base: TrainConfig | None = None) -> T
         if not isinstance(values, dict):
             raise ValueError(f"{path or 'config'} must be a mapping, got {values!r}")
         names = {f.name: f for f in dataclasses.fields(obj)}
+        hints = typing.get_type_hints(type(obj))
         kwargs = {}
         for key, value in values.items():
             if key not in names:
@@ -164,16 +192,73 @@ def config_from_dict(data: dict[str, Any], base: TrainConfig | None = None) -> T
             current = getattr(obj, key)
             if dataclasses.is_dataclass(current):
                 kwargs[key] = overlay(current, value, f"{path}{key}.")
-            elif isinstance(current, tuple) and isinstance(value, list):
-                kwargs[key] = tuple(value)
             else:
-                kwargs[key] = value
+                kwargs[key] = coerce(value, hints[key], path + key)
         try:
             return dataclasses.replace(obj, **kwargs)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"invalid config at {path or 'top level'}: {exc}") from exc
 
     return overlay(base, data, "")
+
+
+def coerce(value: Any, hint: Any, name: str) -> Any:
+    """Convert a YAML/JSON value to the annotated type of a config field.
+
+    Numbers written as strings (YAML 1.1 reads ``1e-6`` as a string) become numbers; lists
+    become tuples; anything that does not fit raises.
+
+    Raises:
+        ValueError: naming the field, the expected type and the value.
+    """
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return coerce(value, arg, name)
+            except ValueError as exc:
+                errors.append(str(exc))
+        raise ValueError(errors[0] if errors else f"{name}: bad value {value!r}")
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise ValueError(f"{name} must be one of {list(args)}, got {value!r}")
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{name} must be a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(coerce(v, args[0], f"{name}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ValueError(f"{name} must have {len(args)} items, got {value!r}")
+        return tuple(coerce(v, a, f"{name}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    if hint in (int, float):
+        if isinstance(value, bool):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+        try:
+            number = float(value) if isinstance(value, str) else value
+        except ValueError:
+            number = None
+        if not isinstance(number, (int, float)):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+        if hint is int:
+            if float(number) != int(number):
+                raise ValueError(f"{name} must be a whole number, got {value!r}")
+            return int(number)
+        return float(number)
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ValueError(f"{name} must be a string, got {value!r}")
+    return value
 
 
 def load_yaml_config(path: str | os.PathLike, base: TrainConfig | None = None) -> TrainConfig:
@@ -383,6 +468,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
         start, pool = load_checkpoint(existing[-1], policy, learner, rng, cfg.env)
         logger.info("resumed from %s (step %d, pool %d)", existing[-1], start, len(pool))
         _truncate_metrics(out / "metrics.jsonl", start)
+    elif cfg.resume:
+        logger.warning("--resume: no complete checkpoint in %s; starting a new run", out)
+        (out / "metrics.jsonl").unlink(missing_ok=True)
 
     seeds = [t for t in pool.tasks if t.source != "generated"]
     math_verifier = MathVerifier(workers=cfg.env.math_workers)

@@ -21,11 +21,13 @@ class RewardConfig:
     """Plan gate: the solver sees the plan only when the critic's plan score ``p > beta``."""
     challenger_weights: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
     """Weights of (q, d, f) in the Challenger reward; the paper's (q + d + f) / 3."""
-    difficulty_when_gated: Literal["zero", "renormalise"] = "renormalise"
-    """When ``q < alpha`` the difficulty term d is dropped. ``"renormalise"`` (default, the
-    paper's (q + f) / 2 as reported by secondary summaries of it): the remaining weights are
-    rescaled to sum to 1; ``"zero"``: d counts as 0, reward (q + f) / 3, so a rejected task
-    never out-earns an accepted one of the same quality."""
+    difficulty_when_gated: Literal["zero", "renormalise"] = "zero"
+    """When ``q < alpha`` (or the proposal is invalid) the difficulty term d is dropped.
+    ``"zero"`` (default): d counts as 0, reward (q + f) / 3, so a rejected question never
+    out-earns an accepted one ((q + d + f) / 3 with q >= alpha). ``"renormalise"``: the
+    remaining weights are rescaled to sum to 1, reward (q + f) / 2, which is how secondary
+    summaries of the paper report it; it lets a rejected question (q = 0.6: 0.8) out-earn an
+    accepted hard one (q = 0.8, d = 0.25: 0.68)."""
     planner_weights: tuple[float, float] = (0.5, 0.5)
     """Weights (w_plan, w_fmt) of the Planner reward ``w_plan * p + w_fmt * f``
     (paper default lambda_plan = lambda_f = 0.5)."""
@@ -71,6 +73,9 @@ class EnvConfig:
     """Actions longer than this are truncated (keeping the head) before parsing."""
     max_task_chars: int = 4_000
     """Generated questions longer than this fail the format check."""
+    require_code_solution: bool = True
+    """A proposed code task must carry a ``<solution>`` that passes its own tests; without it,
+    impossible tests would earn difficulty d = 1 for free."""
     pool_near_duplicate_threshold: float | None = 0.9
     """A generated question whose word-3-gram Jaccard similarity with a pool task of the same
     domain reaches this is rejected as a near duplicate (``None`` disables)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import fields, replace
 from typing import Any
 
@@ -316,6 +317,15 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             if program is None:
                 return 0.0, 0.0, {"status": "invalid", "reason": "no Python code found"}
             res = self.code_verifier.verify(program, task.tests, task.test_setup)
+            if task.entry_point and not re.search(
+                rf"\bdef\s+{re.escape(task.entry_point)}\b", program
+            ):
+                fmt = self.soft(0.5, 0.0)  # code, but not the asked-for function
+                return (
+                    float(res.score),
+                    fmt,
+                    {"status": res.status, "reason": res.reason, "score": res.score},
+                )
         fmt = self.soft(0.5, 1.0) if res.status == "syntax_error" else 1.0
         return (
             float(res.score),
@@ -327,8 +337,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         """Check a proposed task's own verifier before it is used.
 
         Math: the answer must parse (math-verify accepts it against itself). Code: the tests
-        parsed already; a reference solution, when given, must pass all of them in the
-        sandbox. Without a reference solution the tests are accepted unchecked.
+        parsed already; the reference solution must pass all of them in the sandbox. Without
+        one the check fails, unless ``config.require_code_solution`` is False (then the tests
+        are accepted unchecked).
 
         Returns:
             ``{"status": "passed" | "failed", "reason": str}``.
@@ -339,6 +350,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
                 return {"status": "failed", "reason": f"answer does not parse ({res.reason})"}
             return {"status": "passed", "reason": "answer parses"}
         if not task.reference_solution:
+            if self.config.require_code_solution:
+                return {"status": "failed", "reason": "no <solution> to check the tests against"}
             return {"status": "passed", "reason": "no reference solution to check the tests"}
         program = extract_code(task.reference_solution, task.entry_point)
         if program is None:
@@ -373,4 +386,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
 
 def _short(details: dict) -> str:
     keep = {k: v for k, v in details.items() if k not in ("parsed", "plan")}
-    return str(keep)[:300]
+    parsed = details.get("parsed")
+    if parsed:  # say why a proposal failed without dumping the whole question
+        keep["parsed"] = {k: parsed.get(k) for k in ("valid", "format_score", "reason")}
+    return str(keep)[:400]

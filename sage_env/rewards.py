@@ -44,7 +44,7 @@ def challenger_reward(q: float, d: float | None, f: float, cfg: RewardConfig) ->
         q: Critic quality score in [0, 1].
         d: Difficulty ``1 - mean solver verifier score`` in [0, 1], or ``None`` when the
             question failed the quality gate and was not solved.
-        f: Format score in {0, 1}.
+        f: Format score in [0, 1].
         cfg: Weights and the ``difficulty_when_gated`` rule.
     """
     wq, wd, wf = cfg.challenger_weights
@@ -71,7 +71,7 @@ def solver_reward(p: float | None, s_gt: float, f: float, cfg: RewardConfig) -> 
         p: Critic plan score when the plan was shown, ``None`` when it was not (gated out or
             a difficulty attempt); then ``solver_plan_term_when_gated`` decides.
         s_gt: External verifier score in [0, 1] (never the critic's opinion).
-        f: Format score in {0, 1}.
+        f: Format score in [0, 1].
         cfg: Weights and the ``solver_plan_term_when_gated`` rule.
     """
     wp, ws, wf = cfg.solver_weights

@@ -79,7 +79,7 @@ def test_question_below_alpha_rejected_and_not_solved():
     ((_, reward, info),) = rec["challenge"]
     q = 6 / 9
     assert not info["accepted"] and "probe" not in rec
-    assert reward == pytest.approx((q + 1.0) / 2)  # d dropped, weights renormalised
+    assert reward == pytest.approx((q + 1.0) / 3)  # d dropped (counts as 0)
     assert len(env.unwrapped.pool) == 1
 
 
@@ -109,7 +109,7 @@ def test_unparseable_critic_output_rejects_question(text, critic_format):
     # a <score> pair whose content breaks the rule earns half the (soft) format credit
     assert critic_reward == critic_format and critic_info["raw_score"] is None
     ((_, ch_reward, ch_info),) = rec["challenge"]
-    assert ch_reward == pytest.approx(0.5)  # (q = 0 + f = 1) / 2
+    assert ch_reward == pytest.approx(1 / 3)  # (q = 0 + f = 1) / 3
     assert not ch_info["accepted"]
 
 
@@ -125,7 +125,7 @@ def test_binary_format_rule_and_missing_tag():
 
     rec = by_phase(play_round(make_env(), script))
     ((_, reward, info),) = rec["challenge"]
-    assert info["terms"]["f"] == 0.5 and reward == pytest.approx(0.25)  # (0 + 0.5) / 2
+    assert info["terms"]["f"] == 0.5 and reward == pytest.approx(0.5 / 3)  # (0 + 0.5) / 3
     assert "missing or overlong <answer>" in info["parsed"]["reason"]
 
 
@@ -151,7 +151,8 @@ def test_code_round_uses_the_code_verifier():
     def script(agent, phase, obs, n):
         return {
             "challenge": "<question>Write dbl(x) doubling x.</question><tests>\n"
-            "assert dbl(2) == 4\nassert dbl(0) == 0\n</tests>",
+            "assert dbl(2) == 4\nassert dbl(0) == 0\n</tests><solution>def dbl(x):\n"
+            "    return x + x</solution>",
             "review_question": "<score>10</score>",
             "probe": "```python\ndef dbl(x):\n    return 2 * x\n```",
             "plan": PLAN,
@@ -238,7 +239,7 @@ def test_math_answer_that_does_not_parse_is_rejected_before_review():
     assert "review_question" not in rec and "probe" not in rec
     assert info["verifier_check"]["status"] == "failed"
     assert info["parsed"]["reason"].startswith("verifier check failed: answer does not parse")
-    assert reward == pytest.approx(0.25)  # (q = 0 + f = 0.5) / 2
+    assert reward == pytest.approx(0.5 / 3)  # (q = 0 + f = 0.5) / 3
     assert len(env.unwrapped.pool) == 1
 
 
@@ -302,3 +303,36 @@ def test_determinism_holds_with_verifiers_in_worker_processes():
             env.close()
 
     assert run(2) == run(0)
+
+
+def test_code_task_without_reference_solution_is_rejected_by_default():
+    challenge = (
+        "<question>Write f(x).</question><tests>\nassert f(1) == 'impossible'\n"
+        "assert f(1) == 'also impossible'\n</tests>"
+    )
+
+    def script(agent, phase, obs, n):
+        return challenge if phase == "challenge" else "x"
+
+    rec = by_phase(
+        play_round(
+            sage_env.env(EnvConfig(domains=("code",), solver_samples=1), seeds=[CODE_SEED]), script
+        )
+    )
+    ((_, reward, info),) = rec["challenge"]
+    assert info["verifier_check"]["reason"] == "no <solution> to check the tests against"
+    assert "probe" not in rec and reward == pytest.approx(0.5 / 3)
+    lax = sage_env.env(
+        EnvConfig(domains=("code",), solver_samples=1, require_code_solution=False),
+        seeds=[CODE_SEED],
+    )
+    assert "review_question" in by_phase(play_round(lax, script))
+
+
+def test_code_answer_must_define_the_entry_point_for_full_format():
+    env = sage_env.env(EnvConfig(domains=("code",), solver_samples=1), seeds=[CODE_SEED])
+    task = CODE_SEED
+    s_gt, f, _ = env.unwrapped.verify(task, "42")  # parses as Python, defines nothing
+    assert (s_gt, f) == (0.0, 0.5)
+    s_gt, f, _ = env.unwrapped.verify(task, "```python\ndef inc(x):\n    return x + 1\n```")
+    assert (s_gt, f) == (1.0, 1.0)

@@ -95,7 +95,7 @@ def test_mae_rejected_question_is_not_pooled():
 
     env = make("mae", k=1)
     rec = by_phase(play_round(env, script))
-    assert rec["propose"][0][1] == pytest.approx((1 / 9 + 1.0) / 2)
+    assert rec["propose"][0][1] == pytest.approx((1 / 9 + 1.0) / 3)
     assert len(env.unwrapped.pool) == 1
 
 

@@ -61,11 +61,17 @@ def test_challenger_reward_at_gate_edge_keeps_difficulty():
 
 
 def test_challenger_reward_rejected_drops_difficulty():
-    r, terms = challenger_reward(0.6, None, 1.0, CFG)  # default: (q + f) / 2
-    assert r == pytest.approx(0.8)
+    r, terms = challenger_reward(0.6, None, 1.0, CFG)  # default: d counts as 0
+    assert r == pytest.approx(1.6 / 3)
     assert terms["d"] is None
-    zero = RewardConfig(difficulty_when_gated="zero")
-    assert challenger_reward(0.6, None, 1.0, zero)[0] == pytest.approx(1.6 / 3)
+    renorm = RewardConfig(difficulty_when_gated="renormalise")
+    assert challenger_reward(0.6, None, 1.0, renorm)[0] == pytest.approx(0.8)
+
+
+def test_rejected_question_never_out_earns_an_accepted_one_by_default():
+    worst_accepted = challenger_reward(CFG.alpha, 0.0, 1.0, CFG)[0]
+    best_rejected = challenger_reward(CFG.alpha - 1e-6, None, 1.0, CFG)[0]
+    assert best_rejected < worst_accepted
 
 
 def test_solver_reward_with_and_without_plan():

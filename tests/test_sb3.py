@@ -85,8 +85,8 @@ def test_rejected_and_unparseable_challenges():
     env = SingleRoleEnv(aec(), role="challenger_0", players={"critic_0": critic_scoring(3)})
     env.reset(seed=0)
     _, reward, terminated, _, info = env.step(CHALLENGE)
-    # q = 2/9 < alpha: d dropped, (q + f) / 2
-    assert reward == pytest.approx((2 / 9 + 1) / 2) and terminated
+    # q = 2/9 < alpha: d dropped (counts as 0), (q + f) / 3
+    assert reward == pytest.approx((2 / 9 + 1) / 3) and terminated
     assert not info["last"]["accepted"]
     env.reset(seed=0)
     _, reward, terminated, _, info = env.step("no tags at all")
@@ -208,7 +208,8 @@ def test_curriculum_rewards_are_the_standard_challenger_reward():
         assert info["accepted"] == (level > 1)
         env.reset()
     means = [ex.expected_reward(*a) for a in ex.ACTIONS]
-    assert np.mean(means) == pytest.approx(0.7222, abs=1e-4)
+    # 4 rejected at 11/27, 6 solved at 16/27, 6 failed at 25/27
+    assert np.mean(means) == pytest.approx((4 * 11 + 6 * 16 + 6 * 25) / (27 * 16))
     assert max(means) == pytest.approx(25 / 27)
 
 
@@ -231,7 +232,7 @@ def test_ppo_learns_a_curriculum_better_than_random():
         lambda obs, rng: int(model.predict(obs, deterministic=False)[0]), episodes=100, seed=1000
     )
     uniform = ex.evaluate(ex.random_policy, episodes=100, seed=1000)
-    # expected: optimal 0.926, uniform 0.722 (see the example's docstring)
-    assert uniform["mean"] == pytest.approx(0.722, abs=0.05)
+    # expected: optimal 0.926, uniform 0.671 (see the example's docstring)
+    assert uniform["mean"] == pytest.approx(0.671, abs=0.05)
     assert greedy["mean"] >= uniform["mean"] + 0.15
     assert sampled["mean"] >= uniform["mean"] + 0.1
