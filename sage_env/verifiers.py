@@ -14,11 +14,10 @@ loop forever, exhaust memory or call ``os._exit`` all come back as a result.
   correctness evaluation of HumanEval (Chen et al. 2021, "Evaluating Large Language Models Trained
   on Code", https://arxiv.org/abs/2107.03374).
 
-Isolation status: the code runner uses a separate process group, resource limits, a wall-clock
-timeout, a fresh temporary working directory, a scrubbed environment and capped output. It does
-NOT yet drop privileges, unshare the network or mount namespaces, or contain fork bombs when run
-as root; that hardening (bubblewrap / ``unshare``, uid drop, cgroups, a hostile-program test
-suite) is a later issue and plugs into :func:`_launch`, the single place that starts the child.
+Isolation: the code runner executes inside :mod:`sage_env.sandbox` (bubblewrap / ``unshare`` /
+rlimits, an unprivileged uid when run as root, per-run cgroups, a private temp cwd, a scrubbed
+environment, capped output) and judges each test in its own process against expected values kept
+outside the untrusted processes; see ``docs/sandbox.md`` and ``docs/verifiers.md``.
 
 This module imports only the standard library and (lazily) ``math_verify``; never torch or
 transformers.
@@ -28,18 +27,11 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures as cf
-import json
 import math
 import multiprocessing
 import os
 import re
-import secrets
-import selectors
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -47,6 +39,8 @@ from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
+
+from sage_env import sandbox
 
 __all__ = [
     "MAX_PREDICTION_CHARS",
@@ -60,7 +54,16 @@ __all__ = [
 ]
 
 #: The closed set of statuses a :class:`VerifierResult` can carry.
-STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "syntax_error", "invalid")
+STATUSES = (
+    "passed",
+    "failed",
+    "timeout",
+    "memory",
+    "crashed",
+    "syntax_error",
+    "invalid",
+    "blocked",
+)
 
 #: Predictions longer than this many characters are cut to their LAST this-many characters
 #: before any parsing (the final answer is at the end of a solution).
@@ -684,188 +687,42 @@ def extract_code(text: str, entry_point: str | None = None) -> str | None:
         return None
 
 
-# The harness runs as ``python -I -c HARNESS`` in the child. It reads one JSON job from stdin
-# BEFORE any untrusted code runs, applies the resource limits, then execs setup + program in one
-# module namespace and each test in a shallow copy of it. Results go to a private pipe fd as lines
-# "<nonce> <json>" so nothing the program prints on stdout/stderr can fake them.
-HARNESS = r"""
-import builtins, json, os, resource, signal, sys, types
-
-def _main():
-    job = json.loads(sys.stdin.buffer.read().decode("ascii"))  # stdin stays at EOF
-    nonce, fd = job["nonce"], job["fd"]
-    if fd != 3:
-        os.dup2(fd, 3)
-        os.close(fd)
-        fd = 3
-    os.set_inheritable(fd, False)
-    for name, soft, hard in job["limits"]:
-        try:
-            resource.setrlimit(getattr(resource, name), (soft, hard))
-        except (ValueError, OSError):
-            pass
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    _write, _dumps, _exec, _dict, _type = os.write, json.dumps, exec, dict, type
-
-    def describe(exc):
-        try:
-            name = _type(exc).__name__
-        except BaseException:
-            name = "Exception"
-        try:
-            msg = str(exc)[:160]
-        except BaseException:
-            msg = "<unprintable>"
-        return name, msg
-
-    def report(**event):
-        line = "\n" + nonce + " " + _dumps(event, ensure_ascii=True) + "\n"
-        try:
-            _write(fd, line.encode("ascii"))
-        except BaseException:
-            pass
-
-    try:
-        setup = compile(job["setup"], "<setup>", "exec")
-    except BaseException as exc:
-        name, msg = describe(exc)
-        report(ev="setup_error", exc=name, msg=msg)
-        return
-    try:
-        program = compile(job["program"], "<program>", "exec")
-    except BaseException as exc:
-        name, msg = describe(exc)
-        report(ev="syntax_error", exc=name, msg=msg)
-        return
-    tests = []
-    for src in job["tests"]:
-        try:
-            tests.append((compile(src, "<test>", "exec"), None))
-        except BaseException as exc:
-            tests.append((None, describe(exc)))
-    module = types.ModuleType("solution")
-    sys.modules["solution"] = module
-    namespace = module.__dict__
-    namespace["__builtins__"] = builtins
-    try:
-        _exec(setup, namespace)
-    except BaseException as exc:
-        name, msg = describe(exc)
-        report(ev="setup_error", exc=name, msg=msg)
-        return
-    try:
-        _exec(program, namespace)
-    except BaseException as exc:
-        name, msg = describe(exc)
-        report(ev="program_error", exc=name, msg=msg)
-        return
-    for i, (code, err) in enumerate(tests):
-        if code is None:
-            report(ev="test", i=i, ok=False, exc=err[0], msg=err[1])
-            continue
-        try:
-            _exec(code, _dict(namespace))
-        except BaseException as exc:
-            name, msg = describe(exc)
-            report(ev="test", i=i, ok=False, exc=name, msg=msg)
-        else:
-            report(ev="test", i=i, ok=True)
-    report(ev="done")
-
-_main()
-for _stream in (sys.stdout, sys.stderr):
-    try:
-        _stream.flush()
-    except BaseException:
-        pass
-os._exit(0)
-"""
-
-_CHILD_PATH = "/usr/local/bin:/usr/bin:/bin"
-_REPORT_CAP_BYTES = 4 << 20
-_DRAIN_GRACE_S = 0.5
-
-
-def _launch(
-    argv: list[str], cwd: str, env: dict[str, str], pass_fds: tuple[int, ...]
-) -> subprocess.Popen:
-    """Start the sandboxed child; the ONE place that launches untrusted code.
-
-    Currently: a new session/process group, piped stdio, only ``pass_fds`` inherited, a scrubbed
-    environment and a private working directory. Resource limits are applied by the harness itself
-    (first thing, before untrusted code), not via ``preexec_fn``, which is unsafe when the parent
-    has threads (``CodeVerifier.verify_batch`` uses threads). Later hardening (bubblewrap /
-    ``unshare -n``, uid drop, cgroups) wraps ``argv`` here.
-
-    Args:
-        argv: Interpreter command line.
-        cwd: Working directory (a fresh temporary directory).
-        env: Complete child environment.
-        pass_fds: File descriptors to keep open in the child.
-
-    Returns:
-        The started process (its pid is also its process-group id).
-
-    Raises:
-        OSError: If the interpreter cannot be started.
-    """
-    return subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-        pass_fds=pass_fds,
-        close_fds=True,
-        start_new_session=True,
-    )
-
-
-def _killpg(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-
-
-@dataclass
-class _RunOutput:
-    nonce: str
-    returncode: int | None
-    timed_out: bool
-    stdout: bytes
-    stderr: bytes
-    report: bytes
-
-
 class CodeVerifier:
-    """Runs a candidate program against independent test snippets in a child Python process.
+    """Runs a candidate program against independent test snippets inside :mod:`sage_env.sandbox`.
 
     Semantics: ``setup`` then ``program`` are exec'd in one module namespace (named
-    ``"solution"``, so ``if __name__ == "__main__":`` blocks do not run); each test snippet is
-    then exec'd in a shallow copy of that namespace and passes iff it raises nothing
-    (``SystemExit`` included counts as a failure). Score = passed / total, as in HumanEval's
-    functional-correctness evaluation (Chen et al. 2021) but judged per test.
+    ``"solution"``, so ``if __name__ == "__main__":`` blocks do not run); each test snippet then
+    runs in its OWN forked process holding a shallow copy of that namespace, and is judged
+    separately. Score = passed / total, as in HumanEval's functional-correctness evaluation
+    (Chen et al. 2021) but per test.
 
-    Each :meth:`verify` call runs ONE child (``python -I -c HARNESS``) with: a new process group
-    killed as a whole (``SIGKILL``) at the wall-clock timeout; ``RLIMIT_AS`` = ``memory_mb``,
-    ``RLIMIT_CPU`` ~ timeout, ``RLIMIT_FSIZE`` 16 MiB, ``RLIMIT_NOFILE`` 64, ``RLIMIT_CORE`` 0;
-    a fresh temporary cwd removed afterwards; an environment of only ``PATH`` and ``LANG``;
-    stdout/stderr read to at most ``max_output_bytes`` each (the rest is drained and dropped).
-    Per-test results come back over a private pipe as nonce-prefixed JSON lines, so printing a
-    fake report does nothing; a program that exits early leaves its tests unreported = failed.
+    Anti-gaming rule (see ``docs/verifiers.md``): every ``assert`` in a test is rewritten before
+    the program runs. ``assert X == <literal>`` (or ``<literal> == X``) sends only the value of
+    ``X``, encoded by exact builtin type, to the judging process, which keeps the literal to
+    itself and compares it there; every other ``assert E`` sends ``E``'s truth, with a top-level
+    ``==`` made type-strict (exact builtin types compared structurally, so an object whose
+    ``__eq__`` is always true fails). A test passes only if its process finished normally, raised
+    nothing and every literal assertion was checked and matched. ``exit(0)``/``os._exit(0)``,
+    patched ``assert``/builtins, printed text and forged messages therefore cannot make a literal
+    assertion pass; see the docs for what remains forgeable.
 
-    NOT yet isolated (a later issue): the network, the filesystem outside cwd (the child runs as
-    the parent's user, e.g. root), other processes, process counts (``RLIMIT_NPROC`` is ignored
-    for root), and a program that deliberately inspects the harness's memory to forge the nonce.
-    Only run it on output from models you train, on a machine you do not mind being poked at.
+    Isolation: each call uses one fresh sandboxed process tree (``sandbox.isolation_level()``:
+    bubblewrap with read-only root and no network, or ``unshare``, or rlimits only), an
+    unprivileged uid when run as root, a per-run cgroup, rlimits, a private temp cwd, a scrubbed
+    environment and capped output. A small pool of pre-started sandboxed harnesses hides
+    interpreter start-up.
 
     Args:
         timeout_s: Wall-clock budget for the whole call (program + all tests), seconds.
-        memory_mb: Address-space limit of the child, MiB.
+        memory_mb: Address-space limit per process and memory-cgroup limit of the run, MiB.
         max_output_bytes: Cap on captured stdout and on captured stderr, bytes each.
-        python: Interpreter to run; defaults to ``sys.executable``.
+        python: Interpreter to run; default :func:`sage_env.sandbox.default_python` (an
+            interpreter the dropped uid can execute).
+        pool_size: Pre-started harnesses kept warm (0 = start one per call).
+        max_processes: Process/thread limit per run.
+        executor: Anything with ``run_job(job: dict) -> sandbox.RawRun`` that runs
+            :data:`sage_env.sandbox.HARNESS` on the job elsewhere (e.g. a remote sandbox); default
+            a local :class:`sage_env.sandbox.SandboxPool`.
 
     Raises:
         ValueError: On non-positive limits.
@@ -877,13 +734,22 @@ class CodeVerifier:
         memory_mb: int = 1024,
         max_output_bytes: int = 65536,
         python: str | None = None,
+        *,
+        pool_size: int = 2,
+        max_processes: int = 64,
+        executor: Any = None,
     ) -> None:
         if not timeout_s > 0 or memory_mb <= 0 or max_output_bytes < 0:
             raise ValueError("timeout_s and memory_mb must be > 0, max_output_bytes >= 0")
         self.timeout_s = float(timeout_s)
         self.memory_mb = int(memory_mb)
         self.max_output_bytes = int(max_output_bytes)
-        self.python = python or sys.executable
+        self.python = python or sandbox.default_python()
+        self.pool_size = int(pool_size)
+        self.max_processes = int(max_processes)
+        self._executor = executor
+        self._own_pool: sandbox.SandboxPool | None = None
+        self._pool_lock = threading.Lock()
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -911,22 +777,23 @@ class CodeVerifier:
         total = len(test_list)
         if total == 0:
             return VerifierResult(0.0, "invalid", "no tests")
+        job = {"mode": "verify", "setup": setup, "program": program, "tests": test_list}
         try:
-            run = self._run(program, test_list, setup)
+            raw = self._get_executor().run_job(job)
         except Exception as exc:
             return VerifierResult(
                 0.0, "crashed", f"sandbox failed: {type(exc).__name__}: {exc}", 0, total
             )
-        return self._judge(run, total)
+        return self._judge(raw, total)
 
     def verify_batch(
         self, jobs: Sequence[tuple[str, Sequence[str], str]], max_parallel: int = 2
     ) -> list[VerifierResult]:
-        """Run many ``(program, tests, setup)`` jobs, up to ``max_parallel`` children at a time.
+        """Run many ``(program, tests, setup)`` jobs, up to ``max_parallel`` sandboxes at a time.
 
         Args:
             jobs: Sequence of ``(program, tests)`` or ``(program, tests, setup)``, length N.
-            max_parallel: Maximum concurrent child processes.
+            max_parallel: Maximum concurrent sandboxes.
 
         Returns:
             N results in input order. Never raises on input.
@@ -945,181 +812,59 @@ class CodeVerifier:
             return []
         if max_parallel <= 1 or len(jobs) == 1:
             return [one(j) for j in jobs]
+        pool = self._get_executor()
+        if isinstance(pool, sandbox.SandboxPool) and pool.size < max_parallel:
+            pool.size = max_parallel  # keep one warm harness per concurrent job
         with cf.ThreadPoolExecutor(max_workers=min(max_parallel, len(jobs))) as ex:
             return list(ex.map(one, jobs))
 
+    def close(self) -> None:
+        """Kill the pre-started sandboxes this verifier owns (it stays usable)."""
+        with self._pool_lock:
+            pool, self._own_pool = self._own_pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self) -> CodeVerifier:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     # -- internals ----------------------------------------------------------------------------
 
-    def _limits(self) -> list[tuple[str, int, int]]:
-        cpu = math.ceil(self.timeout_s) + 1
-        mem = self.memory_mb << 20
-        return [
-            ("RLIMIT_AS", mem, mem),
-            ("RLIMIT_CPU", cpu, cpu + 1),
-            ("RLIMIT_FSIZE", 16 << 20, 16 << 20),
-            ("RLIMIT_NOFILE", 64, 64),
-            ("RLIMIT_CORE", 0, 0),
-        ]
+    def _get_executor(self) -> Any:
+        if self._executor is not None:
+            return self._executor
+        with self._pool_lock:
+            if self._own_pool is None:
+                self._own_pool = sandbox.SandboxPool(
+                    self.pool_size,
+                    sandbox.SandboxConfig(
+                        timeout_s=self.timeout_s,
+                        memory_mb=self.memory_mb,
+                        max_output_bytes=self.max_output_bytes,
+                        max_processes=self.max_processes,
+                        python=self.python,
+                    ),
+                )
+            return self._own_pool
 
-    def _run(self, program: str, tests: list[str], setup: str) -> _RunOutput:
-        nonce = secrets.token_hex(16)
-        workdir = tempfile.mkdtemp(prefix="sage-code-")
-        report_r, report_w = os.pipe()
-        proc: subprocess.Popen | None = None
-        try:
-            job = {
-                "nonce": nonce,
-                "fd": report_w,
-                "limits": self._limits(),
-                "setup": setup,
-                "program": program,
-                "tests": tests,
-            }
-            payload = json.dumps(job, ensure_ascii=True).encode("ascii")
-            env = {"PATH": _CHILD_PATH, "LANG": "C.UTF-8"}
-            argv = [self.python, "-I", "-c", HARNESS]
-            start = time.monotonic()
-            proc = _launch(argv, workdir, env, (report_w,))
-            os.close(report_w)
-            report_w = -1
-            run = self._communicate(proc, payload, report_r, start + self.timeout_s)
-            run.nonce = nonce
-            return run
-        finally:
-            if report_w >= 0:
-                os.close(report_w)
-            os.close(report_r)
-            if proc is not None:
-                _killpg(proc.pid)
-                if proc.returncode is None:
-                    proc.kill()
-                    proc.wait()
-                for stream in (proc.stdin, proc.stdout, proc.stderr):
-                    try:
-                        if stream is not None:
-                            stream.close()
-                    except Exception:
-                        pass
-            shutil.rmtree(workdir, ignore_errors=True)
-
-    def _communicate(
-        self, proc: subprocess.Popen, payload: bytes, report_fd: int, deadline: float
-    ) -> _RunOutput:
-        """Feed stdin and drain stdout/stderr/report without threads or deadlock."""
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        caps = {
-            proc.stdout.fileno(): self.max_output_bytes,
-            proc.stderr.fileno(): self.max_output_bytes,
-            report_fd: _REPORT_CAP_BYTES,
-        }
-        bufs = {fd: bytearray() for fd in caps}
-        stdin_fd = proc.stdin.fileno()
-        os.set_blocking(stdin_fd, False)
-        view = memoryview(payload)
-        sel = selectors.DefaultSelector()
-        for fd in caps:
-            sel.register(fd, selectors.EVENT_READ)
-        sel.register(stdin_fd, selectors.EVENT_WRITE)
-        timed_out = False
-        exited_at: float | None = None
-        try:
-            while sel.get_map():
-                now = time.monotonic()
-                if exited_at is None and proc.poll() is not None:
-                    # The harness is gone; kill leftovers that may hold the pipes open.
-                    exited_at = now
-                    _killpg(proc.pid)
-                limit = exited_at + _DRAIN_GRACE_S if exited_at is not None else deadline
-                if now >= limit:
-                    if exited_at is None:
-                        timed_out = True
-                        _killpg(proc.pid)
-                        exited_at = now
-                        continue
-                    break
-                for key, _ in sel.select(min(0.1, limit - now)):
-                    fd = key.fd
-                    if fd == stdin_fd:
-                        try:
-                            sent = os.write(fd, view[:65536])
-                            view = view[sent:]
-                        except BlockingIOError:
-                            continue
-                        except OSError:  # BrokenPipe: child died or closed stdin
-                            view = view[:0]
-                        if not view:
-                            sel.unregister(fd)
-                            proc.stdin.close()
-                        continue
-                    try:
-                        data = os.read(fd, 65536)
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        data = b""
-                    if not data:
-                        sel.unregister(fd)
-                        continue
-                    room = caps[fd] - len(bufs[fd])
-                    if room > 0:
-                        bufs[fd] += data[:room]
-        finally:
-            sel.close()
-        if not timed_out:
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-        _killpg(proc.pid)
-        if proc.returncode is None:
-            proc.kill()
-            proc.wait()
-        return _RunOutput(
-            nonce="",
-            returncode=proc.returncode,
-            timed_out=timed_out,
-            stdout=bytes(bufs[proc.stdout.fileno()]),
-            stderr=bytes(bufs[proc.stderr.fileno()]),
-            report=bytes(bufs[report_fd]),
-        )
-
-    def _judge(self, run: _RunOutput, total: int) -> VerifierResult:
-        """Turn the child's report lines, exit status and timing into a result."""
-        prefix = run.nonce.encode("ascii") + b" "
-        events: list[dict] = []
-        for line in run.report.split(b"\n"):
-            if not line.startswith(prefix):
-                continue
-            try:
-                event = json.loads(line[len(prefix) :])
-            except Exception:
-                continue
-            if isinstance(event, dict):
-                events.append(event)
+    def _judge(self, run: sandbox.RawRun, total: int) -> VerifierResult:
+        """Turn the judging harness's report, exit status and timing into a result."""
+        events = sandbox.parse_report(run.report)
         by_kind: dict[str, dict] = {}
-        passed_ids: set[int] = set()
-        first_fail: dict | None = None
-        memory = False
+        verdicts: dict[int, dict] = {}
         for event in events:
-            kind = event.get("ev")
-            by_kind.setdefault(str(kind), event)
-            if kind == "test":
-                idx = event.get("i")
-                if not isinstance(idx, int) or not 0 <= idx < total:
-                    continue
-                if event.get("ok") is True:
-                    passed_ids.add(idx)
-                else:
-                    memory = memory or event.get("exc") == "MemoryError"
-                    if first_fail is None:
-                        first_fail = event
-        passed = len(passed_ids)
+            kind = str(event.get("ev"))
+            by_kind.setdefault(kind, event)
+            idx = event.get("i")
+            if kind == "test" and isinstance(idx, int) and 0 <= idx < total:
+                verdicts.setdefault(idx, event)
+        passed = sum(1 for ev in verdicts.values() if ev.get("ok") is True)
+        failures = [verdicts[i] for i in sorted(verdicts) if verdicts[i].get("ok") is not True]
         score = passed / total
-        stderr_tail = run.stderr[-2048:].decode("utf-8", "replace")
-        oom_words = ("MemoryError", "Cannot allocate memory", "out of memory")
-
-        def err(event: dict) -> str:
-            return f"{event.get('exc', '?')}: {event.get('msg', '')}".rstrip(": ")
+        err = sandbox.describe_event
 
         def result(status: str, reason: str, s: float = score, p: int = passed) -> VerifierResult:
             return VerifierResult(s, status, reason, p, total)
@@ -1130,37 +875,52 @@ class CodeVerifier:
             return result(status, f"program does not compile: {err(event)}", 0.0, 0)
         if "setup_error" in by_kind:
             return result("invalid", f"test setup failed: {err(by_kind['setup_error'])}", 0.0, 0)
-        rc = run.returncode
-        killed_by = -rc if rc is not None and rc < 0 else None
-        if run.timed_out or killed_by == signal.SIGXCPU:
+        worker_sig = by_kind.get("worker_signal", {}).get("signal")
+        if (
+            run.timed_out
+            or worker_sig == signal.SIGXCPU
+            or any(ev.get("signal") == signal.SIGXCPU for ev in failures)
+        ):
             return result(
                 "timeout", f"timed out after {self.timeout_s:g} s; {passed}/{total} passed"
             )
         if "program_error" in by_kind:
             event = by_kind["program_error"]
-            status = "memory" if event.get("exc") == "MemoryError" else "failed"
+            if event.get("exc") == "MemoryError":
+                status = "memory"
+            elif sandbox.is_blocked(event):
+                status = "blocked"
+            else:
+                status = "failed"
             return result(status, f"program raised {err(event)}", 0.0, 0)
-        if memory or (
-            "done" not in by_kind and rc != 0 and any(word in stderr_tail for word in oom_words)
-        ):
-            return result("memory", f"MemoryError (limit {self.memory_mb} MiB); {passed}/{total}")
-        if killed_by == signal.SIGKILL and "done" not in by_kind:
-            # We only SIGKILL on timeout (handled above): an outside kill is most likely the
-            # kernel's OOM killer.
-            return result("memory", f"killed by SIGKILL (out of memory?); {passed}/{total}")
-        if killed_by is not None and "done" not in by_kind:
-            try:
-                name = signal.Signals(killed_by).name
-            except ValueError:
-                name = f"signal {killed_by}"
-            return result("crashed", f"killed by {name}; {passed}/{total} passed")
-        if passed == total:
-            return result("passed", f"all {total} tests passed")
+        if run.oom_killed or any(ev.get("exc") == "MemoryError" for ev in failures):
+            return result("memory", f"out of memory (limit {self.memory_mb} MiB); {passed}/{total}")
         if "done" not in by_kind:
             return result(
-                "failed", f"exited early (code {rc}) before reporting; {passed}/{total} passed"
+                "crashed", f"sandbox harness died (exit {run.returncode}); {passed}/{total} passed"
             )
+        if "program_ok" not in by_kind:
+            where = f"killed by {_signal_name(worker_sig)}" if worker_sig else "exited early"
+            return result("failed", f"program {where} before the tests ran", 0.0, 0)
+        if passed == total:
+            return result("passed", f"all {total} tests passed")
+        for event in failures:
+            if event.get("signal") is not None:
+                return result(
+                    "crashed",
+                    f"test {event.get('i')} killed by {event.get('msg')}; {passed}/{total} passed",
+                )
+        status = "blocked" if any(sandbox.is_blocked(ev) for ev in failures) else "failed"
         reason = f"{passed}/{total} passed"
-        if first_fail is not None:
-            reason += f"; test {first_fail.get('i')}: {err(first_fail)}"
-        return result("failed", reason)
+        if failures:
+            reason += f"; test {failures[0].get('i')}: {err(failures[0])}"
+        elif worker_sig:
+            reason += f"; worker killed by {_signal_name(worker_sig)}"
+        return result(status, reason)
+
+
+def _signal_name(sig: Any) -> str:
+    try:
+        return signal.Signals(int(sig)).name
+    except (TypeError, ValueError):
+        return f"signal {sig}"

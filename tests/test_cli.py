@@ -42,7 +42,7 @@ def test_train_from_yaml_and_flags_on_tiny_model(tmp_path):
     model = build_tiny_model(tmp_path / "tiny")
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
-        f"model: {model}\ndevice: cpu\nmax_new_tokens: 6\nrounds_per_step: 2\n"
+        f"model: {model}\ndevice: cpu\nmax_new_tokens: 6\nval_every: 0\nrounds_per_step: 2\n"
         "env: {solver_samples: 1}\nlearner: {gradient_checkpointing: false}\n"
     )
     out = tmp_path / "run"
