@@ -139,7 +139,7 @@ PRESETS: dict[str, TrainConfig] = {
     "demo": TrainConfig(
         steps=4,
         rounds_per_step=6,
-        val_every=2,
+        val_every=4,
         val_limit=16,
         val_max_new_tokens=128,
         max_new_tokens=96,
