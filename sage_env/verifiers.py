@@ -53,17 +53,9 @@ __all__ = [
     "extract_code",
 ]
 
-#: The closed set of statuses a :class:`VerifierResult` can carry.
-STATUSES = (
-    "passed",
-    "failed",
-    "timeout",
-    "memory",
-    "crashed",
-    "syntax_error",
-    "invalid",
-    "blocked",
-)
+#: The closed set of statuses a :class:`VerifierResult` can carry: the sandbox's, plus
+#: ``"invalid"`` (nothing to judge).
+STATUSES = (*sandbox.SANDBOX_STATUSES, "invalid")
 
 #: Predictions longer than this many characters are cut to their LAST this-many characters
 #: before any parsing (the final answer is at the end of a solution).

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sage_env import parsing
+from sage_env import parsing, rewards
 
 if TYPE_CHECKING:
     from sage_env.env import raw_env
@@ -86,6 +86,30 @@ def propose(
         out.reason = f"verifier check failed: {check['reason']}"
         return out, None, check
     return out, candidate, check
+
+
+def review(env: raw_env, agent: str, text: str, kind: str, key: str) -> float:
+    """Score a critic/judge action: parse its 1-10 score, credit its format, return the score.
+
+    The reviewer's reward is its format score (soft or binary per ``format_rule``); the score
+    is normalised by ``critic_score_rule`` (0 when unparseable).
+
+    Args:
+        env: The environment.
+        agent: The reviewing agent (``"critic_0"``, ``"judge_0"``).
+        text: Its action.
+        kind: What was reviewed (``"question"``, ``"plan"``, ``"answer"``), for ``infos``.
+        key: Name of the normalised score in ``infos`` (``"q"``, ``"p"``, ``"j"``).
+
+    Returns:
+        The normalised score in [0, 1].
+    """
+    cfg = env.config.rewards
+    raw = parsing.parse_critic_score(text)
+    f = env.soft(parsing.critic_format_score(text), float(raw is not None))
+    score = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
+    env.deliver(agent, *rewards.critic_reward(f), raw_score=raw, review=kind, **{key: score})
+    return score
 
 
 def public(out: parsing.ChallengerOutput | None) -> dict:

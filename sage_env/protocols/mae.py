@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sage_env import parsing, prompts, rewards
-from sage_env.protocols.base import Protocol, propose, public
+from sage_env.protocols.base import Protocol, propose, public, review
 
 if TYPE_CHECKING:
     from sage_env.env import raw_env
@@ -71,12 +71,7 @@ class MAEProtocol(Protocol):
     def on_judge_question(self, env: raw_env, text: str) -> None:
         """Score the question; accepted questions join the pool and are solved."""
         cfg = env.config.rewards
-        raw = parsing.parse_critic_score(text)
-        f = env.soft(parsing.critic_format_score(text), float(raw is not None))
-        self.q = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
-        env.deliver(
-            "judge_0", *rewards.critic_reward(f), raw_score=raw, q=self.q, review="question"
-        )
+        self.q = review(env, "judge_0", text, "question", "q")
         self.accepted = rewards.quality_gate(self.q, cfg)
         if self.accepted:
             env.pool.add(self.task)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sage_env import parsing, prompts, rewards
-from sage_env.protocols.base import Protocol, propose, public
+from sage_env.protocols.base import Protocol, propose, public, review
 
 if TYPE_CHECKING:
     from sage_env.env import raw_env
@@ -70,12 +70,7 @@ class SAGEProtocol(Protocol):
     def on_review_question(self, env: raw_env, text: str) -> None:
         """Score the question; probe its difficulty when it passes the quality gate."""
         cfg = env.config.rewards
-        raw = parsing.parse_critic_score(text)
-        f = env.soft(parsing.critic_format_score(text), float(raw is not None))
-        self.q = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
-        env.deliver(
-            "critic_0", *rewards.critic_reward(f), raw_score=raw, q=self.q, review="question"
-        )
+        self.q = review(env, "critic_0", text, "question", "q")
         if rewards.quality_gate(self.q, cfg):
             self.probe_scores = []
             env.select("solver_0", "probe", self.new_task, prompts.solver(self.new_task))
@@ -132,12 +127,9 @@ class SAGEProtocol(Protocol):
     def on_review_plan(self, env: raw_env, text: str) -> None:
         """Score the plan, credit critic and planner, open the plan gate."""
         cfg = env.config.rewards
-        raw = parsing.parse_critic_score(text)
-        f = env.soft(parsing.critic_format_score(text), float(raw is not None))
-        self.p = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
+        self.p = review(env, "critic_0", text, "plan", "p")
         plan_ok = self.plan is not None
         self.plan_shown = plan_ok and rewards.plan_gate(self.p, cfg)
-        env.deliver("critic_0", *rewards.critic_reward(f), raw_score=raw, p=self.p, review="plan")
         env.deliver(
             "planner_0",
             *rewards.planner_reward(self.p, env.soft(self.plan_format, float(plan_ok)), cfg),
