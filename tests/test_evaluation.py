@@ -1,6 +1,5 @@
 import math
 from itertools import combinations
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,9 @@ from learners.evaluation import (
 )
 from sage_env import Task
 from sage_env.verifiers import CodeVerifier, MathVerifier
+from tests.data_paths import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = SHARED_DATA
 needs_data = pytest.mark.skipif(not DATA.exists(), reason=f"benchmark data not at {DATA}")
 
 

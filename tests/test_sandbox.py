@@ -15,18 +15,16 @@ import os
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from sage_env import sandbox
 from sage_env.verifiers import CodeVerifier
+from tests.data_paths import SHARED_DATA
 
 ROOT = os.geteuid() == 0
 LEVEL = sandbox.isolation_level()
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "code"
-if not DATA.is_dir():
-    DATA = Path("/work/shared/data/code")
+DATA = SHARED_DATA / "code"
 
 
 def _sandbox_pids() -> set[int]:

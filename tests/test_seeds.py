@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from sage_env.tasks import SEED_SOURCES, Task, load_seeds, write_jsonl
+from tests.data_paths import SHARED_DATA
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SEEDS_FILE = REPO_ROOT / "sage_env" / "data" / "seeds.jsonl"
-DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+DATA_DIR = SHARED_DATA
 TIMEOUT_S = 30
 
 needs_raw_data = pytest.mark.skipif(
