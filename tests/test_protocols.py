@@ -110,6 +110,15 @@ def test_builtin_protocols_pass_checks_and_pettingzoo_tests(protocol):
 
     api_test(mk(), num_cycles=20)
     seed_test(mk, num_cycles=20)
+    from pettingzoo.test import render_test
+
+    render_test(
+        lambda render_mode=None: sage_env.env(
+            EnvConfig(protocol=protocol, solver_samples=1),
+            seeds=[MATH_SEED, CODE_SEED],
+            render_mode=render_mode,
+        )
+    )
 
 
 def test_unknown_protocol_is_a_clear_error():
