@@ -11,6 +11,14 @@ from sage_env.tasks import Task
 
 Observation = dict[str, str]
 
+EXAMPLE_QUESTIONS = (
+    "What is the sum of the first 20 positive odd numbers?",
+    "Write a function second_largest(xs) that returns the second largest distinct value in a "
+    "list of integers.",
+)
+"""The example questions shown in the Challenger prompts; a proposal that copies one is
+rejected as a duplicate (otherwise copying the example is a free, always-valid proposal)."""
+
 CHALLENGER_SYSTEM = (
     "You are the Challenger. Given a reference problem, write ONE new problem that is harder "
     "but still solvable, together with a way to check answers."
@@ -19,8 +27,7 @@ CHALLENGER_MATH = (
     "Reference problem:\n{prompt}\n\n"
     "Write a new, harder math problem in the same style. Reply exactly in this format:\n"
     "<question>the new problem</question>\n<answer>its final answer only</answer>\n\n"
-    "Example reply:\n<question>What is the sum of the first 20 positive odd numbers?</question>"
-    "\n<answer>400</answer>"
+    "Example reply:\n<question>" + EXAMPLE_QUESTIONS[0] + "</question>\n<answer>400</answer>"
 )
 CHALLENGER_CODE = (
     "Reference problem:\n{prompt}\n\n"
@@ -28,8 +35,7 @@ CHALLENGER_CODE = (
     "<question>the new problem, naming the function</question>\n"
     "<tests>\nassert function_name(...) == ...\nassert function_name(...) == ...\n</tests>\n"
     "<solution>\n```python\na correct implementation\n```\n</solution>\n\n"
-    "Example reply:\n<question>Write a function second_largest(xs) that returns the second "
-    "largest distinct value in a list of integers.</question>\n<tests>\n"
+    "Example reply:\n<question>" + EXAMPLE_QUESTIONS[1] + "</question>\n<tests>\n"
     "assert second_largest([1, 3, 2]) == 2\nassert second_largest([5, 5, 4]) == 4\n</tests>"
 )
 CRITIC_SYSTEM = "You are the Critic. You review work carefully and score it from 1 to 10."

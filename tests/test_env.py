@@ -336,3 +336,19 @@ def test_code_answer_must_define_the_entry_point_for_full_format():
     assert (s_gt, f) == (0.0, 0.5)
     s_gt, f, _ = env.unwrapped.verify(task, "```python\ndef inc(x):\n    return x + 1\n```")
     assert (s_gt, f) == (1.0, 1.0)
+
+
+def test_copying_the_prompt_example_is_rejected():
+    def script(agent, phase, obs, n):
+        if phase == "challenge":  # seen in a real demo run: the critic gave it 10
+            return (
+                "<question>What is the sum of the first 20 positive odd numbers?</question>"
+                "<answer>400</answer>"
+            )
+        return math_script()(agent, phase, obs, n)
+
+    env = make_env()
+    rec = by_phase(play_round(env, script))
+    ((_, reward, info),) = rec["challenge"]
+    assert info["parsed"]["reason"] == "copies the example question of the prompt"
+    assert reward == 0.0 and len(env.unwrapped.pool) == 1

@@ -76,7 +76,7 @@ def propose(
     if not out.valid:
         return out, None, None
     candidate = env.new_task(out, reference)
-    duplicate = env.pool.duplicate_of(candidate)
+    duplicate = env.pool.duplicate_of(candidate) or _copies_example(candidate.prompt)
     if duplicate is not None:
         out.valid, out.format_score, out.reason = False, 0.0, duplicate
         return out, None, None
@@ -86,6 +86,17 @@ def propose(
         out.reason = f"verifier check failed: {check['reason']}"
         return out, None, check
     return out, candidate, check
+
+
+def _copies_example(question: str) -> str | None:
+    from sage_env.pool import jaccard, shingles
+    from sage_env.prompts import EXAMPLE_QUESTIONS
+
+    mine = shingles(question)
+    for example in EXAMPLE_QUESTIONS:
+        if jaccard(mine, shingles(example)) >= 0.9:
+            return "copies the example question of the prompt"
+    return None
 
 
 def review(env: raw_env, agent: str, text: str, kind: str, key: str) -> float:
