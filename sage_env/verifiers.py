@@ -504,7 +504,7 @@ class MathVerifier:
     def _run_in_pool(self, items: list[tuple[str, str]]) -> list[VerifierResult]:
         n = len(items)
         results: list[VerifierResult | None] = [None] * n
-        size = max(1, min(32, math.ceil(n / (self.workers * 4))))
+        size = max(1, min(256, math.ceil(n / (self.workers * 2))))
         queue = [list(range(i, min(n, i + size))) for i in range(0, n, size)]
         suspects: list[int] = []  # indices re-run alone after a pool failure, for exact blame
         while queue or suspects:
