@@ -656,6 +656,14 @@ def extract_code(text: str, entry_point: str | None = None) -> str | None:
             if fence is None:
                 break
             close = _CLOSE_RE.search(text, fence.end())
+            reopen = _FENCE_RE.search(text, fence.end())
+            if reopen is not None and reopen.group(1) and (
+                close is None or reopen.start() < close.start()
+            ):
+                # "```\n\n```python\n...": a bare fence followed by a tagged one before any
+                # close: the bare fence was stray; start over at the tagged one
+                pos = reopen.start()
+                continue
             body = text[fence.end() : close.start() if close else len(text)]
             if fence.group(1).lower() in _PY_LANGS:
                 blocks.append(textwrap.dedent(body).strip("\n"))

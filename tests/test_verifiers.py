@@ -563,3 +563,9 @@ def test_extract_code_without_fence():
 def test_extract_code_never_raises(text):
     out = extract_code(text, entry_point="f")
     assert out is None or isinstance(out, str)
+
+
+def test_extract_code_skips_a_stray_bare_fence_before_a_tagged_block():
+    # seen from SmolLM2 on HumanEval/0: an empty bare fence, then the real block
+    text = "```\n\n```python\ndef f(x):\n    return x\n```\n\nThis function returns x."
+    assert extract_code(text, "f") == "def f(x):\n    return x"
