@@ -189,9 +189,18 @@ def bench_trl_iteration(
 
 
 def bench_memory(model_path: str, checkpointing: bool) -> dict:
-    """Peak RSS of one update, measured in a fresh process (ru_maxrss never decreases)."""
+    """Peak RSS of one update, in a fresh process.
+
+    Read from ``VmHWM`` in ``/proc/self/status``: ``ru_maxrss`` survives ``exec`` on Linux, so a
+    child of a large parent would report the parent's peak.
+    """
     code = f"""
-import json, resource, torch
+import json, torch
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+
 from learners.policy import HFPolicy, SamplingConfig
 from learners.pg import PGConfig
 from learners.trr import TRRLearner
@@ -199,13 +208,13 @@ from learners.rollout import Transition
 p = HFPolicy({model_path!r}, device="cpu")
 obs = [{{"system": "s", "user": "Explain addition in detail."}}] * 8
 comps = p.generate(obs, SamplingConfig(max_new_tokens=128, min_new_tokens=128))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = hwm()
 l = TRRLearner(p, PGConfig(micro_batch_size=8, gradient_checkpointing={checkpointing}))
 l.observe([Transition("solver_0","solver","math","solve",c.prompt_ids,c.completion_ids,
            c.logprobs,c.text,reward=float(i % 2)) for i, c in enumerate(comps)])
 l.update()
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"peak_rss_mb": after / 1024, "before_update_mb": before / 1024}}))
+after = hwm()
+print(json.dumps({{"peak_rss_mb": after, "before_update_mb": before}}))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1800)
     line = [x for x in out.stdout.splitlines() if x.startswith("{")]
@@ -221,11 +230,20 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--skip-trl", action="store_true")
+    ap.add_argument("--only-memory", action="store_true",
+                    help="re-measure the memory part and merge it into the results file")
     args = ap.parse_args()
     from learners.policy import HFPolicy, resolve_model
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     path = resolve_model(args.model) if args.model != "qwen0.5b-random" else _random_qwen()
+    if args.only_memory:
+        out = RESULTS / "speed_bench.json"
+        result = json.loads(out.read_text()) if out.exists() else {}
+        result["memory"] = [bench_memory(path, False), bench_memory(path, True)]
+        out.write_text(json.dumps(result, indent=2))
+        print(json.dumps(result["memory"], indent=2))
+        return
     result = {
         "machine": {
             "cpus": os.cpu_count(),
