@@ -519,7 +519,9 @@ class MathVerifier:
                 if outcome is not None:
                     results[idx] = outcome
                 continue
-            wave, queue = queue[: self.workers], queue[self.workers :]
+            # submit every chunk at once: workers stay busy with no barrier between waves; after
+            # a failure the unfinished pairs are re-run one by one to blame the guilty one
+            wave, queue = queue, []
             failure = self._run_wave(wave, items, results)
             if failure is not None:
                 suspects.extend(i for chunk in wave for i in chunk if results[i] is None)
@@ -533,7 +535,7 @@ class MathVerifier:
         items: list[tuple[str, str]],
         results: list[VerifierResult | None],
     ) -> VerifierResult | None:
-        """Run up to ``workers`` chunks at once, filling ``results``.
+        """Run chunks on the pool (queued, so every worker stays busy), filling ``results``.
 
         Returns None on success, else the failure result (timeout / crashed); on failure the pool
         has been killed and every chunk not finished is left with ``None`` results.
