@@ -148,7 +148,11 @@ def test_garbage_actions_never_crash_and_score_zero():
 
 
 def test_code_round_uses_the_code_verifier():
+    solved = []
+
     def script(agent, phase, obs, n):
+        if phase == "solve":
+            solved.append("inc" if "inc" in obs["user"] else "dbl")
         return {
             "challenge": "<question>Write dbl(x) doubling x.</question><tests>\n"
             "assert dbl(2) == 4\nassert dbl(0) == 0\n</tests><solution>def dbl(x):\n"
@@ -168,8 +172,10 @@ def test_code_round_uses_the_code_verifier():
     ((_, ch_reward, ch_info),) = rec["challenge"]
     assert ch_info["terms"]["d"] == 0.0 and ch_reward == pytest.approx(2 / 3)
     ((_, solve_reward, solve_info),) = rec["solve"]
-    expected = 0.8 if solve_info["verdict"]["score"] == 1.0 else 0.2  # inc is wrong
-    assert solve_reward == pytest.approx(expected)
+    # the pool task is the seed inc (the script answers it wrongly: x + 2) or the new dbl
+    right = solved == ["dbl"]
+    assert solve_info["verdict"]["score"] == (1.0 if right else 0.0)
+    assert solve_reward == pytest.approx(0.8 if right else 0.2)  # 0.6 s_gt + 0.2 f
 
 
 def test_unformatted_plan_is_still_reviewed_but_never_shown():
