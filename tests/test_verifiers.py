@@ -569,3 +569,33 @@ def test_extract_code_skips_a_stray_bare_fence_before_a_tagged_block():
     # seen from SmolLM2 on HumanEval/0: an empty bare fence, then the real block
     text = "```\n\n```python\ndef f(x):\n    return x\n```\n\nThis function returns x."
     assert extract_code(text, "f") == "def f(x):\n    return x"
+
+
+def test_a_harness_killed_from_outside_is_retried_once_not_scored():
+    from sage_env import sandbox
+
+    class FlakyHost:
+        """First run: the harness is SIGKILLed by the host; then a real sandbox."""
+
+        def __init__(self):
+            self.calls = 0
+            self.real = sandbox.SandboxPool(size=0)
+
+        def run_job(self, job):
+            self.calls += 1
+            if self.calls == 1:
+                return sandbox.RawRun(-9, False, False, b"", b"", b"", 0.0)
+            return self.real.run_job(job)
+
+    host = FlakyHost()
+    res = CodeVerifier(executor=host).verify("def f():\n    return 1\n", ["assert f() == 1"])
+    assert (res.status, res.score, host.calls) == ("passed", 1.0, 2)
+
+    class AlwaysKilled(FlakyHost):
+        def run_job(self, job):
+            self.calls += 1
+            return sandbox.RawRun(-9, False, False, b"", b"", b"", 0.0)
+
+    host = AlwaysKilled()
+    res = CodeVerifier(executor=host).verify("x = 1", ["assert x == 1"])
+    assert (res.status, host.calls) == ("crashed", 2)
