@@ -44,6 +44,7 @@ import queue
 import selectors
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -65,6 +66,7 @@ __all__ = [
     "default_python",
     "isolation_level",
     "run",
+    "zygotes_available",
 ]
 
 log = logging.getLogger(__name__)
@@ -169,8 +171,8 @@ def _worker(job_fd, out_fd, wuid):
         except (ValueError, OSError):
             pass
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    _dumps, _exec, _dict, _type, _getpid, _exit, _fork = (
-        json.dumps, exec, dict, type, os.getpid, os._exit, os.fork)
+    _dumps, _exec, _dict, _type, _getpid, _exit, _fork, _listdir = (
+        json.dumps, exec, dict, type, os.getpid, os._exit, os.fork, os.listdir)
     _NUM = (bool, int, float, complex)
 
     def send(**ev):
@@ -339,6 +341,7 @@ def _worker(job_fd, out_fd, wuid):
             send(ev="program_error", **describe(exc))
             return
     send(ev="program_ok")
+    last = max([i for i, src in enumerate(job["tests"]) if src is not None], default=-1)
     for i, src in enumerate(job["tests"]):
         if src is None:
             continue
@@ -347,11 +350,21 @@ def _worker(job_fd, out_fd, wuid):
                 stream.flush()
             except BaseException:
                 pass
+        # The last test runs in W itself (no test runs after it, so it still has a namespace
+        # of its own) unless the program left threads running; H then judges it by W's exit.
         try:
-            pid = _fork()
-        except BaseException as exc:
-            send(ev="test", i=i, ok=False, **describe(exc))
-            continue
+            inline = i == last and _len(_listdir("/proc/self/task")) == 1
+        except BaseException:
+            inline = False
+        if inline:
+            send(ev="inline", i=i)
+            pid = 0
+        else:
+            try:
+                pid = _fork()
+            except BaseException as exc:
+                send(ev="test", i=i, ok=False, **describe(exc))
+                continue
         if pid == 0:
             me = _getpid()
 
@@ -383,6 +396,8 @@ def _worker(job_fd, out_fd, wuid):
                     stream.flush()
                 except BaseException:
                     pass
+            if inline:
+                break
             _exit(0)
         try:
             _, status = os.waitpid(pid, 0)
@@ -451,11 +466,8 @@ def _rewrite(src):
     tree = ast.fix_missing_locations(T().visit(tree))
     return ast.unparse(tree), sites
 
-def _main():
-    wuid, huid, rfd = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    if rfd != 3:
-        os.dup2(rfd, 3)
-        os.close(rfd)
+def _judge(wuid, huid, job_in):
+    # H: fork W, drop privileges, read ONE job from fd job_in, report on fd 3.
     job_r, job_w = os.pipe()
     out_r, out_w = os.pipe()
     pid = os.fork()
@@ -479,7 +491,8 @@ def _main():
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem for same-uid processes
     import json, select, signal
     os.set_inheritable(3, False)
-    job = json.loads(sys.stdin.buffer.read().decode("ascii"))
+    job = json.loads(_read_all(job_in).decode("ascii"))
+    os.close(job_in)
 
     def report(**ev):
         try:
@@ -509,8 +522,11 @@ def _main():
     def st(i):
         return state.setdefault(i, {"end": None, "seen": set(), "bad": None})
 
+    inline = []
+
     def verdict(i, status):
         s = st(i)
+        s["judged"] = True
         fail = None
         if s["end"] is not None and not s["end"].get("ok"):
             fail = s["end"]
@@ -575,6 +591,9 @@ def _main():
         elif kind == "exit":
             status = ev.get("status")
             verdict(i, status if type(status) is int else -1)
+        elif kind == "inline":
+            if type(i) is int and 0 <= i < len(tests) and tests[i] is not None:
+                inline.append(i)
         elif kind in ("setup_error", "syntax_error", "program_error", "program_ok"):
             report(**{k: v for k, v in ev.items() if k in (
                 "ev", "exc", "msg", "errno", "code")})
@@ -620,11 +639,124 @@ def _main():
                     w_status = -1
             break
         select.select([out_r], [], [], 0.05)
+    for i in inline:  # the test W ran itself: judged by W's own exit
+        if not st(i).get("judged"):
+            verdict(i, w_status if w_status is not None else -1)
     if w_status is not None and os.WIFSIGNALED(w_status):
         report(ev="worker_signal", signal=os.WTERMSIG(w_status))
     report(ev="done")
 
-_main()
+_CLONE_NEWNS, _CLONE_NEWIPC = 0x00020000, 0x08000000
+_MS_REC, _MS_PRIVATE = 1 << 14, 1 << 18
+
+def _job_process(hdr, fds, wuid, huid, libc):
+    # H, forked by the zygote as root (inside the zygote's bwrap namespaces and cgroups): take
+    # private mount and IPC namespaces with fresh size-capped tmpfs for the
+    # cwd, /tmp and /dev/shm (so nothing a run writes outlives it or reaches the next run),
+    # drop every capability from the bounding set, then judge exactly like a fresh harness.
+    import ctypes
+    os.setsid()
+    high = [os.dup(fd) for fd in fds]  # received fds may collide with 0..3
+    for fd in fds:
+        os.close(fd)
+    for dst, src in enumerate(high):  # job -> stdin, out -> 1, err -> 2, report -> 3
+        os.dup2(src, dst)
+    os.closerange(4, 1 << 16)
+    with open("/proc/self/oom_score_adj", "w") as fh:  # the OOM killer takes jobs, not the zygote
+        fh.write("1000")
+
+    def check(rc, what):
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, "%s: %s" % (what, os.strerror(err)))
+
+    def tmpfs(path, opts):
+        check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0, opts.encode()), "mount " + path)
+
+    check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC), "unshare")
+    check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+    size = int(hdr["disk_bytes"])
+    tmpfs("/tmp", "mode=1777,size=%d" % size)
+    work = hdr["workdir"]
+    os.mkdir(work, 0o700)
+    owner = ",uid=%d,gid=%d" % (wuid, wuid) if wuid >= 0 else ""
+    tmpfs(work, "mode=0700,size=%d%s" % (size, owner))
+    if os.path.isdir("/dev/shm"):
+        tmpfs("/dev/shm", "mode=1777,size=%d" % size)
+    os.chdir(work)
+    for cap in range(64):  # PR_CAPBSET_DROP
+        if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:
+            break
+    _judge(wuid, huid, 0)
+
+def _zygote(ctl, wuid, huid):
+    # The zygote Z: a long-lived root process inside one bwrap/unshare sandbox. It never reads a
+    # job: for each request it forks H with the request's pipes and waits for it.
+    import ast, ctypes, gc, json, resource, select, signal, socket, types  # preloaded for H, W
+    libc = ctypes.CDLL(None, use_errno=True)
+    sock = socket.socket(fileno=ctl)
+    os.set_inheritable(ctl, False)
+    gc.freeze()  # forked children's collections skip (and so do not copy) inherited objects
+    sock.send(b'{"ev": "ready"}')
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 8)
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+        if not msg:
+            break
+        try:
+            hdr = json.loads(msg)
+            if len(fds) != 4:
+                raise ValueError("expected 4 fds, got %d" % len(fds))
+        except BaseException as exc:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"ev": "refused", "msg": str(exc)[:200]}).encode())
+            continue
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                _job_process(hdr, fds, wuid, huid, libc)
+            except BaseException as exc:
+                try:
+                    _write_all(3, (json.dumps({"ev": "harness_error", "exc": type(exc).__name__,
+                               "msg": str(exc)[:200]}) + "\n").encode("ascii"))
+                except BaseException:
+                    pass
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except BaseException:
+                    pass
+            os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        while True:
+            try:
+                status = os.waitpid(pid, 0)[1]
+                break
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                status = -1
+                break
+        try:
+            sock.send(json.dumps({"ev": "exit", "status": status}).encode())
+        except OSError:
+            break
+
+if sys.argv[1] == "zygote":
+    _zygote(int(sys.argv[4]), int(sys.argv[2]), int(sys.argv[3]))
+else:
+    _rfd = int(sys.argv[3])
+    if _rfd != 3:
+        os.dup2(_rfd, 3)
+        os.close(_rfd)
+    _judge(int(sys.argv[1]), int(sys.argv[2]), 0)
 for _s in (sys.stdout, sys.stderr):
     try:
         _s.flush()
@@ -674,18 +806,26 @@ def default_python() -> str:
     return sys.executable
 
 
-def _bwrap_argv(workdir: str, python: str, disk_bytes: int) -> list[str]:
+def _bwrap_argv(
+    workdir: str | None, python: str, disk_bytes: int, *, zygote: bool = False
+) -> list[str]:
+    """bubblewrap's argv up to ``--``: ``workdir`` gets a private tmpfs and becomes the cwd; a
+    ``zygote`` keeps the capabilities it needs to give every job its own mounts."""
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    keep = (os.path.realpath(python), os.path.realpath(workdir))
+    keep = [os.path.realpath(python)] + ([os.path.realpath(workdir)] if workdir else [])
     for path in _HIDE_PATHS:
         if os.path.isdir(path) and not any(k == path or k.startswith(path + "/") for k in keep):
             argv += ["--tmpfs", path]
     argv += ["--perms", "1777", "--size", str(disk_bytes), "--tmpfs", "/tmp"]
-    argv += ["--perms", "0777", "--size", str(disk_bytes), "--tmpfs", workdir, "--chdir", workdir]
+    if workdir:
+        argv += ["--perms", "0777", "--size", str(disk_bytes), "--tmpfs", workdir]
+    argv += ["--chdir", workdir or "/tmp"]
     argv += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
     argv += ["--unshare-cgroup-try", "--die-with-parent", "--new-session"]
     if os.geteuid() == 0:
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if zygote:
+            argv += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
     return argv + ["--"]
 
 
@@ -827,6 +967,7 @@ class _Cgroup:
     """A per-run cgroup v1 group in the ``pids`` and/or ``memory`` controllers."""
 
     def __init__(self, pids_max: int, memory_bytes: int) -> None:
+        self.pids_max = pids_max
         avail = cgroups_available()
         name = f"r{os.getpid()}-{next(_COUNTER)}"
         self.paths: dict[str, str] = {}
@@ -878,23 +1019,60 @@ class _Cgroup:
             pass
         return 0
 
-    def kill_all(self) -> None:
-        """Freeze forking (``pids.max`` = 0) and SIGKILL every process until the group is empty."""
-        if "pids" in self.paths:
+    def kill_all(self, keep: frozenset[int] = frozenset()) -> None:
+        """Freeze forking (``pids.max`` = 0) and SIGKILL every process but ``keep`` until none is
+        left; then restore ``pids.max`` if processes were kept (a zygote's own)."""
+        pids_dir = self.paths.get("pids")
+        if pids_dir is not None:
             try:
-                _write(os.path.join(self.paths["pids"], "pids.max"), "0")
+                _write(os.path.join(pids_dir, "pids.max"), "0")
             except OSError:
                 pass
         for _ in range(200):
-            pids = self.pids()
+            pids = [pid for pid in self.pids() if pid not in keep]
             if not pids:
-                return
+                break
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
             time.sleep(0.002)
+        if keep and pids_dir is not None:
+            self.set_pids_max(self.pids_max)
+
+    def set_pids_max(self, value: int) -> None:
+        """Set ``pids.max`` (and remember it)."""
+        self.pids_max = value
+        if "pids" in self.paths:
+            try:
+                _write(os.path.join(self.paths["pids"], "pids.max"), str(value))
+            except OSError:
+                pass
+
+    def set_memory_limit(self, value: int) -> None:
+        """Set the memory (and memory+swap) limit, bytes."""
+        path = self.paths.get("memory")
+        if path is None:
+            return
+        for name in ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes"):
+            try:  # raise memsw first, lower it last: memsw must stay >= the memory limit
+                _write(os.path.join(path, name), str(value))
+            except OSError:
+                pass
+        try:
+            _write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(value))
+        except OSError:
+            pass
+
+    def usage(self) -> int:
+        """Current memory usage of the group, bytes (0 without the memory controller)."""
+        path = self.paths.get("memory")
+        try:
+            with open(os.path.join(path, "memory.usage_in_bytes")) as fh:  # type: ignore[arg-type]
+                return int(fh.read())
+        except (OSError, TypeError, ValueError):
+            return 0
 
     def destroy(self) -> None:
         self.kill_all()
@@ -957,6 +1135,86 @@ class SandboxConfig:
         return limits
 
 
+def _pump(
+    stdin_fd: int,
+    close_stdin: Any,
+    payload: bytes,
+    caps: dict[int, int],
+    deadline: float,
+    *,
+    exited: Any,
+    kill: Any,
+    wake: dict[int, Any] | None = None,
+) -> tuple[dict[int, bytearray], bool]:
+    """Feed ``payload`` to ``stdin_fd`` and drain the ``caps`` fds (keeping at most ``caps[fd]``
+    bytes each) until they close, the harness has exited (``exited()``) and a grace period to
+    drain its pipes has passed, or ``deadline`` (``time.monotonic()``) hits; calls ``kill()``
+    once when the harness exits or times out. ``wake`` maps extra fds to callbacks run when they
+    become readable (the zygote's control socket). Returns ``(buffers, timed_out)``.
+    """
+    bufs = {fd: bytearray() for fd in caps}
+    os.set_blocking(stdin_fd, False)
+    view = memoryview(payload)
+    sel = selectors.DefaultSelector()
+    for fd in caps:
+        sel.register(fd, selectors.EVENT_READ)
+    for fd in wake or {}:
+        sel.register(fd, selectors.EVENT_READ)
+    sel.register(stdin_fd, selectors.EVENT_WRITE)
+    pending = set(caps) | {stdin_fd}
+    timed_out = False
+    exited_at: float | None = None
+    try:
+        while pending:
+            now = time.monotonic()
+            if exited_at is None and exited():
+                exited_at = now
+                kill()
+            limit = exited_at + _DRAIN_GRACE_S if exited_at is not None else deadline
+            if now >= limit:
+                if exited_at is None:
+                    timed_out = True
+                    kill()
+                    exited_at = now
+                    continue
+                break
+            for key, _ in sel.select(min(0.1, limit - now)):
+                fd = key.fd
+                if wake and fd in wake:
+                    if not wake[fd]():
+                        sel.unregister(fd)
+                    continue
+                if fd == stdin_fd:
+                    try:
+                        sent = os.write(fd, view[:65536])
+                        view = view[sent:]
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        view = view[:0]
+                    if not view:
+                        sel.unregister(fd)
+                        pending.discard(fd)
+                        close_stdin()
+                    continue
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    sel.unregister(fd)
+                    pending.discard(fd)
+                    continue
+                room = caps[fd] - len(bufs[fd])
+                if room > 0:
+                    bufs[fd] += data[:room]
+    finally:
+        sel.close()
+    return bufs, timed_out
+
+
 class _Harness:
     """One pre-started sandboxed harness process, waiting for exactly one job on stdin."""
 
@@ -985,18 +1243,10 @@ class _Harness:
                 argv = inner
             cg = cgroups_available()
             if cg["pids"] or cg["memory"]:
-                overhead = 96 << 20
-                self.cgroup = _Cgroup(cfg.max_processes + 4, (cfg.memory_mb << 20) + overhead)
-                join = 'unset PWD OLDPWD; echo $$ >"$1" && echo $$ >"$2" && shift 2 && exec "$@"'
-                argv = [
-                    "/bin/sh",
-                    "-c",
-                    join,
-                    "sh",
-                    self.cgroup.procs_file("pids"),
-                    self.cgroup.procs_file("memory"),
-                    *argv,
-                ]
+                self.cgroup = _Cgroup(
+                    cfg.max_processes + 4, (cfg.memory_mb << 20) + _HARNESS_OVERHEAD
+                )
+                argv = _join_cgroup_argv(self.cgroup) + argv
             self.report_r, report_w = os.pipe()
             argv.append(str(report_w))
             try:
@@ -1038,63 +1288,16 @@ class _Harness:
         proc = self.proc
         assert proc is not None and proc.stdin and proc.stdout and proc.stderr
         cap = self.cfg.max_output_bytes
-        caps = {
-            proc.stdout.fileno(): cap,
-            proc.stderr.fileno(): cap,
-            self.report_r: _REPORT_CAP_BYTES,
-        }
-        bufs = {fd: bytearray() for fd in caps}
-        stdin_fd = proc.stdin.fileno()
-        os.set_blocking(stdin_fd, False)
-        view = memoryview(payload)
-        sel = selectors.DefaultSelector()
-        for fd in caps:
-            sel.register(fd, selectors.EVENT_READ)
-        sel.register(stdin_fd, selectors.EVENT_WRITE)
-        timed_out = False
-        exited_at: float | None = None
-        try:
-            while sel.get_map():
-                now = time.monotonic()
-                if exited_at is None and proc.poll() is not None:
-                    exited_at = now
-                    self._kill()
-                limit = exited_at + _DRAIN_GRACE_S if exited_at is not None else deadline
-                if now >= limit:
-                    if exited_at is None:
-                        timed_out = True
-                        self._kill()
-                        exited_at = now
-                        continue
-                    break
-                for key, _ in sel.select(min(0.1, limit - now)):
-                    fd = key.fd
-                    if fd == stdin_fd:
-                        try:
-                            sent = os.write(fd, view[:65536])
-                            view = view[sent:]
-                        except BlockingIOError:
-                            continue
-                        except OSError:
-                            view = view[:0]
-                        if not view:
-                            sel.unregister(fd)
-                            proc.stdin.close()
-                        continue
-                    try:
-                        data = os.read(fd, 65536)
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        data = b""
-                    if not data:
-                        sel.unregister(fd)
-                        continue
-                    room = caps[fd] - len(bufs[fd])
-                    if room > 0:
-                        bufs[fd] += data[:room]
-        finally:
-            sel.close()
+        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        bufs, timed_out = _pump(
+            proc.stdin.fileno(),
+            proc.stdin.close,
+            payload,
+            {out_fd: cap, err_fd: cap, self.report_r: _REPORT_CAP_BYTES},
+            deadline,
+            exited=lambda: proc.poll() is not None,
+            kill=self._kill,
+        )
         if not timed_out:
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
@@ -1105,8 +1308,8 @@ class _Harness:
             returncode=proc.returncode,
             timed_out=timed_out,
             oom_killed=False,
-            stdout=bytes(bufs[proc.stdout.fileno()]),
-            stderr=bytes(bufs[proc.stderr.fileno()]),
+            stdout=bytes(bufs[out_fd]),
+            stderr=bytes(bufs[err_fd]),
             report=bytes(bufs[self.report_r]),
             duration_s=0.0,
         )
@@ -1148,6 +1351,253 @@ class _Harness:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+#: Where a zygote-forked job runs (a fresh tmpfs per job, inside the job's own mount namespace).
+ZYGOTE_WORKDIR = "/tmp/sage-run"
+_ZYGOTE_START_S = 30.0
+_ZYGOTE_EXIT_WAIT_S = 5.0
+_HARNESS_OVERHEAD = 96 << 20
+_ZYGOTE_STATE: dict[str, Any] = {"disabled": None}
+
+
+def zygotes_available() -> bool:
+    """Whether :class:`SandboxPool` forks jobs from long-lived zygotes (see :class:`_Zygote`).
+
+    Needs Linux, root (the zygote gives each job its own mounts), the ``bwrap`` isolation level
+    (whose init reaps orphans) and a writable ``pids`` cgroup (which is what kills a job's
+    leftovers once jobs no longer get their own PID namespace). ``SAGE_SANDBOX_ZYGOTE=0`` turns zygotes off; a
+    zygote that fails to start turns them off for the process, with a warning.
+    """
+    return (
+        sys.platform == "linux"
+        and os.environ.get("SAGE_SANDBOX_ZYGOTE", "1") != "0"
+        and _ZYGOTE_STATE["disabled"] is None
+        and os.geteuid() == 0
+        and isolation_level() == "bwrap"
+        and cgroups_available()["pids"]
+    )
+
+
+def _disable_zygotes(exc: BaseException) -> None:
+    if _ZYGOTE_STATE["disabled"] is None:
+        _ZYGOTE_STATE["disabled"] = f"{type(exc).__name__}: {exc}"
+        log.warning(
+            "sandbox: zygote unavailable (%s); starting a fresh sandbox per job instead", exc
+        )
+
+
+class _ZygoteLost(RuntimeError):
+    """The zygote died before it took the job (the job did not run; safe to retry)."""
+
+
+def _wait_status_code(status: Any) -> int | None:
+    """A ``waitpid`` status as ``Popen.returncode`` (``-signal`` when killed by a signal)."""
+    if type(status) is not int or status < 0:
+        return None
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    return None
+
+
+class _Zygote:
+    """A long-lived bwrap sandbox (as root) that forks one judging harness per job.
+
+    Start-up (bwrap, interpreter, imports) is paid once per zygote. The zygote lives in its own
+    ``pids`` (and, when available, ``memory``) cgroup, so each job is born in it by ``fork``
+    with no cgroup set-up of its own. Each job still gets its own process tree, its own mount
+    and IPC namespaces with fresh size-capped tmpfs for the cwd, ``/tmp`` and ``/dev/shm``,
+    and the same uid drop as a fresh harness. A zygote runs one job at a time, so untrusted code
+    never shares the zygote's PID namespace with another job, and when a job ends everything it
+    started (every process in the cgroup but the zygote's own) is killed before the next one.
+    The zygote never reads a job: it receives four pipe ends over a Unix socket and forks the
+    harness, which reads the job. Jobs run with ``oom_score_adj`` 1000, so the OOM killer of
+    the memory cgroup picks them before the zygote.
+    """
+
+    def __init__(self, cfg: SandboxConfig) -> None:
+        self.cfg = cfg
+        python = cfg.python or default_python()
+        if not os.path.exists(python):
+            raise FileNotFoundError(f"interpreter not found: {python}")
+        self.alive = False
+        self.jobs = 0
+        self.proc: subprocess.Popen | None = None
+        self.residents: frozenset[int] = frozenset()
+        self._stderr = tempfile.TemporaryFile()
+        self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # generous until the zygote's own processes are known; tightened below
+        self.cgroup = _Cgroup(cfg.max_processes + 16, 1 << 40)
+        try:
+            if "pids" not in self.cgroup.paths:
+                raise RuntimeError("a zygote needs a pids cgroup")
+            inner = [python, "-I", "-c", HARNESS, "zygote", str(SANDBOX_UID), str(HARNESS_UID)]
+            inner.append(str(child.fileno()))
+            argv = _bwrap_argv(None, python, 1 << 20, zygote=True) + inner
+            self.proc = subprocess.Popen(
+                _join_cgroup_argv(self.cgroup) + argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._stderr,
+                cwd="/",
+                env=dict(_CHILD_ENV),
+                pass_fds=(child.fileno(),),
+                close_fds=True,
+                start_new_session=True,
+            )
+            child.close()
+            ready = b""
+            if _select_readable(self.sock, _ZYGOTE_START_S):
+                try:
+                    ready = self.sock.recv(4096)
+                except OSError:
+                    ready = b""
+            if ready != b'{"ev": "ready"}':
+                self._stderr.seek(0)
+                err = self._stderr.read()[-400:].decode("utf-8", "replace").strip()
+                raise RuntimeError(f"sandbox zygote did not start: {err or 'no output'}")
+            self.residents = frozenset(self.cgroup.pids())
+            n = len(self.residents)
+            self.cgroup.set_pids_max(cfg.max_processes + 4 + n)
+            self.cgroup.set_memory_limit(
+                (cfg.memory_mb << 20) + _HARNESS_OVERHEAD + self.cgroup.usage()
+            )
+        except BaseException:
+            child.close()
+            self.close()
+            raise
+        self.sock.setblocking(False)
+        self.alive = True
+
+    def run(self, job: dict) -> RawRun:
+        """Run one harness job in a fresh process tree forked by the zygote.
+
+        Raises:
+            _ZygoteLost: If the zygote is gone before it took the job (nothing ran).
+        """
+        cfg = self.cfg
+        if not self.alive or self.proc is None or self.proc.poll() is not None:
+            self.close()
+            raise _ZygoteLost("zygote exited")
+        cg = self.cgroup
+        payload = json.dumps(dict(job, limits=cfg.limits(True)), ensure_ascii=True).encode()
+        opened: list[int] = []
+        try:
+            for _ in range(4):
+                opened += os.pipe()
+            job_r, job_w, out_r, out_w, err_r, err_w, rep_r, rep_w = opened
+            hdr = {"workdir": ZYGOTE_WORKDIR, "disk_bytes": cfg.disk_mb << 20}
+            ooms = cg.oom_kills()
+            try:
+                socket.send_fds(self.sock, [json.dumps(hdr).encode()], [job_r, out_w, err_w, rep_w])
+            except OSError as exc:
+                self.alive = False
+                raise _ZygoteLost(f"zygote is gone: {exc}") from exc
+            for fd in (job_r, out_w, err_w, rep_w):
+                os.close(fd)
+                opened.remove(fd)
+            start = time.monotonic()
+            exit_ev: list[dict] = []
+
+            def on_ctl() -> bool:
+                try:
+                    msg = self.sock.recv(4096)
+                except BlockingIOError:
+                    return True
+                except OSError:
+                    msg = b""
+                try:
+                    ev = json.loads(msg) if msg else {"ev": "lost"}
+                except ValueError:
+                    ev = {"ev": "lost"}
+                if ev.get("ev") != "exit":
+                    self.alive = False
+                exit_ev.append(ev)
+                return False
+
+            def close_job_w() -> None:
+                os.close(job_w)
+                opened.remove(job_w)
+
+            def kill() -> None:
+                cg.kill_all(keep=self.residents)
+
+            cap = cfg.max_output_bytes
+            bufs, timed_out = _pump(
+                job_w,
+                close_job_w,
+                payload,
+                {out_r: cap, err_r: cap, rep_r: _REPORT_CAP_BYTES},
+                start + cfg.timeout_s,
+                exited=lambda: bool(exit_ev),
+                kill=kill,
+                wake={self.sock.fileno(): on_ctl},
+            )
+            kill()
+            if not exit_ev:  # pipes closed first, or timed out: the harness is dead by now
+                if _select_readable(self.sock, _ZYGOTE_EXIT_WAIT_S):
+                    on_ctl()
+                else:
+                    self.alive = False
+            oom = cg.oom_kills() - ooms
+            if cg.pids() and set(cg.pids()) - self.residents:
+                self.alive = False  # something could not be killed: never reuse this zygote
+            self.jobs += 1
+            ev = exit_ev[0] if exit_ev else {}
+            return RawRun(
+                returncode=_wait_status_code(ev.get("status")),
+                timed_out=timed_out,
+                oom_killed=oom > 0,
+                stdout=bytes(bufs[out_r]),
+                stderr=bytes(bufs[err_r]),
+                report=bytes(bufs[rep_r]),
+                duration_s=time.monotonic() - start,
+            )
+        finally:
+            for fd in opened:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            if not self.alive:
+                self.close()
+
+    def close(self) -> None:
+        """Kill the zygote, its sandbox and anything left in its cgroup; remove the cgroup."""
+        self.alive = False
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                proc.kill()
+            except OSError:
+                pass
+            proc.wait()
+        if self.cgroup is not None:
+            self.cgroup.destroy()
+        for closeable in (self.sock, self._stderr):
+            try:
+                closeable.close()
+            except OSError:
+                pass
+
+
+def _join_cgroup_argv(cgroup: _Cgroup) -> list[str]:
+    """``sh -c`` prefix that moves itself into ``cgroup`` and then ``exec``s the rest of argv."""
+    join = 'unset PWD OLDPWD; echo $$ >"$1" && echo $$ >"$2" && shift 2 && exec "$@"'
+    return ["/bin/sh", "-c", join, "sh", cgroup.procs_file("pids"), cgroup.procs_file("memory")]
+
+
+def _select_readable(sock: socket.socket, timeout_s: float) -> bool:
+    """Whether ``sock`` becomes readable (data or EOF) within ``timeout_s`` seconds."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(sock, selectors.EVENT_READ)
+        return bool(sel.select(timeout_s))
+
+
 _LIVE_POOLS: weakref.WeakSet = weakref.WeakSet()
 
 
@@ -1161,21 +1611,24 @@ def _close_pools() -> None:
 
 
 class SandboxPool:
-    """Keeps up to ``size`` sandboxed harness processes started and idle, each for ONE job.
+    """Runs harness jobs, each in a fresh sandboxed process tree, without paying start-up per job.
 
-    Every job still gets a fresh process tree, working directory and cgroup; the pool only hides
-    interpreter start-up (and the bwrap/namespace set-up) by starting the next harness in a
-    background thread while the current one runs.
+    Where :func:`zygotes_available` (Linux, root, bwrap/unshare, a pids cgroup: this is the fast
+    path), the pool keeps one long-lived zygote per concurrent job and each job costs a ``fork``
+    (see :class:`_Zygote`). Otherwise it keeps up to ``size`` whole harnesses (wrapper +
+    interpreter) pre-started, one per job, refilled by a background thread.
 
     Args:
-        size: Idle harnesses to keep ready (0 = start one per job, synchronously).
-        config: Limits; all harnesses of a pool share them.
+        size: Idle pre-started harnesses to keep in the fallback mode (0 = start one per job,
+            synchronously). Zygotes are started on demand, one per concurrent job, and kept.
+        config: Limits; all jobs of a pool share them.
     """
 
     def __init__(self, size: int = 2, config: SandboxConfig | None = None) -> None:
         self.size = max(0, int(size))
         self.config = config or SandboxConfig()
         self._idle: queue.SimpleQueue[_Harness] = queue.SimpleQueue()
+        self._zygotes: list[_Zygote] = []
         self._lock = threading.Lock()
         self._pending = 0
         self._closed = False
@@ -1223,13 +1676,53 @@ class SandboxPool:
         threading.Thread(target=fill, args=(want,), daemon=True, name="sage-sandbox-fill").start()
 
     def run_job(self, job: dict) -> RawRun:
-        """Run one harness job in a fresh sandboxed process tree."""
+        """Run one harness job in a fresh sandboxed process tree (forked by a zygote if possible).
+
+        Args:
+            job: ``{"mode": "run"|"verify", "setup": str, "program": str, "tests": [str]}``.
+
+        Returns:
+            The :class:`RawRun` of the job.
+        """
+        for _attempt in range(2):
+            if not zygotes_available():
+                break
+            try:
+                zygote = self._take_zygote()
+            except Exception as exc:
+                _disable_zygotes(exc)
+                break
+            try:
+                return zygote.run(job)
+            except _ZygoteLost as exc:
+                log.info("sandbox: zygote lost before the job started (%s); using a new one", exc)
+            finally:
+                self._put_zygote(zygote)
         return self.acquire().run(job)
 
+    def _take_zygote(self) -> _Zygote:
+        with self._lock:
+            while self._zygotes:
+                zygote = self._zygotes.pop()
+                if zygote.alive:
+                    return zygote
+                zygote.close()
+        return _Zygote(self.config)
+
+    def _put_zygote(self, zygote: _Zygote) -> None:
+        with self._lock:
+            if zygote.alive and not self._closed:
+                self._zygotes.append(zygote)
+                return
+        zygote.close()
+
     def close(self) -> None:
-        """Kill idle harnesses (jobs in flight finish normally)."""
+        """Kill idle harnesses and zygotes (jobs in flight finish normally)."""
         with self._lock:
             self._closed = True
+            zygotes, self._zygotes = self._zygotes, []
+        for zygote in zygotes:
+            zygote.close()
         while True:
             try:
                 self._idle.get_nowait().cleanup()
@@ -1305,6 +1798,21 @@ def describe_event(event: dict) -> str:
 
 
 _SHARED_POOLS: dict[tuple, SandboxPool] = {}
+_SHARED_LOCK = threading.Lock()
+_SHARED_MAX = 8
+
+
+def _shared_pool(cfg: SandboxConfig) -> SandboxPool:
+    """The process-wide pool :func:`run` uses for ``cfg`` (at most ``_SHARED_MAX`` are kept)."""
+    key = (cfg.timeout_s, cfg.memory_mb, cfg.max_output_bytes, cfg.max_processes, cfg.python)
+    with _SHARED_LOCK:
+        pool = _SHARED_POOLS.pop(key, None)
+        if pool is None or pool._closed:
+            pool = SandboxPool(0, cfg)
+        _SHARED_POOLS[key] = pool  # most recently used last
+        while len(_SHARED_POOLS) > _SHARED_MAX:
+            _SHARED_POOLS.pop(next(iter(_SHARED_POOLS))).close()
+        return pool
 
 
 def run(
@@ -1347,7 +1855,7 @@ def run(
         "tests": [],
     }
     try:
-        raw = pool.run_job(job) if pool is not None else _Harness(cfg).run(job)
+        raw = (pool or _shared_pool(cfg)).run_job(job)
     except Exception as exc:
         return SandboxResult("crashed", f"sandbox failed: {type(exc).__name__}: {exc}"[:200])
     timeout = pool.config.timeout_s if pool is not None else cfg.timeout_s

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sage_env import sandbox
 from sage_env import verifiers as V
 from sage_env.verifiers import (
     MAX_PREDICTION_CHARS,
@@ -402,8 +403,10 @@ def test_code_environment_is_scrubbed(cv, monkeypatch):
 def test_code_temp_dir_is_used_and_removed(monkeypatch, tmp_path):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     cv = CodeVerifier(timeout_s=1.5, pool_size=0)  # no pre-started sandbox (and temp dir)
+    # a zygote-forked job works in its own tmpfs, mounted in its own mount namespace
+    where = sandbox.ZYGOTE_WORKDIR if sandbox.zygotes_available() else str(tmp_path)
     tests = [
-        f"import os\nassert os.getcwd().startswith({str(tmp_path)!r})\n"
+        f"import os\nassert os.getcwd().startswith({where!r})\n"
         "open('scratch.txt', 'w').write('hi')\nos.mkdir('sub')",
         "import os\nassert sorted(os.listdir('.')) == ['scratch.txt', 'sub']",
     ]
