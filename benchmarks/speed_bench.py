@@ -230,8 +230,11 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--skip-trl", action="store_true")
-    ap.add_argument("--only-memory", action="store_true",
-                    help="re-measure the memory part and merge it into the results file")
+    ap.add_argument(
+        "--only-memory",
+        action="store_true",
+        help="re-measure the memory part and merge it into the results file",
+    )
     args = ap.parse_args()
     from learners.policy import HFPolicy, resolve_model
 

@@ -809,8 +809,11 @@ def default_python() -> str:
 def _bwrap_argv(
     workdir: str | None, python: str, disk_bytes: int, *, zygote: bool = False
 ) -> list[str]:
-    """bubblewrap's argv up to ``--``: ``workdir`` gets a private tmpfs and becomes the cwd; a
-    ``zygote`` keeps the capabilities it needs to give every job its own mounts."""
+    """Build bubblewrap's argv up to ``--``.
+
+    ``workdir`` gets a private tmpfs and becomes the cwd; a ``zygote`` keeps the capabilities it
+    needs to give every job its own mounts.
+    """
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     keep = [os.path.realpath(python)] + ([os.path.realpath(workdir)] if workdir else [])
     for path in _HIDE_PATHS:
@@ -1020,8 +1023,11 @@ class _Cgroup:
         return 0
 
     def kill_all(self, keep: frozenset[int] = frozenset()) -> None:
-        """Freeze forking (``pids.max`` = 0) and SIGKILL every process but ``keep`` until none is
-        left; then restore ``pids.max`` if processes were kept (a zygote's own)."""
+        """Freeze forking (``pids.max`` = 0) and SIGKILL every process but ``keep``.
+
+        Repeats until none is left, then restores ``pids.max`` if processes were kept (a
+        zygote's own).
+        """
         pids_dir = self.paths.get("pids")
         if pids_dir is not None:
             try:
@@ -1146,11 +1152,13 @@ def _pump(
     kill: Any,
     wake: dict[int, Any] | None = None,
 ) -> tuple[dict[int, bytearray], bool]:
-    """Feed ``payload`` to ``stdin_fd`` and drain the ``caps`` fds (keeping at most ``caps[fd]``
-    bytes each) until they close, the harness has exited (``exited()``) and a grace period to
-    drain its pipes has passed, or ``deadline`` (``time.monotonic()``) hits; calls ``kill()``
-    once when the harness exits or times out. ``wake`` maps extra fds to callbacks run when they
-    become readable (the zygote's control socket). Returns ``(buffers, timed_out)``.
+    """Feed ``payload`` to ``stdin_fd`` and drain the ``caps`` fds.
+
+    Keeps at most ``caps[fd]`` bytes of each, until they close, the harness has exited
+    (``exited()``) and a grace period to drain its pipes has passed, or ``deadline``
+    (``time.monotonic()``) hits; calls ``kill()`` once when the harness exits or times out.
+    ``wake`` maps extra fds to callbacks run when they become readable (the zygote's control
+    socket). Returns ``(buffers, timed_out)``.
     """
     bufs = {fd: bytearray() for fd in caps}
     os.set_blocking(stdin_fd, False)
@@ -1364,8 +1372,8 @@ def zygotes_available() -> bool:
 
     Needs Linux, root (the zygote gives each job its own mounts), the ``bwrap`` isolation level
     (whose init reaps orphans) and a writable ``pids`` cgroup (which is what kills a job's
-    leftovers once jobs no longer get their own PID namespace). ``SAGE_SANDBOX_ZYGOTE=0`` turns zygotes off; a
-    zygote that fails to start turns them off for the process, with a warning.
+    leftovers once jobs no longer get their own PID namespace). ``SAGE_SANDBOX_ZYGOTE=0`` turns
+    zygotes off; a zygote that fails to start turns them off for the process, with a warning.
     """
     return (
         sys.platform == "linux"
