@@ -715,9 +715,11 @@ class CodeVerifier:
 
     Isolation: each call uses one fresh sandboxed process tree (``sandbox.isolation_level()``:
     bubblewrap with read-only root and no network, or ``unshare``, or rlimits only), an
-    unprivileged uid when run as root, a per-run cgroup, rlimits, a private temp cwd, a scrubbed
-    environment and capped output. A small pool of pre-started sandboxed harnesses hides
-    interpreter start-up.
+    unprivileged uid when run as root, cgroups, rlimits, a private temp cwd, a scrubbed
+    environment and capped output. Where ``sandbox.zygotes_available()``, each call is forked
+    from a long-lived sandbox (one per concurrent call) into its own mount and IPC namespaces;
+    otherwise a small pool of pre-started sandboxed harnesses hides interpreter start-up. See
+    ``docs/sandbox.md``.
 
     Args:
         timeout_s: Wall-clock budget for the whole call (program + all tests), seconds.
@@ -725,7 +727,8 @@ class CodeVerifier:
         max_output_bytes: Cap on captured stdout and on captured stderr, bytes each.
         python: Interpreter to run; default :func:`sage_env.sandbox.default_python` (an
             interpreter the dropped uid can execute).
-        pool_size: Pre-started harnesses kept warm (0 = start one per call).
+        pool_size: Pre-started harnesses kept warm when zygotes are not available (0 = start
+            one per call).
         max_processes: Process/thread limit per run.
         executor: Anything with ``run_job(job: dict) -> sandbox.RawRun`` that runs
             :data:`sage_env.sandbox.HARNESS` on the job elsewhere (e.g. a remote sandbox); default
