@@ -1,8 +1,10 @@
 """Run untrusted Python behind an OS-level boundary.
 
-:func:`run` executes one program; :class:`SandboxPool` keeps pre-started sandboxed harness
-processes warm so that each job pays only a ``fork`` instead of an interpreter start-up;
-:class:`~sage_env.verifiers.CodeVerifier` is built on the same pieces.
+:func:`run` executes one program; :class:`SandboxPool` runs jobs without an interpreter start-up
+each: where :func:`zygotes_available`, a long-lived sandbox (the zygote) forks every job into its
+own mount and IPC namespaces and cgroup-contained process tree; otherwise whole sandboxed harness
+processes are kept pre-started. :class:`~sage_env.verifiers.CodeVerifier` is built on the same
+pieces.
 
 Layers (see ``docs/sandbox.md`` for the threat model):
 
@@ -1842,7 +1844,8 @@ def run(
         max_output_bytes: Cap on captured stdout and stderr, bytes each.
         max_processes: Process/thread limit of the run.
         python: Interpreter; default :func:`default_python`.
-        pool: Take a warm harness from this pool (its config wins over the other arguments).
+        pool: Run on this pool (its config wins over the other arguments); default a
+            process-wide pool per set of limits.
 
     Returns:
         A :class:`SandboxResult`. Never raises on untrusted input; an unusable interpreter gives
