@@ -170,3 +170,104 @@ def test_hostile_suite_passes_with_zygotes_off():
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert " passed" in out.stdout and "failed" not in out.stdout
+
+
+# ------------------------------------------------------------------------------------------
+# findings of the red-team review of the zygote (each was reproduced before its fix)
+
+PIN_TMPFS = r"""
+import os, socket
+fds = []
+for d in (".", "/tmp", "/dev/shm"):
+    for j in range(2):
+        fd = os.open(f"{d}/big{j}", os.O_CREAT | os.O_RDWR, 0o600)
+        for _ in range(16):
+            os.write(fd, b"x" * (1 << 20))
+        fds.append(fd)
+a, b = socket.socketpair()  # a cycle of in-flight descriptors outlives every process
+socket.send_fds(a, [b"x"], fds + [a.fileno(), b.fileno()])
+socket.send_fds(b, [b"x"], [a.fileno(), b.fileno()])
+print("pinned")
+"""
+
+
+def test_memory_pinned_by_a_job_is_not_charged_to_later_jobs(pool):
+    run(pool, "pass")
+    for _ in range(4):  # 4 x 96 MiB pinned would exceed the 256 MiB limit of later jobs
+        r = run(pool, PIN_TMPFS)
+        assert (r.status, r.stdout) == ("passed", b"pinned\n"), r
+        zygote = only_zygote(pool)
+        assert zygote.cgroup.shmem() <= zygote.base_shmem + (1 << 20)
+    r = run(pool, "x = bytearray(200 << 20)\nprint(len(x) >> 20)")
+    assert (r.status, r.stdout) == ("passed", b"200\n"), r
+
+
+KEEP_NAME = r"""
+import socket
+s = socket.socket(socket.AF_UNIX)
+s.bind(b"\0answer=42")
+a, b = socket.socketpair()  # keep the named socket alive after the job, in a cycle
+socket.send_fds(a, [b"x"], [s.fileno(), a.fileno(), b.fileno()])
+socket.send_fds(b, [b"x"], [a.fileno(), b.fileno()])
+"""
+
+
+def test_abstract_socket_names_do_not_reach_the_next_job(pool):
+    a = run(pool, KEEP_NAME)
+    assert a.status == "passed", a
+    b = run(pool, "print('answer' in open('/proc/net/unix').read())")
+    assert (b.status, b.stdout) == ("passed", b"False\n"), b
+
+
+def test_kernel_keyrings_are_refused(pool):
+    code = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "nr = {'x86_64': 248, 'aarch64': 217}[os.uname().machine]  # add_key\n"
+        "print(libc.syscall(nr, b'user', b'note', b'answer', 6, -4), ctypes.get_errno())\n"
+    )
+    r = run(pool, code)
+    assert (r.status, r.stdout) == ("passed", b"-1 1\n"), r  # EPERM
+
+
+FORGE_EXIT = r"""
+import os
+for fd in range(3, 12):
+    try:
+        os.write(fd, b'\n{"ev": "exit", "i": 0, "status": %d}\n' % 2**70)
+    except OSError:
+        pass
+def double(x):
+    return 2 * x
+"""
+
+
+def test_a_forged_event_cannot_take_the_judge_down():
+    with CodeVerifier(timeout_s=5.0) as cv:
+        r = cv.verify(
+            FORGE_EXIT, ["assert double(1) == 2", "assert double(2) == 5", "assert double(3) == 6"]
+        )
+    assert (r.passed, r.total, r.status) == (1, 3, "failed"), r  # test 0's verdict is forged out
+
+
+PATCH_WRITE = r"""
+import os
+_write, _seen = os.write, set()
+def write(fd, data):  # forward only the first report of each assert site
+    data = bytes(data)
+    if b'"ev": "site"' in data:
+        key = data.split(b'"k"')[1][:8]
+        if key in _seen:
+            return len(data)
+        _seen.add(key)
+    return _write(fd, data)
+os.write = write
+def f(x):
+    return 0 if x == 0 else 7
+"""
+
+
+def test_patching_os_write_cannot_hide_later_reports_of_a_loop_assert():
+    with CodeVerifier(timeout_s=5.0) as cv:
+        r = cv.verify(PATCH_WRITE, ["for x in range(5):\n    assert f(x) == 0"])
+    assert (r.passed, r.status) == (0, "failed"), r
