@@ -54,6 +54,7 @@ import tempfile
 import threading
 import time
 import weakref
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -993,6 +994,40 @@ def _sweep_stale(base: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 _COUNTER = itertools.count()
+_LAUNCH_QUEUE: queue.SimpleQueue = queue.SimpleQueue()
+_LAUNCHER: list[threading.Thread] = []
+_LAUNCHER_LOCK = threading.Lock()
+
+
+def _launcher_loop() -> None:
+    while True:
+        future, args, kwargs = _LAUNCH_QUEUE.get()
+        try:
+            future.set_result(subprocess.Popen(*args, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+
+def _popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
+    """``subprocess.Popen`` run on one thread that lives as long as the process.
+
+    bubblewrap's ``--die-with-parent`` (``PR_SET_PDEATHSIG``) fires when the *thread* that
+    started it exits, so a sandbox started from a short-lived thread (a ``verify_batch`` worker,
+    a pool refill) would be SIGKILLed under a later job. Started from this thread, sandboxes die
+    only with the process.
+    """
+    with _LAUNCHER_LOCK:
+        if not _LAUNCHER or not _LAUNCHER[0].is_alive():
+            _LAUNCHER[:] = [
+                threading.Thread(target=_launcher_loop, daemon=True, name="sage-sandbox-launcher")
+            ]
+            _LAUNCHER[0].start()
+        launcher = _LAUNCHER[0]
+    if threading.current_thread() is launcher:
+        return subprocess.Popen(*args, **kwargs)
+    future: Future = Future()
+    _LAUNCH_QUEUE.put((future, args, kwargs))
+    return future.result()
 
 
 @dataclass
@@ -1009,6 +1044,38 @@ class RawRun:
 def _write(path: str, value: str) -> None:
     with open(path, "w") as fh:
         fh.write(value)
+
+
+def _kill_members(cgroup: _Cgroup, pids: list[int]) -> None:
+    """SIGKILL ``pids`` that are still members of ``cgroup``, never a recycled pid.
+
+    A pid read from ``cgroup.procs`` may exit and be reused by an unrelated process before the
+    signal is sent. A pidfd pins the process it was opened for, so each pid is opened first and
+    signalled only if it is still listed in the cgroup afterwards (no process can join a group
+    whose ``pids.max`` is 0 by forking). Falls back to ``kill`` where pidfds are unavailable.
+    """
+    opened: list[tuple[int, int]] = []
+    try:
+        for pid in pids:
+            try:
+                opened.append((pid, os.pidfd_open(pid)))
+            except ProcessLookupError:
+                continue
+            except (AttributeError, OSError):  # no pidfd support: plain kill
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        members = set(cgroup.pids()) if opened else set()
+        for pid, fd in opened:
+            if pid in members:
+                try:
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                except OSError:
+                    pass
+    finally:
+        for _pid, fd in opened:
+            os.close(fd)
 
 
 class _Cgroup:
@@ -1083,11 +1150,7 @@ class _Cgroup:
             pids = [pid for pid in self.pids() if pid not in keep]
             if not pids:
                 break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            _kill_members(self, pids)
             time.sleep(0.002)
         if keep and pids_dir is not None:
             self.set_pids_max(self.pids_max)
@@ -1315,7 +1378,7 @@ class _Harness:
             self.report_r, report_w = os.pipe()
             argv.append(str(report_w))
             try:
-                self.proc = subprocess.Popen(
+                self.proc = _popen(
                     argv,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -1383,17 +1446,19 @@ class _Harness:
         if self.cgroup is not None:
             self.cgroup.kill_all()
         proc = self.proc
-        if proc is not None:
+        if proc is not None and proc.returncode is None:
+            # Only while our child is unreaped: until then its pid (= its process group, from
+            # start_new_session) cannot be reused. After ``wait``, the number may already belong
+            # to someone else (pid_max can be as low as 32768), e.g. another sandbox.
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
                 pass
-            if proc.returncode is None:
-                try:
-                    proc.kill()
-                except OSError:
-                    pass
-                proc.wait()
+            try:
+                proc.kill()
+            except OSError:
+                pass
+            proc.wait()
 
     def cleanup(self) -> None:
         """Kill everything the run started and remove its cgroup and working directory."""
@@ -1422,7 +1487,6 @@ _ZYGOTE_START_S = 30.0
 _ZYGOTE_EXIT_WAIT_S = 5.0
 _ZYGOTE_RELEASE_WAIT_S = 0.25
 _HARNESS_OVERHEAD = 96 << 20
-_ZYGOTE_STATE: dict[str, Any] = {"disabled": None}
 
 
 def zygotes_available() -> bool:
@@ -1431,24 +1495,15 @@ def zygotes_available() -> bool:
     Needs Linux, root (the zygote gives each job its own mounts), the ``bwrap`` isolation level
     (whose init reaps orphans) and a writable ``pids`` cgroup (which is what kills a job's
     leftovers once jobs no longer get their own PID namespace). ``SAGE_SANDBOX_ZYGOTE=0`` turns
-    zygotes off; a zygote that fails to start turns them off for the process, with a warning.
+    zygotes off; a pool whose zygote fails to start falls back for its lifetime, with a warning.
     """
     return (
         sys.platform == "linux"
         and os.environ.get("SAGE_SANDBOX_ZYGOTE", "1") != "0"
-        and _ZYGOTE_STATE["disabled"] is None
         and os.geteuid() == 0
         and isolation_level() == "bwrap"
         and cgroups_available()["pids"]
     )
-
-
-def _disable_zygotes(exc: BaseException) -> None:
-    if _ZYGOTE_STATE["disabled"] is None:
-        _ZYGOTE_STATE["disabled"] = f"{type(exc).__name__}: {exc}"
-        log.warning(
-            "sandbox: zygote unavailable (%s); starting a fresh sandbox per job instead", exc
-        )
 
 
 class _ZygoteLost(RuntimeError):
@@ -1500,7 +1555,7 @@ class _Zygote:
             inner = [python, "-I", "-c", HARNESS, "zygote", str(SANDBOX_UID), str(HARNESS_UID)]
             inner.append(str(child.fileno()))
             argv = _bwrap_argv(None, python, 1 << 20, zygote=True) + inner
-            self.proc = subprocess.Popen(
+            self.proc = _popen(
                 _join_cgroup_argv(self.cgroup) + argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -1519,9 +1574,7 @@ class _Zygote:
                 except OSError:
                     ready = b""
             if ready != b'{"ev": "ready"}':
-                self._stderr.seek(0)
-                err = self._stderr.read()[-400:].decode("utf-8", "replace").strip()
-                raise RuntimeError(f"sandbox zygote did not start: {err or 'no output'}")
+                raise RuntimeError(f"sandbox zygote did not start: {self._errors()}")
             self.residents = frozenset(self.cgroup.pids())
             n = len(self.residents)
             self.cgroup.set_pids_max(cfg.max_processes + 4 + n)
@@ -1580,6 +1633,14 @@ class _Zygote:
                     ev = {"ev": "lost"}
                 if ev.get("ev") != "exit":
                     self.alive = False
+                    time.sleep(0.05)
+                    log.warning(
+                        "sandbox: zygote lost during a job (%s; sandbox exit %s, OOM kills %d): %s",
+                        ev.get("ev"),
+                        self.proc.poll() if self.proc else None,
+                        cg.oom_kills() - ooms,
+                        self._errors(),
+                    )
                 exit_ev.append(ev)
                 return False
 
@@ -1631,6 +1692,14 @@ class _Zygote:
                     pass
             if not self.alive:
                 self.close()
+
+    def _errors(self) -> str:
+        """The tail of what the zygote wrote to its stderr (a traceback if it crashed)."""
+        try:
+            self._stderr.seek(0)
+            return self._stderr.read()[-600:].decode("utf-8", "replace").strip() or "no output"
+        except (OSError, ValueError):
+            return "unreadable"
 
     def _memory_released(self) -> bool:
         """Whether the job's memory left the zygote's cgroup once its processes were dead.
@@ -1725,6 +1794,7 @@ class SandboxPool:
         self.config = config or SandboxConfig()
         self._idle: queue.SimpleQueue[_Harness] = queue.SimpleQueue()
         self._zygotes: list[_Zygote] = []
+        self._zygote_error: str | None = None
         self._lock = threading.Lock()
         self._pending = 0
         self._closed = False
@@ -1781,12 +1851,18 @@ class SandboxPool:
             The :class:`RawRun` of the job.
         """
         for _attempt in range(2):
-            if not zygotes_available():
+            if self._zygote_error is not None or not zygotes_available():
                 break
             try:
                 zygote = self._take_zygote()
+            except FileNotFoundError:  # a bad config (interpreter): the same for either path
+                raise
             except Exception as exc:
-                _disable_zygotes(exc)
+                self._zygote_error = f"{type(exc).__name__}: {exc}"
+                log.warning(
+                    "sandbox: zygote unavailable (%s); this pool starts a fresh sandbox per job",
+                    exc,
+                )
                 break
             try:
                 return zygote.run(job)

@@ -797,8 +797,9 @@ class CodeVerifier:
                 )
             result = self._judge(raw, total)
             # The harness runs under its own uid, out of the program's reach; a SIGKILL that is
-            # neither our timeout nor the memory cgroup is the host's doing (seen once in a
-            # loaded test run). Run the job once more rather than score the model for it.
+            # neither our timeout nor the memory cgroup comes from outside (it used to be
+            # bwrap's parent-death signal when the thread that started a sandbox exited, now
+            # fixed in sage_env.sandbox). Run the job once more rather than score the model.
             if not (
                 attempt == 1
                 and result.status == "crashed"

@@ -536,3 +536,25 @@ def test_mbppplus_canonical_solutions_pass_base_tests_and_wrong_ones_fail(fast_c
     wrong = "def {entry}(*args, **kwargs):\n    return None\n"
     got = fast_cv.verify_batch(mbpp_jobs(problems, wrong), max_parallel=4)
     assert [p["task_id"] for p, r in zip(problems, got) if r.status == "passed"] == []
+
+
+def test_a_pre_started_harness_outlives_the_thread_that_started_it():
+    """bwrap arms PR_SET_PDEATHSIG, which fires when the starting THREAD exits (a pool refill
+    thread): the cause of rare "sandbox harness died (exit -9)" results under load."""
+    started = []
+
+    def start():
+        started.append(sandbox._Harness(sandbox.SandboxConfig(timeout_s=5.0)))
+        time.sleep(0.3)  # long enough for bwrap to arm its parent-death signal
+
+    worker = threading.Thread(target=start)
+    worker.start()
+    worker.join()
+    harness = started[0]
+    try:
+        time.sleep(0.2)
+        assert harness.proc.poll() is None
+        raw = harness.run({"mode": "run", "setup": "", "program": "print('warm')", "tests": []})
+        assert raw.stdout == b"warm\n"
+    finally:
+        harness.cleanup()

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,18 @@ def test_patching_os_write_cannot_hide_later_reports_of_a_loop_assert():
     with CodeVerifier(timeout_s=5.0) as cv:
         r = cv.verify(PATCH_WRITE, ["for x in range(5):\n    assert f(x) == 0"])
     assert (r.passed, r.status) == (0, "failed"), r
+
+
+def test_a_zygote_outlives_the_thread_that_started_it(pool):
+    """bwrap's --die-with-parent fires when the starting THREAD exits (verify_batch workers)."""
+    import threading
+
+    worker = threading.Thread(target=run, args=(pool, "pass"))
+    worker.start()
+    worker.join()
+    zygote = only_zygote(pool)
+    time.sleep(0.3)
+    assert zygote.proc.poll() is None
+    r = run(pool, "print('still here')")
+    assert (r.status, r.stdout) == ("passed", b"still here\n")
+    assert only_zygote(pool) is zygote
