@@ -142,6 +142,16 @@ def _prctl(opt, arg):
     except Exception:
         pass
 
+_os_exit = os._exit  # as it was before any program ran in this process
+
+def _flush_exit():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    _os_exit(0)
+
 def _write_all(fd, data):
     view = memoryview(data)
     while view:
@@ -522,12 +532,7 @@ def _judge(wuid, huid, job_in):
             _worker(job_r, out_w, wuid)
         except BaseException:
             pass
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        os._exit(0)
+        _flush_exit()
     os.close(job_r)
     os.close(out_w)
     _drop(huid)
@@ -773,12 +778,7 @@ def _zygote(ctl, wuid, huid):
                                "msg": str(exc)[:200]}) + "\n").encode("ascii"))
                 except BaseException:
                     pass
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except BaseException:
-                    pass
-            os._exit(0)
+            _flush_exit()
         for fd in fds:
             os.close(fd)
         while True:
@@ -803,12 +803,7 @@ else:
         os.dup2(_rfd, 3)
         os.close(_rfd)
     _judge(int(sys.argv[1]), int(sys.argv[2]), 0)
-for _s in (sys.stdout, sys.stderr):
-    try:
-        _s.flush()
-    except BaseException:
-        pass
-os._exit(0)
+_flush_exit()
 """
 
 
@@ -1044,6 +1039,26 @@ class RawRun:
 def _write(path: str, value: str) -> None:
     with open(path, "w") as fh:
         fh.write(value)
+
+
+def _kill_and_reap(proc: subprocess.Popen) -> None:
+    """SIGKILL a sandbox wrapper started with ``start_new_session`` (its group too), then reap it.
+
+    Only while the child is unreaped: until then its pid (= its process group) cannot be reused.
+    After ``wait`` the number may already belong to someone else (``pid_max`` can be as low as
+    32768), e.g. another sandbox, so a reaped child is left alone.
+    """
+    if proc.returncode is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        proc.kill()
+    except OSError:
+        pass
+    proc.wait()
 
 
 def _kill_members(cgroup: _Cgroup, pids: list[int]) -> None:
@@ -1445,20 +1460,8 @@ class _Harness:
     def _kill(self) -> None:
         if self.cgroup is not None:
             self.cgroup.kill_all()
-        proc = self.proc
-        if proc is not None and proc.returncode is None:
-            # Only while our child is unreaped: until then its pid (= its process group, from
-            # start_new_session) cannot be reused. After ``wait``, the number may already belong
-            # to someone else (pid_max can be as low as 32768), e.g. another sandbox.
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            try:
-                proc.kill()
-            except OSError:
-                pass
-            proc.wait()
+        if self.proc is not None:
+            _kill_and_reap(self.proc)
 
     def cleanup(self) -> None:
         """Kill everything the run started and remove its cgroup and working directory."""
@@ -1730,17 +1733,8 @@ class _Zygote:
     def close(self) -> None:
         """Kill the zygote, its sandbox and anything left in its cgroup; remove the cgroup."""
         self.alive = False
-        proc = self.proc
-        if proc is not None and proc.returncode is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            try:
-                proc.kill()
-            except OSError:
-                pass
-            proc.wait()
+        if self.proc is not None:
+            _kill_and_reap(self.proc)
         if self.cgroup is not None:
             self.cgroup.destroy()
         for closeable in (self.sock, self._stderr):
