@@ -369,6 +369,11 @@ def _worker(job_fd, out_fd, wuid):
     except BaseException as exc:
         send(ev="setup_error", **describe(exc))
         return
+    # The builtins as (trusted) setup left them. Each test gets them back, so a program that
+    # patches bool/abs/isinstance/... can fool neither its tests nor the checks made for them.
+    _builtins_dict = builtins.__dict__
+    _pristine = _dict(_builtins_dict)
+    _clear, _update = dict.clear, dict.update
     wpid = _getpid()
     try:
         _exec(program, ns)
@@ -433,7 +438,10 @@ def _worker(job_fd, out_fd, wuid):
                 except BaseException as exc:
                     send(ev="site", i=_i, k=k, bad=describe(exc)["msg"])
 
+            _clear(_builtins_dict)
+            _update(_builtins_dict, _pristine)
             tns = _dict(ns)
+            tns["__builtins__"] = builtins
             tns["__sage_check__"] = check
             tns["__sage_eq__"] = same
             try:
@@ -1194,17 +1202,30 @@ class _Cgroup:
         except OSError:
             pass
 
-    def shmem(self) -> int:
-        """tmpfs/shared memory charged to the group, bytes (``shmem`` of ``memory.stat``)."""
+    def memory_stat(self) -> dict[str, int]:
+        """``memory.stat`` of the group as ``{name: bytes}`` (empty without the controller)."""
         path = self.paths.get("memory")
+        out: dict[str, int] = {}
         try:
             with open(os.path.join(path, "memory.stat")) as fh:  # type: ignore[arg-type]
                 for line in fh:
-                    if line.startswith("shmem "):
-                        return int(line.split()[1])
+                    name, _, value = line.partition(" ")
+                    out[name] = int(value)
         except (OSError, TypeError, ValueError):
             pass
-        return 0
+        return out
+
+    def shmem(self) -> int:
+        """tmpfs/shared memory charged to the group, bytes (``shmem`` of ``memory.stat``)."""
+        return self.memory_stat().get("shmem", 0)
+
+    def held(self) -> int:
+        """Usage that reclaim cannot give back, bytes.
+
+        All but clean page cache: tmpfs, anonymous and kernel memory (e.g. pipe buffers).
+        """
+        stat = self.memory_stat()
+        return self.usage() - stat.get("cache", 0) + stat.get("shmem", 0)
 
     def usage(self) -> int:
         """Current memory usage of the group, bytes (0 without the memory controller)."""
@@ -1489,6 +1510,7 @@ ZYGOTE_WORKDIR = "/tmp/sage-run"
 _ZYGOTE_START_S = 30.0
 _ZYGOTE_EXIT_WAIT_S = 5.0
 _ZYGOTE_RELEASE_WAIT_S = 0.25
+_ZYGOTE_HELD_SLACK = 8 << 20
 _HARNESS_OVERHEAD = 96 << 20
 
 
@@ -1582,7 +1604,7 @@ class _Zygote:
             n = len(self.residents)
             self.cgroup.set_pids_max(cfg.max_processes + 4 + n)
             self.base_usage = self.cgroup.usage()
-            self.base_shmem = self.cgroup.shmem()
+            self.base_held = self.cgroup.held()
             self.cgroup.set_memory_limit(
                 (cfg.memory_mb << 20) + _HARNESS_OVERHEAD + self.base_usage
             )
@@ -1707,27 +1729,33 @@ class _Zygote:
     def _memory_released(self) -> bool:
         """Whether the job's memory left the zygote's cgroup once its processes were dead.
 
-        A job can keep its tmpfs files alive after death by sending their descriptors around a
-        cycle of Unix sockets (the kernel frees such cycles lazily); the memory would stay
-        charged to this cgroup and shrink every later job's limit. Such a cycle is collected by
-        the kernel's Unix-socket garbage collector, which closing any Unix socket schedules; if
-        the memory is still held after that, the zygote is retired (its cgroup goes with it).
+        A job can keep memory alive after death by sending descriptors (of its tmpfs files,
+        memfds, full pipes ...) around a cycle of Unix sockets, which the kernel frees lazily;
+        the memory would stay charged to this cgroup and shrink every later job's limit. Such
+        cycles are collected by the kernel's Unix-socket garbage collector, which closing any
+        Unix socket schedules. If memory the group cannot reclaim (:meth:`_Cgroup.held`) is
+        still above the zygote's baseline after two collections, the zygote is retired.
         """
         cg = self.cgroup
-        slack = 1 << 20
-        if cg.shmem() <= self.base_shmem + slack:
-            return cg.usage() <= self.base_usage + max(
-                _HARNESS_OVERHEAD, (self.cfg.memory_mb << 20) // 2
-            )
-        a, b = socket.socketpair()
-        a.close()
-        b.close()
-        deadline = time.monotonic() + _ZYGOTE_RELEASE_WAIT_S
-        while time.monotonic() < deadline:
-            time.sleep(0.005)
-            if cg.shmem() <= self.base_shmem + slack:
-                return True
-        log.info("sandbox: a job left %d MiB pinned; retiring its zygote", cg.shmem() >> 20)
+
+        def back() -> bool:
+            return cg.held() <= self.base_held + _ZYGOTE_HELD_SLACK
+
+        if back():
+            return True
+        for _ in range(2):
+            a, b = socket.socketpair()
+            a.close()
+            b.close()
+            deadline = time.monotonic() + _ZYGOTE_RELEASE_WAIT_S
+            while time.monotonic() < deadline:
+                time.sleep(0.005)
+                if back():
+                    return True
+        log.info(
+            "sandbox: a job left %d MiB pinned; retiring its zygote",
+            (cg.held() - self.base_held) >> 20,
+        )
         return False
 
     def close(self) -> None:

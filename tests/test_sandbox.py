@@ -558,3 +558,22 @@ def test_a_pre_started_harness_outlives_the_thread_that_started_it():
         assert raw.stdout == b"warm\n"
     finally:
         harness.cleanup()
+
+
+PATCHED_BUILTINS = {
+    "bool": "import builtins\nbuiltins.bool = lambda *a: True\n",
+    "abs": "import builtins\nbuiltins.abs = lambda x: 0\n",
+    "isinstance": "import builtins\nbuiltins.isinstance = lambda *a: True\n",
+    "namespace": "__builtins__ = {'abs': lambda x: 0, 'bool': lambda *a: True}\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATCHED_BUILTINS))
+def test_patched_builtins_fool_neither_tests_nor_checks(cv, name):
+    """Each test gets the builtins as they were before the program ran."""
+    program = PATCHED_BUILTINS[name] + "def f(x):\n    return 0\n"
+    tests = ["assert f(2) == 2**3", "assert abs(f(0.5) - 0.125) < 1e-6", "assert f(1) == 1"]
+    r = cv.verify(program, tests)
+    assert (r.passed, r.status) == (0, "failed"), r
+    right = cv.verify("def f(x):\n    return x**3\n", tests)
+    assert (right.passed, right.status) == (3, "passed"), right

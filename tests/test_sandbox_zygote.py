@@ -198,7 +198,7 @@ def test_memory_pinned_by_a_job_is_not_charged_to_later_jobs(pool):
         r = run(pool, PIN_TMPFS)
         assert (r.status, r.stdout) == ("passed", b"pinned\n"), r
         zygote = only_zygote(pool)
-        assert zygote.cgroup.shmem() <= zygote.base_shmem + (1 << 20)
+        assert zygote.cgroup.held() <= zygote.base_held + (8 << 20)
     r = run(pool, "x = bytearray(200 << 20)\nprint(len(x) >> 20)")
     assert (r.status, r.stdout) == ("passed", b"200\n"), r
 
@@ -211,6 +211,34 @@ a, b = socket.socketpair()  # keep the named socket alive after the job, in a cy
 socket.send_fds(a, [b"x"], [s.fileno(), a.fileno(), b.fileno()])
 socket.send_fds(b, [b"x"], [a.fileno(), b.fileno()])
 """
+
+
+PIN_PIPES = r"""
+import fcntl, os, socket
+fds = []
+for _ in range(8):
+    r, w = os.pipe()
+    fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ: 1 MiB of kernel memory per pipe
+    os.set_blocking(w, False)
+    try:
+        while True:
+            os.write(w, b"x" * 65536)
+    except BlockingIOError:
+        pass
+    fds += [r, w]
+a, b = socket.socketpair()
+socket.send_fds(a, [b"x"], fds + [a.fileno(), b.fileno()])
+socket.send_fds(b, [b"x"], [a.fileno(), b.fileno()])
+print("pinned")
+"""
+
+
+def test_pipe_buffers_pinned_by_a_job_are_released(pool):
+    run(pool, "pass")
+    zygote = only_zygote(pool)
+    r = run(pool, PIN_PIPES)
+    assert (r.status, r.stdout) == ("passed", b"pinned\n"), r
+    assert zygote.cgroup.held() <= zygote.base_held + (8 << 20)
 
 
 def test_abstract_socket_names_do_not_reach_the_next_job(pool):
