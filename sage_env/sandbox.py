@@ -171,12 +171,14 @@ _KEYRING_SYSCALLS = {  # add_key, request_key, keyctl: the kernel keyrings of a 
     "aarch64": (0xC00000B7, (217, 218, 219), None),
 }
 
+_SECCOMP = []  # [True] once this process (a zygote) has the filter: its forks inherit it
+
 def _seccomp():
-    # A seccomp filter (needs no_new_privs, set before): the keyring syscalls fail with EPERM,
-    # as do syscalls of a foreign ABI (x32, or 32-bit int 0x80 on x86_64). Best effort.
+    # A seccomp filter (needs no_new_privs or CAP_SYS_ADMIN): the keyring syscalls fail with
+    # EPERM, as do syscalls of a foreign ABI (x32, or 32-bit int 0x80 on x86_64). Best effort.
     import ctypes
     spec = _KEYRING_SYSCALLS.get(os.uname().machine)
-    if spec is None:
+    if spec is None or _SECCOMP:
         return
     arch, numbers, x32 = spec
     LD, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
@@ -197,7 +199,8 @@ def _seccomp():
     filters = (Filter * len(prog))(*[Filter(*ins) for ins in prog])
     fprog = Prog(len(prog), filters)
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(22, 2, ctypes.byref(fprog), 0, 0)  # SECCOMP
+        if ctypes.CDLL(None, use_errno=True).prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0:
+            _SECCOMP.append(True)  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
     except Exception:
         pass
 
@@ -755,6 +758,7 @@ def _zygote(ctl, wuid, huid):
     libc = ctypes.CDLL(None, use_errno=True)
     sock = socket.socket(fileno=ctl)
     os.set_inheritable(ctl, False)
+    _seccomp()  # once for every job forked from here (the zygote needs no keyrings either)
     gc.freeze()  # forked children's collections skip (and so do not copy) inherited objects
     sock.send(b'{"ev": "ready"}')
     while True:
