@@ -1515,6 +1515,7 @@ _ZYGOTE_START_S = 30.0
 _ZYGOTE_EXIT_WAIT_S = 5.0
 _ZYGOTE_RELEASE_WAIT_S = 0.25
 _ZYGOTE_HELD_SLACK = 8 << 20
+_ZYGOTE_LOGGED: list[bool] = []
 _HARNESS_OVERHEAD = 96 << 20
 
 
@@ -1618,6 +1619,12 @@ class _Zygote:
             raise
         self.sock.setblocking(False)
         self.alive = True
+        if not _ZYGOTE_LOGGED:
+            _ZYGOTE_LOGGED.append(True)
+            log.info(
+                "sandbox: zygote fast path on (one long-lived sandbox per concurrent job; "
+                "SAGE_SANDBOX_ZYGOTE=0 turns it off)"
+            )
 
     def run(self, job: dict) -> RawRun:
         """Run one harness job in a fresh process tree forked by the zygote.
