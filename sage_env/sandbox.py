@@ -55,7 +55,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -1161,11 +1161,11 @@ class _Cgroup:
             pass
         return 0
 
-    def kill_all(self, keep: frozenset[int] = frozenset()) -> None:
+    def kill_all(self, keep: frozenset[int] = frozenset()) -> bool:
         """Freeze forking (``pids.max`` = 0) and SIGKILL every process but ``keep``.
 
-        Repeats until none is left, then restores ``pids.max`` if processes were kept (a
-        zygote's own).
+        Repeats until none is left (for up to about 0.4 s), then restores ``pids.max`` if
+        processes were kept (a zygote's own). Returns whether no other process is left.
         """
         pids_dir = self.paths.get("pids")
         if pids_dir is not None:
@@ -1173,6 +1173,7 @@ class _Cgroup:
                 _write(os.path.join(pids_dir, "pids.max"), "0")
             except OSError:
                 pass
+        pids: list[int] = []
         for _ in range(200):
             pids = [pid for pid in self.pids() if pid not in keep]
             if not pids:
@@ -1181,6 +1182,7 @@ class _Cgroup:
             time.sleep(0.002)
         if keep and pids_dir is not None:
             self.set_pids_max(self.pids_max)
+        return not pids
 
     def set_pids_max(self, value: int) -> None:
         """Set ``pids.max`` (and remember it)."""
@@ -1191,20 +1193,19 @@ class _Cgroup:
             except OSError:
                 pass
 
-    def set_memory_limit(self, value: int) -> None:
-        """Set the memory (and memory+swap) limit, bytes."""
+    def lower_memory_limit(self, value: int) -> None:
+        """Lower the memory and memory+swap limits to ``value`` bytes.
+
+        memsw must stay >= the memory limit, so the memory limit goes first.
+        """
         path = self.paths.get("memory")
         if path is None:
             return
-        for name in ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes"):
-            try:  # raise memsw first, lower it last: memsw must stay >= the memory limit
+        for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
+            try:
                 _write(os.path.join(path, name), str(value))
             except OSError:
                 pass
-        try:
-            _write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(value))
-        except OSError:
-            pass
 
     def memory_stat(self) -> dict[str, int]:
         """``memory.stat`` of the group as ``{name: bytes}`` (empty without the controller)."""
@@ -1218,10 +1219,6 @@ class _Cgroup:
         except (OSError, TypeError, ValueError):
             pass
         return out
-
-    def shmem(self) -> int:
-        """tmpfs/shared memory charged to the group, bytes (``shmem`` of ``memory.stat``)."""
-        return self.memory_stat().get("shmem", 0)
 
     def held(self) -> int:
         """Usage that reclaim cannot give back, bytes.
@@ -1279,7 +1276,6 @@ class SandboxConfig:
     disk_mb: int = 64
     open_files: int = 64
     python: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def limits(self, use_cgroup_pids: bool) -> list[tuple[str, int, int]]:
         cpu = math.ceil(self.timeout_s) + 1
@@ -1608,10 +1604,9 @@ class _Zygote:
             self.residents = frozenset(self.cgroup.pids())
             n = len(self.residents)
             self.cgroup.set_pids_max(cfg.max_processes + 4 + n)
-            self.base_usage = self.cgroup.usage()
             self.base_held = self.cgroup.held()
-            self.cgroup.set_memory_limit(
-                (cfg.memory_mb << 20) + _HARNESS_OVERHEAD + self.base_usage
+            self.cgroup.lower_memory_limit(
+                (cfg.memory_mb << 20) + _HARNESS_OVERHEAD + self.cgroup.usage()
             )
         except BaseException:
             child.close()
@@ -1684,8 +1679,11 @@ class _Zygote:
                 os.close(job_w)
                 opened.remove(job_w)
 
+            emptied: list[bool] = []  # once per job: when the harness exits or times out
+
             def kill() -> None:
-                cg.kill_all(keep=self.residents)
+                if not emptied:
+                    emptied.append(cg.kill_all(keep=self.residents))
 
             cap = cfg.max_output_bytes
             bufs, timed_out = _pump(
@@ -1705,9 +1703,8 @@ class _Zygote:
                 else:
                     self.alive = False
             oom = cg.oom_kills() - ooms
-            if set(cg.pids()) - self.residents:
-                self.alive = False  # something could not be killed: never reuse this zygote
-            elif not self._memory_released():
+            # never reuse a zygote whose group could not be emptied or still holds memory
+            if not emptied[0] or not self._memory_released():
                 self.alive = False
             self.jobs += 1
             ev = exit_ev[0] if exit_ev else {}

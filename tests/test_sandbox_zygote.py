@@ -148,6 +148,19 @@ def test_tricks_in_the_last_test_fail_only_that_test(name):
     assert (r.passed, r.total, r.status) == (1, 2, status), r
 
 
+def test_only_the_last_test_runs_in_the_worker_itself():
+    program = "import os, threading\nWORKER = os.getpid()\n"
+    tests = ["assert os.getpid() != WORKER", "assert os.getpid() == WORKER"]
+    with CodeVerifier(timeout_s=5.0) as cv:
+        r = cv.verify(program, tests)
+        threaded = cv.verify(
+            program + "threading.Thread(target=threading.Event().wait, daemon=True).start()\n",
+            tests,
+        )
+    assert (r.passed, r.status) == (2, "passed"), r
+    assert (threaded.passed, threaded.status) == (1, "failed"), threaded  # forked: new pid
+
+
 def test_a_program_with_threads_is_judged_test_by_test():
     program = (
         "import threading, time\n"
