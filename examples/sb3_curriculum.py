@@ -123,7 +123,7 @@ def critic_player(agent: str, obs: dict, info: dict, env: Any) -> str:
         task = env.unwrapped.current_task
         numbers = re.findall(r"\d+", task.prompt if task is not None else obs["user"])
         score = TRIVIAL_SCORE if numbers and all(len(n) == 1 for n in numbers) else DEFAULT_SCORE
-        return f"Checked the question. <score>{score}</score>"
+        return f"<score>{score}</score> Checked the question."
     return PLAYERS["scripted"](agent, obs, info, env)
 
 

@@ -50,16 +50,26 @@ class Completion:
     """One sampled completion.
 
     Attributes:
-        text: Decoded completion without special tokens.
-        prompt_ids: Prompt token ids, shape ``[P]``.
+        text: Decoded completion (the generated tokens only) without special tokens.
+        prompt_ids: Prompt token ids, shape ``[P]``: the chat template, its generation prompt
+            and the observation's response prefix. No loss is ever taken on them.
         completion_ids: Sampled token ids, shape ``[C]`` (ends with EOS when it stopped).
         logprobs: Log-probability of each sampled token under the sampling policy, ``[C]``.
+        prefix: The observation's response prefix (already in ``prompt_ids``).
+        truncated: True when generation stopped at the token budget without an EOS.
     """
 
     text: str
     prompt_ids: list[int]
     completion_ids: list[int]
     logprobs: list[float] = field(default_factory=list)
+    prefix: str = ""
+    truncated: bool = False
+
+    @property
+    def action(self) -> str:
+        """The whole reply, ``prefix + text``: what the environment receives."""
+        return self.prefix + self.text
 
 
 class Policy(Protocol):
@@ -68,7 +78,11 @@ class Policy(Protocol):
     def generate(
         self, observations: list[dict[str, str]], sampling: SamplingConfig
     ) -> list[Completion]:
-        """Sample one completion per observation (``{"system", "user"}`` chat text)."""
+        """Sample one completion per observation (``{"system", "user", "prefix"}``).
+
+        The prefix starts the assistant turn; the completion continues it, and
+        :attr:`Completion.action` is the reply the environment receives.
+        """
         ...
 
 
@@ -193,7 +207,9 @@ class HFPolicy:
         return {i for i in ids if i is not None}
 
     def encode_prompt(self, observation: dict[str, str], max_tokens: int) -> list[int]:
-        """Tokenise an observation with the chat template; keep the last ``max_tokens`` ids."""
+        """Tokenise an observation: the chat template with its generation prompt, then the
+        observation's ``prefix`` (the start of the assistant turn). Keeps the last
+        ``max_tokens`` ids (the prefix always survives)."""
         messages = [
             {"role": "system", "content": observation.get("system", "")},
             {"role": "user", "content": observation.get("user", "")},
@@ -201,6 +217,7 @@ class HFPolicy:
         text = self.tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=True
         )
+        text += observation.get("prefix", "") or ""
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return ids[-max_tokens:]
 
@@ -214,6 +231,7 @@ class HFPolicy:
         little padding. Returns completions in input order.
         """
         prompts = [self.encode_prompt(o, sampling.max_prompt_tokens) for o in observations]
+        prefixes = [o.get("prefix", "") or "" for o in observations]
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         results: list[Completion | None] = [None] * len(prompts)
         was_training = self.model.training
@@ -224,6 +242,7 @@ class HFPolicy:
             for start in range(0, len(order), sampling.batch_size):
                 idx = order[start : start + sampling.batch_size]
                 for i, comp in zip(idx, self._generate_batch([prompts[i] for i in idx], sampling)):
+                    comp.prefix = prefixes[i]
                     results[i] = comp
         finally:
             self.model.config.use_cache = use_cache
@@ -265,9 +284,10 @@ class HFPolicy:
         for row, p in enumerate(prompts):
             ids = new[row].tolist()
             length = len(ids)
+            stopped = False
             for t, tok in enumerate(ids):
                 if tok in self.eos_ids:
-                    length = t + 1
+                    length, stopped = t + 1, True
                     break
             ids = ids[:length]
             self.tokens_generated += length
@@ -277,6 +297,7 @@ class HFPolicy:
                     prompt_ids=list(p),
                     completion_ids=ids,
                     logprobs=logps[row, :length].tolist(),
+                    truncated=not stopped and length >= sampling.max_new_tokens,
                 )
             )
         return completions

@@ -10,12 +10,17 @@ previous action (``sage_env`` delivers every reward before the agent acts again)
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pettingzoo import AECEnv
 
 from learners.policy import Policy, SamplingConfig
+
+
+def action_text(completion: Any) -> str:
+    """The reply a completion stands for: its ``prefix`` (when it has one) + its ``text``."""
+    return (getattr(completion, "prefix", "") or "") + completion.text
 
 
 @dataclass
@@ -31,10 +36,13 @@ class Transition:
         prompt_ids: Prompt token ids ``[P]``.
         completion_ids: Completion token ids ``[C]``.
         logprobs: Sampling log-probs of the completion tokens ``[C]``.
-        text: The completion text (the action).
+        text: The action the environment received: response prefix + completion text.
         reward: Scalar reward of this action.
         details: ``infos[agent]["last"]`` for this action: parsed fields, verdicts, terms.
         env_index: Which environment copy produced it.
+        prefix: The observation's response prefix (its tokens are in ``prompt_ids``, so they
+            never carry loss).
+        truncated: The completion hit its token budget without an EOS.
     """
 
     agent: str
@@ -48,6 +56,8 @@ class Transition:
     reward: float = 0.0
     details: dict = field(default_factory=dict)
     env_index: int = 0
+    prefix: str = ""
+    truncated: bool = False
 
 
 @dataclass
@@ -69,12 +79,43 @@ class RolloutDriver:
         envs: PettingZoo AEC environments (all sharing one policy).
         policy: Anything with ``generate(observations, sampling) -> list[Completion]``.
         sampling: Sampling settings.
+        phase_max_new_tokens: Token budget per phase (``{"review_question": 48, ...}``);
+            phases not named use ``sampling.max_new_tokens``. Requests of one tick with
+            different budgets go to one generate call per budget.
+
+    Raises:
+        ValueError: if ``envs`` is empty or a budget is < 1.
     """
 
-    def __init__(self, envs: list[AECEnv], policy: Policy, sampling: SamplingConfig) -> None:
+    def __init__(
+        self,
+        envs: list[AECEnv],
+        policy: Policy,
+        sampling: SamplingConfig,
+        phase_max_new_tokens: dict[str, int] | None = None,
+    ) -> None:
         if not envs:
             raise ValueError("RolloutDriver needs at least one environment")
         self.envs, self.policy, self.sampling = envs, policy, sampling
+        self.phase_max_new_tokens = dict(phase_max_new_tokens or {})
+        bad = {k: v for k, v in self.phase_max_new_tokens.items() if int(v) < 1}
+        if bad:
+            raise ValueError(f"phase token budgets must be >= 1, got {bad}")
+
+    def budget(self, phase: str | None) -> int:
+        """The completion budget (tokens) of ``phase``."""
+        return int(self.phase_max_new_tokens.get(str(phase), self.sampling.max_new_tokens))
+
+    def _generate(self, requests: list[tuple[int, str, Any, dict]]) -> list:
+        by_budget: dict[int, list[int]] = {}
+        for j, (_i, _agent, _obs, info) in enumerate(requests):
+            by_budget.setdefault(self.budget(info.get("phase")), []).append(j)
+        completions: list = [None] * len(requests)
+        for budget, idx in sorted(by_budget.items()):
+            sampling = replace(self.sampling, max_new_tokens=budget)
+            for j, comp in zip(idx, self.policy.generate([requests[j][2] for j in idx], sampling)):
+                completions[j] = comp
+        return completions
 
     def collect(self, seeds: list[int] | None = None) -> RolloutResult:
         """Reset every environment (with ``seeds[i]`` if given) and play one episode each.
@@ -106,7 +147,7 @@ class RolloutDriver:
             if not requests:
                 break
             t0 = time.perf_counter()
-            completions = self.policy.generate([r[2] for r in requests], self.sampling)
+            completions = self._generate(requests)
             gen_time += time.perf_counter() - t0
             ticks += 1
             t0 = time.perf_counter()
@@ -119,13 +160,15 @@ class RolloutDriver:
                     prompt_ids=comp.prompt_ids,
                     completion_ids=comp.completion_ids,
                     logprobs=comp.logprobs,
-                    text=comp.text,
+                    text=action_text(comp),
                     env_index=i,
+                    prefix=getattr(comp, "prefix", ""),
+                    truncated=bool(getattr(comp, "truncated", False)),
                 )
                 tokens += len(comp.completion_ids)
                 transitions.append(tr)
                 awaiting[(i, agent)] = tr
-                self.envs[i].step(comp.text)
+                self.envs[i].step(tr.text)
             env_time += time.perf_counter() - t0
         transcripts = []
         for e in self.envs:

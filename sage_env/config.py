@@ -43,13 +43,13 @@ class RewardConfig:
     for a challenger that wrote ``<question>`` but no ``<answer>`` (see ``docs/rewards.md``).
     ``"binary"``: 1 only when fully well-formed, else 0."""
     critic_score_rule: Literal["minus_one_over_nine", "over_ten"] = "minus_one_over_nine"
+    """How the critic's 1-10 score becomes [0, 1]: ``(s - 1) / 9`` (default) or ``s / 10``."""
     mae_solver_weights: tuple[float, float] = (0.8, 0.2)
     """Protocol ``"mae"``: weights (w_j, w_f) of the solver reward ``w_j j + w_f f``, j the
     judge's normalised score of the answer."""
     azr_format_penalty: bool = False
     """Protocol ``"azr"``: use AZR Eq. 6 penalties (-1 unformatted, -0.5 formatted but wrong)
     instead of 0; rewards then leave [0, 1]."""
-    """How the critic's 1-10 score becomes [0, 1]: ``(s - 1) / 9`` (default) or ``s / 10``."""
 
 
 @dataclass
@@ -89,6 +89,16 @@ class EnvConfig:
     """Address-space limit of the code verification process, MiB."""
     seed: int | None = None
     """Default seed when :meth:`reset` is called without one."""
+    prefixes: bool = True
+    """Response prefixes: every observation carries ``"prefix"``, the start of the assistant
+    turn the protocol chooses for the phase (an opening tag such as ``"<question>"``). The
+    learner writes it after the chat template's generation prompt and returns prefix +
+    completion as the action. False: every prefix is ``""`` (the model writes the whole
+    reply). Small models follow the reply format far more often with a prefix
+    (``docs/environment.md``)."""
+    prefix_overrides: dict[str, str] = field(default_factory=dict)
+    """Per-phase prefixes that replace the protocol's choice, ``{phase: prefix}``; ``""``
+    turns the prefix of that phase off. Applies when ``prefixes`` is True."""
 
     def __post_init__(self) -> None:
         if isinstance(self.rewards, dict):
@@ -98,6 +108,12 @@ class EnvConfig:
             raise ValueError(f"alpha and beta must be in [0, 1], got {r.alpha}, {r.beta}")
         if self.solver_samples < 1:
             raise ValueError(f"solver_samples must be >= 1, got {self.solver_samples}")
+        if not isinstance(self.prefix_overrides, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.prefix_overrides.items()
+        ):
+            raise ValueError(
+                f"prefix_overrides must map phase names to strings, got {self.prefix_overrides!r}"
+            )
         bad = set(self.domains) - {"math", "code"}
         if bad or not self.domains:
             raise ValueError(

@@ -96,8 +96,10 @@ def env(config: EnvConfig | None = None, **kwargs: Any) -> AECEnv:
 class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     """The unwrapped environment; the game is ``config.protocol``.
 
-    Observations are ``{"system": str, "user": str}`` (the role's chat messages); actions are
-    one ``str`` (any string is legal; malformed output gets format score 0).
+    Observations are ``{"system": str, "user": str, "prefix": str}``: the role's chat messages
+    and the start of its reply, chosen by the protocol per phase (``""`` when there is none or
+    ``config.prefixes`` is False). Actions are one ``str``, the whole reply: a learner returns
+    ``prefix + completion`` (any string is legal; malformed output gets format score 0).
 
     ``infos[agent]`` holds ``phase``, ``task_id`` and ``domain`` of the agent's next action
     and ``last``: every parsed field, verifier verdict, gate decision and reward term of its
@@ -157,7 +159,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             self._own_verifiers.append(code_verifier)
         self.math_verifier, self.code_verifier = math_verifier, code_verifier
         self.possible_agents = list(self.protocol.agents)
-        self._obs_space = spaces.Dict({"system": AnyText(), "user": AnyText()})
+        self._obs_space = spaces.Dict(
+            {"system": AnyText(), "user": AnyText(), "prefix": AnyText()}
+        )
         self._act_space = AnyText(max_length=self.config.max_action_chars)
         self._rng = random.Random(self.config.seed)
         self._episode = 0
@@ -189,15 +193,15 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self.infos = {
             a: {"phase": None, "task_id": None, "domain": None, "last": {}} for a in self.agents
         }
-        self._obs = {a: {"system": "", "user": ""} for a in self.agents}
+        self._obs = {a: _empty_obs() for a in self.agents}
         self._transcript = []
         self._printed = 0
         self._episode += 1
         self.protocol.start(self)
 
     def observe(self, agent: str) -> dict[str, str]:
-        """The agent's current observation ``{"system": str, "user": str}``."""
-        return self._obs.get(agent, {"system": "", "user": ""})
+        """The agent's current observation ``{"system": str, "user": str, "prefix": str}``."""
+        return self._obs.get(agent) or _empty_obs()
 
     def render(self) -> str | None:
         """Render the round transcript: every observation, action and reward term.
@@ -236,9 +240,11 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._cumulative_rewards[agent] = 0.0
         self.rewards = {a: 0.0 for a in self.agents}
         phase = self.infos[agent]["phase"]
+        prefix = self._obs[agent].get("prefix", "")
         self._log(
             f"=== {phase}: {agent} ===\n--- observation ---\n{self._obs[agent]['user']}\n"
-            f"--- action ---\n{text}"
+            + (f"--- prefix ---\n{prefix}\n" if prefix else "")
+            + f"--- action ---\n{text}"
         )
         self.protocol.step(self, agent, phase, text)
         self._accumulate_rewards()
@@ -260,9 +266,18 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         return self._current_task
 
     def select(self, agent: str, phase: str, task: Task, obs: dict[str, str]) -> None:
-        """Give the turn to ``agent`` in ``phase`` on ``task`` with observation ``obs``."""
+        """Give the turn to ``agent`` in ``phase`` on ``task`` with observation ``obs``.
+
+        ``obs`` holds ``system`` and ``user``; its ``prefix`` is set here by
+        :meth:`prefix_for` (a ``prefix`` the protocol put in ``obs`` is kept unless
+        ``config.prefix_overrides`` names the phase or ``config.prefixes`` is False).
+        """
         self._current_task = task
-        self._obs[agent] = obs
+        self._obs[agent] = {
+            "system": str(obs.get("system", "")),
+            "user": str(obs.get("user", "")),
+            "prefix": self.prefix_for(phase, task, obs.get("prefix")),
+        }
         self.infos[agent].update(phase=phase, task_id=task.task_id, domain=task.domain)
         self.agent_selection = agent
 
@@ -281,6 +296,21 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             **details,
         }
         self._log(f"--- reward {agent}: {reward:.4f} {terms} {_short(details)}")
+
+    def prefix_for(self, phase: str, task: Task, chosen: str | None = None) -> str:
+        """The response prefix of ``phase`` on ``task`` under the config.
+
+        ``""`` when ``config.prefixes`` is False; else ``config.prefix_overrides[phase]`` when
+        set; else ``chosen`` (a prefix the protocol wrote into the observation) or the
+        protocol's :meth:`~sage_env.protocols.Protocol.prefix`.
+        """
+        if not self.config.prefixes:
+            return ""
+        if phase in self.config.prefix_overrides:
+            return self.config.prefix_overrides[phase]
+        if chosen is not None:
+            return str(chosen)
+        return self.protocol.prefix(phase, task)
 
     def finish(self) -> None:
         """End the round: every agent terminates (and then reads its last reward)."""
@@ -382,6 +412,10 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def _log(self, line: str) -> None:
         if self.render_mode is not None:
             self._transcript.append(line)
+
+
+def _empty_obs() -> dict[str, str]:
+    return {"system": "", "user": "", "prefix": ""}
 
 
 def _short(details: dict) -> str:

@@ -179,12 +179,48 @@ def plan_format_score(text: str) -> float:
     return 0.5 * float(plan is not None) + 0.5 * float(steps)
 
 
-def critic_format_score(text: str) -> float:
-    """Soft format score of a Critic action in {0, 0.5, 1}.
+RATIONALE_WORDS = (3, 40)
+"""A critic's rationale is well-formed with this many words (inclusive): one sentence, not
+an essay. Counted in the text outside the ``<score>`` pair."""
 
-    1 when :func:`parse_critic_score` succeeds, 0.5 when a ``<score>`` pair is present but its
-    content breaks the rule, else 0.
+
+def critic_rationale(text: str) -> str:
+    """The critic's rationale: its text with the last ``<score>...</score>`` pair removed."""
+    if not isinstance(text, str):
+        return ""
+    lower = text.lower()
+    end = lower.rfind("</score>")
+    start = lower.rfind("<score>", 0, end) if end >= 0 else -1
+    if start >= 0:
+        text = text[:start] + " " + text[end + len("</score>") :]
+    return text.strip()
+
+
+def critic_rationale_ok(text: str) -> bool:
+    """Whether the rationale has :data:`RATIONALE_WORDS` words (and no second score tag)."""
+    rationale = critic_rationale(text)
+    if "<score>" in rationale.lower():
+        return False
+    n = len(rationale[:4000].split())
+    return RATIONALE_WORDS[0] <= n <= RATIONALE_WORDS[1]
+
+
+def critic_format_score(text: str) -> float:
+    """Soft format score of a Critic action in {0, 0.25, 0.375, 0.5, 0.625, 0.75, 1}.
+
+    The reply format is ``<score>N</score>`` followed by a one-sentence rationale (the
+    ``<score>`` opening tag is the response prefix). Score part (weight 0.75): 1 when
+    :func:`parse_critic_score` succeeds, 0.5 when a ``<score>`` pair is present but its content
+    breaks the rule, else 0. Rationale part (weight 0.25): :func:`critic_rationale_ok`.
     """
     if parse_critic_score(text) is not None:
-        return 1.0
-    return 0.5 if extract_tag(text, "score") is not None else 0.0
+        score_part = 1.0
+    else:
+        score_part = 0.5 if extract_tag(text, "score") is not None else 0.0
+    return 0.75 * score_part + 0.25 * float(critic_rationale_ok(text))
+
+
+def critic_format_binary(text: str) -> float:
+    """Binary format score of a Critic action: 1 when the score parses and the rationale is
+    well-formed, else 0."""
+    return float(parse_critic_score(text) is not None and critic_rationale_ok(text))

@@ -95,7 +95,7 @@ def scripted_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
             "for i in range(1, n + 1))\n```\n</solution>"
         )
     if phase in ("review_question", "review_plan"):
-        return "Clear and well posed. <score>8</score>"
+        return "<score>8</score> Clear and well posed."
     if phase == "plan":
         return PLAN
     if task is not None and task.domain == "code":

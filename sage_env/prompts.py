@@ -1,4 +1,7 @@
-"""Role prompts. Each function returns an observation: ``{"system": ..., "user": ...}``.
+"""Role prompts. Each function returns the messages of an observation: ``{"system", "user"}``.
+
+The environment adds ``"prefix"``, the start of the reply, per phase (see
+:meth:`sage_env.protocols.Protocol.prefix`).
 
 The learner turns an observation into chat messages and applies its own chat template, so the
 same environment serves any instruction-tuned model. Prompts ask for explicit tags that
@@ -36,19 +39,30 @@ CHALLENGER_CODE = (
     "<tests>\nassert function_name(...) == ...\nassert function_name(...) == ...\n</tests>\n"
     "<solution>\n```python\na correct implementation\n```\n</solution>\n\n"
     "Example reply:\n<question>" + EXAMPLE_QUESTIONS[1] + "</question>\n<tests>\n"
-    "assert second_largest([1, 3, 2]) == 2\nassert second_largest([5, 5, 4]) == 4\n</tests>"
+    "assert second_largest([1, 3, 2]) == 2\nassert second_largest([5, 5, 4]) == 4\n</tests>\n"
+    "<solution>\n```python\ndef second_largest(xs):\n    return sorted(set(xs))[-2]\n```\n"
+    "</solution>"
 )
 CRITIC_SYSTEM = "You are the Critic. You review work carefully and score it from 1 to 10."
+CRITIC_RUBRIC = (
+    "Score from 1 to 10: 1-3 if it is unclear, impossible, broken or not a problem at all; "
+    "4-6 if it is solvable but flawed, vague or trivial; 7-10 if it is clear, correct and "
+    "challenging."
+)
+"""The critic's scale. It anchors ranges, not one number: an example score in the prompt is
+copied by a small model (SmolLM2-135M wrote the example's 7 for 18 of 24 questions), which
+would let the prompt, not the critic, decide the quality gate."""
 CRITIC_QUESTION = (
     "Review this {domain} problem for clarity, correctness and difficulty:\n\n{question}\n\n"
-    "Give a one-sentence rationale, then the score as <score>N</score> with N from 1 to 10, "
-    "for example:\nThe problem is clear and solvable. <score>7</score>"
+    + CRITIC_RUBRIC
+    + "\nReply with the score as <score>N</score>, then one sentence saying why."
 )
 CRITIC_PLAN = (
     "Problem:\n{prompt}\n\nProposed plan:\n{plan}\n\n"
-    "Is this plan correct and useful for solving the problem? Give a one-sentence rationale, "
-    "then the score as <score>N</score> with N from 1 to 10, for example:\n"
-    "The steps are correct but vague. <score>6</score>"
+    "Is this plan correct and useful for solving the problem? Score from 1 to 10: 1-3 if it "
+    "is wrong, empty or not a plan; 4-6 if it is partly right or vague; 7-10 if its steps are "
+    "correct and would solve the problem.\n"
+    "Reply with the score as <score>N</score>, then one sentence saying why."
 )
 PLANNER_SYSTEM = "You are the Planner. You write short step-by-step plans; you do not solve."
 PLANNER_USER = (
@@ -87,9 +101,8 @@ def critic_plan(task: Task, plan: str) -> Observation:
 
 JUDGE_ANSWER = (
     "Problem:\n{prompt}\n\nProposed answer:\n{answer}\n\n"
-    "Is this answer correct and complete? Give a one-sentence rationale, then the score as "
-    "<score>N</score> with N from 1 (wrong) to 10 (certainly correct), for example:\n"
-    "The final value is right but unexplained. <score>8</score>"
+    "Is this answer correct and complete? Score from 1 (wrong) to 10 (certainly correct).\n"
+    "Reply with the score as <score>N</score>, then one sentence saying why."
 )
 
 

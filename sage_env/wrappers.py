@@ -46,7 +46,9 @@ class SingleRoleEnv(gymnasium.Env):
     gets a turn is skipped.
 
     **Spaces.** The environment's own text spaces: observations ``{"system": str,
-    "user": str}`` in ``Dict(system=AnyText, user=AnyText)``; actions any ``str`` in
+    "user": str, "prefix": str}`` in ``Dict(system=AnyText, user=AnyText, prefix=AnyText)``
+    (``prefix`` is the start of the reply; an action is the whole reply, so a policy
+    returns ``prefix + completion``); actions any ``str`` in
     ``AnyText(max_action_chars)`` (longer text is cut, malformed text scores format 0).
     Stable-Baselines3's algorithms cannot consume text; wrap this environment to map a
     numeric action to text and text to a numeric observation (``examples/sb3_curriculum.py``).
@@ -126,7 +128,7 @@ class SingleRoleEnv(gymnasium.Env):
             options: Unused.
 
         Returns:
-            ``(observation, info)``: the role's ``{"system", "user"}`` messages and its info.
+            ``(observation, info)``: the role's ``{"system", "user", "prefix"}`` and its info.
 
         Raises:
             RuntimeError: if the role gets no turn in ``max_skipped_rounds`` rounds in a row.
@@ -222,7 +224,7 @@ class SingleRoleEnv(gymnasium.Env):
 
     def _observe(self) -> dict[str, str]:
         obs = self.aec.observe(self.role)
-        return {"system": obs["system"], "user": obs["user"]}
+        return {"system": obs["system"], "user": obs["user"], "prefix": obs.get("prefix", "")}
 
     def _info(self) -> dict[str, Any]:
         info = dict(self.aec.infos[self.role])

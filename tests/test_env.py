@@ -13,13 +13,13 @@ def math_script(question_score="10", plan_score="4", probe=("42", "41")):
         if phase == "challenge":
             return "<question>What is 7*6?</question>\n<answer>42</answer>"
         if phase == "review_question":
-            return f"Clear. <score>{question_score}</score>"
+            return f"<score>{question_score}</score> The question is clear."
         if phase == "probe":
             return f"\\boxed{{{probe[n]}}}"
         if phase == "plan":
             return PLAN
         if phase == "review_plan":
-            return f"OK. <score>{plan_score}</score>"
+            return f"<score>{plan_score}</score> The plan looks fine."
         if phase == "solve":
             return "\\boxed{42}" if "7*6" in obs["user"] else "\\boxed{5}"
         raise AssertionError(phase)
@@ -102,11 +102,12 @@ def test_plan_gate_edge_p_equals_beta_hides_plan():
     assert [r for _, r, _ in rec["solve"]] == pytest.approx([0.8])
 
 
-@pytest.mark.parametrize("text, critic_format", [("nine", 0.5), ("11", 0.5)])
+@pytest.mark.parametrize("text, critic_format", [("nine", 0.625), ("11", 0.625)])
 def test_unparseable_critic_output_rejects_question(text, critic_format):
     rec = by_phase(play_round(make_env(), math_script(question_score=text)))
     ((_, critic_reward, critic_info),) = rec["review_question"]
-    # a <score> pair whose content breaks the rule earns half the (soft) format credit
+    # a <score> pair whose content breaks the rule earns half the score part (0.75 / 2),
+    # plus the rationale part (0.25)
     assert critic_reward == critic_format and critic_info["raw_score"] is None
     ((_, ch_reward, ch_info),) = rec["challenge"]
     assert ch_reward == pytest.approx(1 / 3)  # (q = 0 + f = 1) / 3
@@ -157,10 +158,10 @@ def test_code_round_uses_the_code_verifier():
             "challenge": "<question>Write dbl(x) doubling x.</question><tests>\n"
             "assert dbl(2) == 4\nassert dbl(0) == 0\n</tests><solution>def dbl(x):\n"
             "    return x + x</solution>",
-            "review_question": "<score>10</score>",
+            "review_question": "<score>10</score> Checked it with care.",
             "probe": "```python\ndef dbl(x):\n    return 2 * x\n```",
             "plan": PLAN,
-            "review_plan": "<score>1</score>",
+            "review_plan": "<score>1</score> Checked it with care.",
             "solve": "```python\ndef inc(x):\n    return x + 2\n```"
             if "inc" in obs["user"]
             else "```python\ndef dbl(x):\n    return 2 * x\n```",
@@ -259,10 +260,10 @@ def test_code_reference_solution_must_pass_its_tests(solution, accepted):
                 "</solution>"
             )
         return {
-            "review_question": "<score>10</score>",
+            "review_question": "<score>10</score> Checked it with care.",
             "probe": "```python\ndef dbl(x):\n    return x\n```",
             "plan": PLAN,
-            "review_plan": "<score>1</score>",
+            "review_plan": "<score>1</score> Checked it with care.",
             "solve": "no code",
         }[phase]
 

@@ -64,7 +64,7 @@ model_text = st.one_of(
 def test_parsers_never_raise_and_stay_in_range(text):
     score = parse_critic_score(text)
     assert score is None or 1.0 <= score <= 10.0
-    assert critic_format_score(text) in (0.0, 0.5, 1.0)
+    assert critic_format_score(text) in (0.0, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0)
     assert plan_format_score(text) in (0.0, 0.5, 1.0)
     plan = parse_plan(text)
     assert plan is None or plan == extract_tag(text, "plan")

@@ -67,9 +67,9 @@ def test_mae_round_values():
     def script(agent, phase, obs, n):
         return {
             "propose": Q,
-            "judge_question": "<score>10</score>",
+            "judge_question": "<score>10</score> Checked it with care.",
             "solve": "\\boxed{42}",
-            "judge_answer": ["<score>10</score>", "<score>1</score>"][n % 2],
+            "judge_answer": ["<score>10</score> Checked it with care.", "<score>1</score> Checked it with care."][n % 2],
         }[phase]
 
     env = make("mae")
@@ -88,9 +88,9 @@ def test_mae_rejected_question_is_not_pooled():
     def script(agent, phase, obs, n):
         return {
             "propose": Q,
-            "judge_question": "<score>2</score>",
+            "judge_question": "<score>2</score> Checked it with care.",
             "solve": "\\boxed{5}",
-            "judge_answer": "<score>10</score>",
+            "judge_answer": "<score>10</score> Checked it with care.",
         }[phase]
 
     env = make("mae", k=1)

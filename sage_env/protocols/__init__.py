@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sage_env.protocols.azr import AZRProtocol, learnability_reward
-from sage_env.protocols.base import Protocol, propose, public
+from sage_env.protocols.base import CODE_PREFIX, DEFAULT_PREFIXES, Protocol, propose, public
 from sage_env.protocols.mae import MAEProtocol
 from sage_env.protocols.rlvr import RLVRProtocol
 from sage_env.protocols.sage import SAGEProtocol
@@ -67,6 +67,8 @@ for _cls in (SAGEProtocol, AZRProtocol, MAEProtocol, RLVRProtocol):
 
 __all__ = [
     "AZRProtocol",
+    "CODE_PREFIX",
+    "DEFAULT_PREFIXES",
     "MAEProtocol",
     "Protocol",
     "RLVRProtocol",

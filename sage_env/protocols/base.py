@@ -28,6 +28,22 @@ if TYPE_CHECKING:
     from sage_env.tasks import Task
 
 
+DEFAULT_PREFIXES: dict[str, str] = {
+    "challenge": "<question>",
+    "propose": "<question>",
+    "review_question": "<score>",
+    "review_plan": "<score>",
+    "judge_question": "<score>",
+    "judge_answer": "<score>",
+    "plan": "<plan>\n1.",
+}
+"""Response prefix of each built-in phase name (the opening tag of the expected reply).
+Solver phases (``probe``, ``solve``) open a Python fence on code tasks and have no prefix on
+math tasks; see :meth:`Protocol.prefix`."""
+CODE_PREFIX = "```python\n"
+"""Prefix of a solver phase on a code task."""
+
+
 class Protocol:
     """Base class of a game.
 
@@ -47,6 +63,17 @@ class Protocol:
     def start(self, env: raw_env) -> None:
         """Begin a round: set up state and ``env.select`` the first agent."""
         raise NotImplementedError
+
+    def prefix(self, phase: str, task: Task) -> str:
+        """The start of the reply the environment asks for in ``phase`` on ``task``.
+
+        Default: :data:`DEFAULT_PREFIXES` by phase name; ``probe``/``solve`` get
+        :data:`CODE_PREFIX` on code tasks; any other phase ``""``. Override it (or
+        put ``"prefix"`` into the observation passed to ``env.select``) for other phases.
+        """
+        if phase in ("probe", "solve"):
+            return CODE_PREFIX if task.domain == "code" else ""
+        return DEFAULT_PREFIXES.get(phase, "")
 
     def step(self, env: raw_env, agent: str, phase: str, text: str) -> None:
         """Handle ``agent``'s action ``text`` in ``phase`` (default: call ``on_<phase>``).
@@ -117,7 +144,7 @@ def review(env: raw_env, agent: str, text: str, kind: str, key: str) -> float:
     """
     cfg = env.config.rewards
     raw = parsing.parse_critic_score(text)
-    f = env.soft(parsing.critic_format_score(text), float(raw is not None))
+    f = env.soft(parsing.critic_format_score(text), parsing.critic_format_binary(text))
     score = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
     env.deliver(agent, *rewards.critic_reward(f), raw_score=raw, review=kind, **{key: score})
     return score

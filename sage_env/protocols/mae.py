@@ -104,7 +104,7 @@ class MAEProtocol(Protocol):
         """Score the answer; credit judge and solver; after k answers, the proposer."""
         cfg = env.config.rewards
         raw = parsing.parse_critic_score(text)
-        f = env.soft(parsing.critic_format_score(text), float(raw is not None))
+        f = env.soft(parsing.critic_format_score(text), parsing.critic_format_binary(text))
         j = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
         self.judged.append(j)
         env.deliver(

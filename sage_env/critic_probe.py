@@ -1,0 +1,185 @@
+"""Critic discrimination: does the critic's score separate intact tasks from corrupted ones?
+
+The SAGE quality gate (``q >= alpha``) is only as good as the critic behind it. This module
+builds a fixed probe set — intact seed questions and corrupted copies of other seed questions
+(words shuffled, cut off mid-sentence, or spliced with an unrelated task) — as critic
+observations, and scores a critic's replies with the area under the ROC curve of the gate's
+own quantity, the normalised score q (an unparseable reply counts as q = 0, as the gate sees
+it). AUC 0.5 is chance; 1.0 means every intact task outscored every corrupted one.
+
+Text only: the learner generates the replies (``learners.evaluation.critic_discrimination``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from sage_env import parsing, prompts, rewards
+from sage_env.protocols.base import DEFAULT_PREFIXES
+from sage_env.tasks import Task
+
+CORRUPTIONS = ("shuffled", "truncated", "spliced")
+"""How a corrupted probe question is made from a seed question."""
+
+
+@dataclass
+class ProbeItem:
+    """One critic probe.
+
+    Attributes:
+        observation: The critic's observation ``{"system", "user", "prefix"}``.
+        intact: True for an unmodified seed question, False for a corrupted one.
+        corruption: ``""`` or one of :data:`CORRUPTIONS`.
+        task_id: The seed the question came from.
+    """
+
+    observation: dict[str, str]
+    intact: bool
+    corruption: str
+    task_id: str
+
+
+@dataclass
+class DiscriminationReport:
+    """How well critic scores separate intact from corrupted tasks.
+
+    Attributes:
+        auc: P(q_intact > q_corrupted) + 0.5 P(tie), over all intact x corrupted pairs
+            (Mann-Whitney U / (n_i n_c)); 0.5 is chance.
+        gap: Mean q of intact minus mean q of corrupted items, in [-1, 1].
+        parse_rate: Share of replies whose score parses.
+        accept_intact: Share of intact items with q >= alpha (what the gate would let in).
+        accept_corrupted: Share of corrupted items with q >= alpha.
+        n: Number of items.
+    """
+
+    auc: float
+    gap: float
+    parse_rate: float
+    accept_intact: float
+    accept_corrupted: float
+    n: int
+
+    def as_dict(self, prefix: str = "critic/") -> dict[str, float]:
+        """Flat metrics, e.g. ``{"critic/auc": 0.61, ...}``."""
+        return {
+            f"{prefix}auc": self.auc,
+            f"{prefix}score_gap": self.gap,
+            f"{prefix}probe_parse_rate": self.parse_rate,
+            f"{prefix}probe_accept_intact": self.accept_intact,
+            f"{prefix}probe_accept_corrupted": self.accept_corrupted,
+        }
+
+
+def corrupt(question: str, kind: str, other: str, rng: random.Random) -> str:
+    """A corrupted copy of ``question``.
+
+    Args:
+        question: The seed question.
+        kind: ``"shuffled"`` (its words in random order), ``"truncated"`` (its first 40% of
+            words) or ``"spliced"`` (its first half + the second half of ``other``).
+        other: An unrelated question, used by ``"spliced"``.
+        rng: Source of randomness.
+
+    Raises:
+        ValueError: on an unknown ``kind``.
+    """
+    words = question.split()
+    if kind == "shuffled":
+        shuffled = list(words)
+        for _ in range(5):  # a 2-word question may shuffle to itself
+            rng.shuffle(shuffled)
+            if shuffled != words:
+                break
+        return " ".join(shuffled)
+    if kind == "truncated":
+        return " ".join(words[: max(1, int(0.4 * len(words)))])
+    if kind == "spliced":
+        tail = other.split()
+        return " ".join(words[: max(1, len(words) // 2)] + tail[len(tail) // 2 :])
+    raise ValueError(f"unknown corruption {kind!r}; known: {CORRUPTIONS}")
+
+
+def probe_set(
+    tasks: list[Task], n: int = 24, seed: int = 0, prefix: str | None = None
+) -> list[ProbeItem]:
+    """``n`` critic observations, half intact seed questions and half corrupted ones.
+
+    Intact and corrupted items come from different tasks (a critic cannot compare the two
+    versions). The set depends only on ``tasks``, ``n`` and ``seed``, so the same probe can be
+    asked at the first and the last step of a run.
+
+    Args:
+        tasks: Tasks to draw from (e.g. the seeds); at least 3.
+        n: Number of items (rounded down to even; at least 2).
+        seed: Seed of the draw and the corruptions.
+        prefix: Response prefix of the observations (default: the ``review_question``
+            prefix, ``"<score>"``).
+
+    Raises:
+        ValueError: if ``n < 2`` or fewer than 3 tasks are given.
+    """
+    if n < 2 or len(tasks) < 3:
+        raise ValueError(f"need n >= 2 and at least 3 tasks, got n={n}, {len(tasks)} tasks")
+    rng = random.Random(seed)
+    prefix = DEFAULT_PREFIXES["review_question"] if prefix is None else prefix
+    half = n // 2
+    picks = [tasks[rng.randrange(len(tasks))] for _ in range(2 * half)]
+    items = []
+    for i, task in enumerate(picks):
+        intact = i < half
+        kind = "" if intact else CORRUPTIONS[i % len(CORRUPTIONS)]
+        question = task.prompt
+        if not intact:
+            other = tasks[rng.randrange(len(tasks))].prompt
+            question = corrupt(task.prompt, kind, other, rng)
+        obs = dict(prompts.critic_question(question, task.domain), prefix=prefix)
+        items.append(ProbeItem(obs, intact, kind, task.task_id))
+    rng.shuffle(items)
+    return items
+
+
+def auc(positive: list[float], negative: list[float]) -> float:
+    """Area under the ROC curve, P(pos > neg) + 0.5 P(pos == neg) (Mann-Whitney U).
+
+    Returns 0.5 when either list is empty.
+    """
+    if not positive or not negative:
+        return 0.5
+    wins = 0.0
+    for p in positive:
+        for q in negative:
+            wins += 1.0 if p > q else 0.5 if p == q else 0.0
+    return wins / (len(positive) * len(negative))
+
+
+def discrimination(
+    items: list[ProbeItem],
+    replies: list[str],
+    alpha: float = 0.7,
+    score_rule: str = "minus_one_over_nine",
+) -> DiscriminationReport:
+    """Score critic ``replies`` (one per item, the whole reply: prefix + completion).
+
+    Raises:
+        ValueError: if the lengths differ.
+    """
+    if len(items) != len(replies):
+        raise ValueError(f"{len(items)} probe items but {len(replies)} replies")
+    raws = [parsing.parse_critic_score(r) for r in replies]
+    qs = [rewards.normalise_critic_score(raw, score_rule) for raw in raws]
+    good = [q for q, it in zip(qs, items) if it.intact]
+    bad = [q for q, it in zip(qs, items) if not it.intact]
+
+    def mean(xs: list[float]) -> float:
+        return sum(xs) / len(xs) if xs else 0.0
+
+    return DiscriminationReport(
+        auc=auc(good, bad),
+        gap=mean(good) - mean(bad),
+        parse_rate=mean([float(r is not None) for r in raws]),
+        accept_intact=mean([float(q >= alpha) for q in good]),
+        accept_corrupted=mean([float(q >= alpha) for q in bad]),
+        n=len(items),
+    )
