@@ -135,27 +135,30 @@ class PlayConfig:
     max_new_tokens: int = 256
     """Completion budget of ``model`` players."""
     replay: str | None = None
-    """Re-score a round saved with --save (same seed and actions; config from flags)."""
+    """Re-score a round saved with --save: same seed, actions and environment config as when
+    it was saved (``--env.*`` flags given explicitly override the saved config)."""
     save: str | None = None
     """Write the played round as JSON, for --replay."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """Environment configuration (gates, reward weights, k)."""
 
 
-def _players(spec: str, cfg: PlayConfig) -> dict:
-    from sage_env.env import AGENTS
+def _players(spec: str, cfg: PlayConfig, agents: list[str] | None = None) -> dict:
     from sage_env.play import PLAYERS
+    from sage_env.protocols import make_protocol
 
-    kinds = dict.fromkeys(AGENTS, "scripted")
+    agents = list(agents or make_protocol(cfg.env.protocol).agents)
+    kinds = dict.fromkeys(agents, "scripted")
     if "=" not in spec:
-        kinds = dict.fromkeys(AGENTS, spec.strip())
+        kinds = dict.fromkeys(agents, spec.strip())
     else:
         for pair in spec.split(","):
             role, _, kind = pair.partition("=")
             agent = role.strip() if role.strip().endswith("_0") else f"{role.strip()}_0"
             if agent not in kinds:
+                roles = ", ".join(a.rsplit("_", 1)[0] for a in agents)
                 raise ValueError(
-                    f"unknown role {role!r}; roles: challenger, planner, solver, critic"
+                    f"unknown role {role!r} for protocol {cfg.env.protocol!r}; roles: {roles}"
                 )
             kinds[agent] = kind.strip()
     players = {}
@@ -179,7 +182,7 @@ def _model_player(cfg: PlayConfig):
     sampling = SamplingConfig(max_new_tokens=cfg.max_new_tokens, do_sample=False)
 
     def player(agent, obs, info, env):
-        return policy.generate([obs], sampling)[0].text
+        return policy.generate([obs], sampling)[0].action  # prefix + completion
 
     return player
 
@@ -197,22 +200,71 @@ def _play(argv: list[str]) -> int:
         description="Step one SAGE round turn by turn; prints every observation, "
         "action, parsed field, verifier verdict, gate and reward term.",
     )
-    env = sage_env.env(cfg.env, render_mode="human")
+    env = None
     try:
         if cfg.replay:
-            record = replay(env, RoundRecord.load(cfg.replay))
+            saved = RoundRecord.load(cfg.replay)
+            env_cfg = _replay_config(saved.config, argv, cfg.env)
+            env = sage_env.env(env_cfg, render_mode="human")
+            record = replay(env, saved)
         else:
-            record = play(env, _players(cfg.players, cfg), seed=cfg.seed)
+            env = sage_env.env(cfg.env, render_mode="human")
+            record = play(env, _players(cfg.players, cfg, env.possible_agents), seed=cfg.seed)
     except ValueError as exc:
         print(f"sage-env play: error: {exc}", file=sys.stderr)
         return 2
     finally:
-        env.close()
+        if env is not None:
+            env.close()
     print("\n" + summary(record))
     if cfg.save:
         record.save(cfg.save)
         print(f"saved to {cfg.save}")
     return 0
+
+
+def _replay_config(saved: dict, argv: list[str], flags: EnvConfig) -> EnvConfig:
+    """The saved round's EnvConfig, with the ``--env.*`` fields given on the command line.
+
+    Raises:
+        ValueError: if the saved config is not a valid EnvConfig.
+    """
+    from learners.train import coerce
+
+    import typing
+
+    hints = typing.get_type_hints(EnvConfig)
+    values = {}
+    for f in dataclasses.fields(EnvConfig):
+        if f.name not in saved:
+            continue
+        value = saved[f.name]
+        if f.name == "rewards" and isinstance(value, dict):
+            from sage_env.config import RewardConfig
+
+            rh = typing.get_type_hints(RewardConfig)
+            value = RewardConfig(
+                **{k: coerce(v, rh[k], k) for k, v in value.items() if k in rh}
+            )
+        else:
+            value = coerce(value, hints[f.name], f.name)
+        values[f.name] = value
+    try:
+        config = EnvConfig(**values)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the saved round's config is invalid: {exc}") from exc
+    given = {a.split("=")[0][len("--env.") :].replace("-", "_") for a in argv if a.startswith("--env.")}
+    for name in given:
+        top = name.split(".")[0]
+        if top == "rewards":
+            sub = name.split(".", 1)[1]
+            config = dataclasses.replace(
+                config,
+                rewards=dataclasses.replace(config.rewards, **{sub: getattr(flags.rewards, sub)}),
+            )
+        elif hasattr(flags, top):
+            config = dataclasses.replace(config, **{top: getattr(flags, top)})
+    return config
 
 
 def _train(argv: list[str]) -> int:

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from learners.rollout import action_text
 from sage_env.verifiers import CodeVerifier, MathVerifier, extract_code
 
 MATH_INSTRUCTION = "\n\nPlease reason step by step, and put your final answer within \\boxed{}."
@@ -532,13 +533,13 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
                 comps = policy.generate(obs, sampling)
                 for i, it in enumerate(chunk):
                     outs = comps[i * cfg.samples : (i + 1) * cfg.samples]
-                    verdicts = [score(it, c.text, mv, cv) for c in outs]
+                    verdicts = [score(it, action_text(c), mv, cv) for c in outs]
                     correct.append([v[0] for v in verdicts])
                     records.append(
                         {
                             "item_id": it.item_id,
                             "answer": it.answer,
-                            "completions": [c.text for c in outs],
+                            "completions": [action_text(c) for c in outs],
                             "correct": [v[0] for v in verdicts],
                             "verdicts": [v[1] for v in verdicts],
                         }
@@ -586,5 +587,43 @@ def validation_accuracy(
         return 0.0
     sampling = SamplingConfig(max_new_tokens=max_new_tokens, do_sample=False, batch_size=batch_size)
     comps = policy.generate([prompts.solver(t) for t in tasks], sampling)
-    scores = [math_verifier.verify(c.text, t.answer or "").score for c, t in zip(comps, tasks)]
+    scores = [
+        math_verifier.verify(action_text(c), t.answer or "").score for c, t in zip(comps, tasks)
+    ]
     return sum(scores) / len(scores)
+
+
+def critic_replies(
+    policy, items: list, max_new_tokens: int = 48, temperature: float = 0.7, seed: int = 0
+) -> list[str]:
+    """The policy's critic replies (prefix + completion) to critic-probe items.
+
+    Sampled at ``temperature`` as in training, from a generator reseeded with ``seed`` and
+    restored afterwards, so the probe neither depends on nor disturbs the run's sampling.
+
+    Args:
+        policy: An :class:`~learners.policy.HFPolicy` (or anything with ``generate``).
+        items: :class:`sage_env.critic_probe.ProbeItem` list.
+        max_new_tokens: Reply budget.
+        temperature: Sampling temperature.
+        seed: Seed of the probe's sampling.
+    """
+    import torch
+
+    from learners.policy import SamplingConfig
+
+    if not items:
+        return []
+    gen = getattr(policy, "generator", None)
+    saved = gen.get_state() if gen is not None else None
+    cpu_rng = torch.get_rng_state()
+    if gen is not None:
+        gen.manual_seed(seed)
+    try:
+        sampling = SamplingConfig(max_new_tokens=max_new_tokens, temperature=temperature)
+        comps = policy.generate([it.observation for it in items], sampling)
+    finally:
+        if gen is not None:
+            gen.set_state(saved)
+        torch.set_rng_state(cpu_rng)
+    return [action_text(c) for c in comps]

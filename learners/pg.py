@@ -123,8 +123,9 @@ class PolicyGradientLearner:
     def act(
         self, observations: list[dict[str, str]], sampling: SamplingConfig | None = None
     ) -> list[str]:
-        """Sample one action (text) per observation with the policy."""
-        return [c.text for c in self.policy.generate(observations, sampling or SamplingConfig())]
+        """Sample one action per observation: the observation's prefix + the completion."""
+        comps = self.policy.generate(observations, sampling or SamplingConfig())
+        return [(c.prefix or "") + c.text for c in comps]
 
     def observe(self, transitions: Sequence[Transition]) -> None:
         """Add finished transitions (with rewards) to the update buffer."""

@@ -34,14 +34,16 @@ import yaml
 
 import sage_env
 from learners.base import LEARNERS, Learner, make_learner
-from learners.evaluation import validation_accuracy
+from learners.evaluation import critic_replies, validation_accuracy
 from learners.pg import PGConfig
 from learners.plots import plot_training
 from learners.policy import DEFAULT_MODEL, HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver, RolloutResult, Transition
-from sage_env import EnvConfig, TaskPool
+from learners.warmup import WarmupConfig, run_warmup
+from sage_env import EnvConfig, TaskPool, critic_probe
+from sage_env.demonstrations import build_demonstrations
 from sage_env.env import make_pool
-from sage_env.protocols import make_protocol
+from sage_env.protocols import DEFAULT_PREFIXES, make_protocol
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
 logger = logging.getLogger("sage_env.train")
@@ -72,7 +74,11 @@ class TrainConfig:
     dtype: str = "auto"
     """``auto`` (bf16 on CUDA, fp32 on CPU), ``float32``, ``bfloat16``."""
     max_new_tokens: int = 96
-    """Completion budget per action, tokens."""
+    """Completion budget per action, tokens (phases not in ``phase_max_new_tokens``)."""
+    phase_max_new_tokens: dict[str, int] = field(default_factory=dict)
+    """Completion budget per phase, tokens, e.g. ``{"review_question": 40, "challenge":
+    192}``: critics short, challengers long enough for tests and a solution. The share of
+    outputs cut at their budget is logged per role (``truncated/<role>``)."""
     max_prompt_tokens: int = 768
     """Prompts keep their last this-many tokens."""
     temperature: float = 1.0
@@ -108,6 +114,17 @@ class TrainConfig:
     e.g. ``--freeze challenger critic``: the role ablations of the paper's Table 3."""
     learner: PGConfig = field(default_factory=PGConfig)
     """Policy-gradient hyperparameters (shared by the built-in algorithms)."""
+    warmup: WarmupConfig = field(default_factory=WarmupConfig)
+    """Optional supervised format warm-up on seed-derived demonstrations before RL
+    (``learners.warmup``; off when ``warmup.steps = 0``)."""
+    critic_probe_size: int = 0
+    """Critic discrimination probe: this many intact and corrupted seed questions, scored
+    before training, at every validation and at the last step (``critic/auc``); 0 = off."""
+    gate_calibration: bool = False
+    """Set the quality gate alpha, at every probe, to the threshold that best separates the
+    probe's intact from its corrupted questions (``sage_env.critic_probe.best_threshold``);
+    while the critic does not discriminate (AUC < 0.55) the configured alpha stays. Needs
+    ``critic_probe_size > 0``. Logged as ``gate/alpha``."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -126,24 +143,49 @@ class TrainConfig:
             "early_stopping_patience",
             "keep_checkpoints",
             "transcripts_per_step",
+            "critic_probe_size",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.gate_calibration and self.critic_probe_size < 2:
+            raise ValueError("gate_calibration needs critic_probe_size >= 2")
+        if isinstance(self.warmup, dict):
+            self.warmup = WarmupConfig(**self.warmup)
+        bad = {k: v for k, v in self.phase_max_new_tokens.items() if not int(v) >= 1}
+        if bad:
+            raise ValueError(f"phase_max_new_tokens must be >= 1, got {bad}")
         if not self.temperature > 0 or not 0 < self.top_p <= 1:
             raise ValueError(
                 f"temperature must be > 0 and top_p in (0, 1], got {self.temperature}, {self.top_p}"
             )
 
 
+DEMO_BUDGETS = {
+    "challenge": 160,
+    "propose": 160,
+    "review_question": 40,
+    "review_plan": 40,
+    "judge_question": 40,
+    "judge_answer": 40,
+    "plan": 64,
+    "probe": 96,
+    "solve": 96,
+}
+"""Per-phase token budgets of the ``demo`` preset: a code proposal needs room for tests and a
+solution; a critic reply is a score and one sentence."""
+
 PRESETS: dict[str, TrainConfig] = {
     "demo": TrainConfig(
         steps=4,
-        rounds_per_step=6,
+        rounds_per_step=8,
         val_every=4,
         val_limit=16,
         val_max_new_tokens=128,
         max_new_tokens=96,
+        phase_max_new_tokens=dict(DEMO_BUDGETS),
         temperature=0.7,
+        critic_probe_size=24,
+        gate_calibration=True,
         env=EnvConfig(solver_samples=2),
         learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
     ),
@@ -366,17 +408,31 @@ def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]
         result: One step's rollouts.
         roles: Role names of the protocol (``reward/<role>`` is None when a role did not act).
     """
-    by_role: dict[str, list[float]] = defaultdict(list)
+    by_role: dict[str, list[Transition]] = defaultdict(list)
     for t in result.transitions:
-        by_role[t.role].append(t.reward)
+        by_role[t.role].append(t)
     m: dict[str, float] = {}
     for role in roles:
-        rs = by_role.get(role, [])
-        m[f"reward/{role}"] = sum(rs) / len(rs) if rs else None
+        ts = by_role.get(role, [])
+        rs = [t.reward for t in ts]
+        mean = sum(rs) / len(rs) if rs else None
+        m[f"reward/{role}"] = mean
+        m[f"reward_std/{role}"] = (
+            (sum((r - mean) ** 2 for r in rs) / len(rs)) ** 0.5 if rs else None
+        )
         m[f"count/{role}"] = float(len(rs))
+        m[f"truncated/{role}"] = sum(t.truncated for t in ts) / len(ts) if ts else None
+        reviews = [t for t in ts if "raw_score" in t.details]
+        if reviews:  # the reviewing role (critic, judge): share of scores that parse
+            m[f"{role}/format_rate"] = sum(
+                t.details["raw_score"] is not None for t in reviews
+            ) / len(reviews)
     for role in roles:  # the proposing role carries "parsed" details
         props = [t for t in result.transitions if t.role == role and "parsed" in t.details]
         if props:
+            m[f"{role}/parse_rate"] = sum(
+                bool(t.details["parsed"].get("well_formed")) for t in props
+            ) / len(props)
             m[f"{role}/valid_rate"] = sum(
                 bool(t.details["parsed"].get("valid")) for t in props
             ) / len(props)
@@ -449,9 +505,6 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     rng = random.Random(cfg.seed)
     t_load = time.perf_counter()
     policy = HFPolicy(cfg.model, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed)
-    learner = make_learner(
-        cfg.algorithm, policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed
-    )
     n_params = sum(p.numel() for p in policy.model.parameters())
     logger.info(
         "loaded %s (%.1f M params) on %s/%s in %.1f s",
@@ -464,6 +517,29 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
 
     pool = make_pool(cfg.env, sage_env.load_seeds())
     start = 0
+    seeds = [t for t in pool.tasks if t.source != "generated"]
+    warm_metrics: dict[str, float] = {}
+    probe_items = []
+    if cfg.critic_probe_size > 0:
+        probe_items = critic_probe.probe_set(
+            seeds, cfg.critic_probe_size, seed=cfg.seed + 1, prefix=_review_prefix(cfg.env)
+        )
+    if cfg.warmup.steps > 0 and not (cfg.resume and existing):  # a resume has its weights
+        probe_ids = {it.task_id for it in probe_items}
+        demos = build_demonstrations(
+            seeds,
+            cfg.warmup.num_demonstrations,
+            cfg.warmup.mix,
+            seed=cfg.warmup.seed,
+            exclude=sage_env.load_validation() + [t for t in seeds if t.task_id in probe_ids],
+        )
+        warm_metrics = run_warmup(policy, demos, cfg.warmup, cfg.model, progress)
+        logger.info("warm-up: %s", warm_metrics)
+    learner = make_learner(
+        cfg.algorithm, policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed
+    )
+    math_verifier = MathVerifier(workers=cfg.env.math_workers)
+    code_verifier = CodeVerifier(timeout_s=cfg.env.code_timeout_s, memory_mb=cfg.env.code_memory_mb)
     if cfg.resume and existing:
         start, pool = load_checkpoint(existing[-1], policy, learner, rng, cfg.env)
         logger.info("resumed from %s (step %d, pool %d)", existing[-1], start, len(pool))
@@ -471,10 +547,6 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     elif cfg.resume:
         logger.warning("--resume: no complete checkpoint in %s; starting a new run", out)
         (out / "metrics.jsonl").unlink(missing_ok=True)
-
-    seeds = [t for t in pool.tasks if t.source != "generated"]
-    math_verifier = MathVerifier(workers=cfg.env.math_workers)
-    code_verifier = CodeVerifier(timeout_s=cfg.env.code_timeout_s, memory_mb=cfg.env.code_memory_mb)
     envs = [
         sage_env.env(
             cfg.env,
@@ -493,20 +565,48 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
         max_prompt_tokens=cfg.max_prompt_tokens,
         batch_size=cfg.generation_batch_size,
     )
-    driver = RolloutDriver(envs, policy, sampling)
+    driver = RolloutDriver(envs, policy, sampling, cfg.phase_max_new_tokens)
 
     writer = SummaryWriter(str(out / "tb"))
     metrics: dict[str, float] = {}
     val_tasks = sage_env.load_validation()[: cfg.val_limit] if cfg.val_every > 0 else []
     best = _read_best(out)
-    if val_tasks and start == 0:
-        acc = validation_accuracy(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
-        _append_jsonl(
-            out / "metrics.jsonl", {"step": 0, "val/accuracy": acc, "pool/size": float(len(pool))}
-        )
-        writer.add_scalar("val/accuracy", acc, 0)
-        best = {"step": 0, "accuracy": acc, "stale": 0}
-        _save_best(out, policy, best)
+    def probe() -> dict[str, float]:
+        if not probe_items:
+            return {}
+        rules = cfg.env.rewards
+        replies = critic_replies(policy, probe_items, _budget(cfg, "review_question"))
+        report = critic_probe.discrimination(
+            probe_items, replies, rules.alpha, rules.critic_score_rule
+        ).as_dict()
+        if cfg.gate_calibration:
+            threshold = critic_probe.best_threshold(
+                probe_items, replies, rules.critic_score_rule
+            )
+            alpha = rules.alpha if threshold is None else threshold
+            for e in envs:
+                u = e.unwrapped
+                u.config = dataclasses.replace(
+                    u.config, rewards=dataclasses.replace(u.config.rewards, alpha=alpha)
+                )
+            report["gate/alpha"] = alpha
+        return report
+
+    if cfg.gate_calibration and start > 0:
+        probe()  # a resumed run gates by the critic it resumed with
+
+    if (val_tasks or probe_items or warm_metrics) and start == 0:
+        row: dict[str, Any] = {"step": 0, "pool/size": float(len(pool)), **warm_metrics}
+        row.update(probe())
+        if val_tasks:
+            acc = validation_accuracy(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
+            row["val/accuracy"] = acc
+            best = {"step": 0, "accuracy": acc, "stale": 0}
+            _save_best(out, policy, best)
+        _append_jsonl(out / "metrics.jsonl", row)
+        for key, value in row.items():
+            if key != "step" and isinstance(value, (int, float)):
+                writer.add_scalar(key, value, 0)
     bar = tqdm(
         total=cfg.steps,
         initial=start,
@@ -527,12 +627,17 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             acc = None
             if val_tasks and step % cfg.val_every == 0:
                 acc = validation_accuracy(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
+            probed = {}
+            if step == cfg.steps or (cfg.val_every > 0 and step % cfg.val_every == 0):
+                probed = probe()
             metrics = {
                 "step": step,
                 **rollout_metrics(result, roles),
                 **{f"learner/{k}": v for k, v in update.items()},
                 "pool/size": float(len(pool)),
+                "pool/seeds": float(len(pool) - pool.num_generated),
                 "pool/generated": float(pool.num_generated),
+                **probed,
                 "time/update_s": t_update,
                 "time/step_s": time.perf_counter() - t0,
                 "memory/peak_rss_mb": _peak_rss_mb(),
@@ -581,9 +686,23 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
         for e in envs:
             e.close()
         math_verifier.close()
+        code_close = getattr(code_verifier, "close", None)
+        if code_close is not None:
+            code_close()
     if (out / "metrics.jsonl").exists():
         plot_training(out / "metrics.jsonl", out / "training.png")
     return metrics
+
+
+def _review_prefix(env_cfg: EnvConfig) -> str:
+    """The response prefix the environment gives the critic's question review."""
+    if not env_cfg.prefixes:
+        return ""
+    return env_cfg.prefix_overrides.get("review_question", DEFAULT_PREFIXES["review_question"])
+
+
+def _budget(cfg: TrainConfig, phase: str) -> int:
+    return int(cfg.phase_max_new_tokens.get(phase, cfg.max_new_tokens))
 
 
 def _read_best(out: Path) -> dict | None:

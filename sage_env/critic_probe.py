@@ -154,6 +154,40 @@ def auc(positive: list[float], negative: list[float]) -> float:
     return wins / (len(positive) * len(negative))
 
 
+def best_threshold(
+    items: list[ProbeItem],
+    replies: list[str],
+    score_rule: str = "minus_one_over_nine",
+    min_auc: float = 0.55,
+) -> float | None:
+    """The quality gate that best separates intact from corrupted probe items.
+
+    Among the q values the critic gave, the threshold t maximising Youden's J = TPR(t) -
+    FPR(t) (TPR: share of intact items with q >= t; FPR: the same for corrupted items);
+    ties go to the stricter t. A gate calibrated this way rests on what the critic can tell
+    apart, not on where a prompt's example puts its scores.
+
+    Returns:
+        The threshold in [0, 1], or ``None`` when the critic does not discriminate
+        (AUC < ``min_auc``, or J <= 0): then there is nothing to calibrate on.
+    """
+    if len(items) != len(replies):
+        raise ValueError(f"{len(items)} probe items but {len(replies)} replies")
+    qs = [
+        rewards.normalise_critic_score(parsing.parse_critic_score(r), score_rule) for r in replies
+    ]
+    good = [q for q, it in zip(qs, items) if it.intact]
+    bad = [q for q, it in zip(qs, items) if not it.intact]
+    if not good or not bad or auc(good, bad) < min_auc:
+        return None
+    best, best_j = None, 0.0
+    for t in sorted(set(good), reverse=True):
+        j = sum(q >= t for q in good) / len(good) - sum(q >= t for q in bad) / len(bad)
+        if j > best_j + 1e-12:
+            best, best_j = t, j
+    return best
+
+
 def discrimination(
     items: list[ProbeItem],
     replies: list[str],

@@ -84,7 +84,9 @@ class ChallengerOutput:
         tests: Code: assert statements, one per list item (each parses with ``ast``).
         entry_point: Code: the function the first test calls, or ``None``.
         solution: Optional reference solution text.
-        valid: Whether every required field is present and well-formed.
+        valid: Whether every required field is present and well-formed (and, after the
+            environment vetted it, not a duplicate and its own verifier passed its check).
+        well_formed: Whether every required field parsed (``valid`` before vetting).
         format_score: Fraction of the two required parts (question; answer or tests) that are
             well-formed: 0, 0.5 or 1.
         reason: Why the output is invalid ("" when valid).
@@ -98,6 +100,7 @@ class ChallengerOutput:
     valid: bool = False
     format_score: float = 0.0
     reason: str = ""
+    well_formed: bool = False
 
 
 def _split_asserts(block: str) -> list[str]:
@@ -162,7 +165,7 @@ def parse_challenger(text: str, domain: str, max_question_chars: int = 4000) -> 
             out.tests, out.entry_point, verifier_ok = tests, entry, True
     out.solution = extract_tag(text, "solution") or None
     out.format_score = (float(out.question is not None) + float(verifier_ok)) / 2
-    out.valid = out.format_score == 1.0
+    out.valid = out.well_formed = out.format_score == 1.0
     out.reason = "; ".join(reasons)
     return out
 

@@ -68,21 +68,33 @@ class RoundRecord:
 
 
 def human_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
-    """Read an action from stdin; end it with a line holding a single ``.`` (or EOF)."""
-    print(f"\n>>> {agent} [{info.get('phase')}] type the action; end with a line '.'", flush=True)
+    """Show the observation, then read the reply from stdin (end it with a line ``.``, or EOF).
+
+    The reply starts with the observation's ``prefix`` (printed last, as the start of the
+    reply): type the rest. The action is prefix + what was typed.
+    """
+    prefix = obs.get("prefix", "") or ""
+    print(
+        f"\n>>> {agent} [{info.get('phase')}] on {info.get('task_id')} ({info.get('domain')})\n"
+        f"--- system ---\n{obs.get('system', '')}\n--- user ---\n{obs.get('user', '')}\n"
+        "--- your reply (type the rest; end with a line '.') ---",
+        flush=True,
+    )
+    if prefix:
+        print(prefix, end="", flush=True)
     lines = []
     for line in sys.stdin:
         if line.rstrip("\n") == ".":
             break
         lines.append(line)
-    return "".join(lines).rstrip("\n")
+    return prefix + "".join(lines).rstrip("\n")
 
 
 def scripted_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
     """Write well-formed (not necessarily correct) output for every phase."""
     phase = info.get("phase")
     task: Task | None = getattr(env.unwrapped, "current_task", None)
-    if phase == "challenge":
+    if phase in ("challenge", "propose"):
         if info.get("domain") == "math":
             return (
                 "<question>A shop sells pens at 3 dollars each. How much do 17 pens and "
@@ -94,7 +106,7 @@ def scripted_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
             "\n</tests>\n<solution>\n```python\ndef sum_squares(n):\n    return sum(i * i "
             "for i in range(1, n + 1))\n```\n</solution>"
         )
-    if phase in ("review_question", "review_plan"):
+    if phase in ("review_question", "review_plan", "judge_question", "judge_answer"):
         return "<score>8</score> Clear and well posed."
     if phase == "plan":
         return PLAN

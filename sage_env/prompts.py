@@ -49,20 +49,24 @@ CRITIC_RUBRIC = (
     "4-6 if it is solvable but flawed, vague or trivial; 7-10 if it is clear, correct and "
     "challenging."
 )
-"""The critic's scale. It anchors ranges, not one number: an example score in the prompt is
-copied by a small model (SmolLM2-135M wrote the example's 7 for 18 of 24 questions), which
-would let the prompt, not the critic, decide the quality gate."""
+"""The critic's scale, anchored at three points of the range rather than by one example
+score: SmolLM2-135M copies a single example (the old prompt's ``<score>7</score>`` came back
+for 18 of 24 questions, so the prompt, not the critic, decided the quality gate). With the
+three anchors its scores separate intact from corrupted seed questions (AUC 0.68 on 48 probe
+items, ``docs/rewards.md``); the probe (:mod:`sage_env.critic_probe`) keeps measuring it."""
 CRITIC_QUESTION = (
     "Review this {domain} problem for clarity, correctness and difficulty:\n\n{question}\n\n"
     + CRITIC_RUBRIC
-    + "\nReply with the score as <score>N</score>, then one sentence saying why."
+    + "\nReply with the score in tags (<score>2</score> means broken, <score>5</score> flawed, "
+    "<score>9</score> clear and challenging), then one sentence saying why."
 )
 CRITIC_PLAN = (
     "Problem:\n{prompt}\n\nProposed plan:\n{plan}\n\n"
     "Is this plan correct and useful for solving the problem? Score from 1 to 10: 1-3 if it "
     "is wrong, empty or not a plan; 4-6 if it is partly right or vague; 7-10 if its steps are "
     "correct and would solve the problem.\n"
-    "Reply with the score as <score>N</score>, then one sentence saying why."
+    "Reply with the score in tags (<score>2</score> means wrong, <score>5</score> partly "
+    "right, <score>9</score> correct and useful), then one sentence saying why."
 )
 PLANNER_SYSTEM = "You are the Planner. You write short step-by-step plans; you do not solve."
 PLANNER_USER = (
@@ -102,7 +106,8 @@ def critic_plan(task: Task, plan: str) -> Observation:
 JUDGE_ANSWER = (
     "Problem:\n{prompt}\n\nProposed answer:\n{answer}\n\n"
     "Is this answer correct and complete? Score from 1 (wrong) to 10 (certainly correct).\n"
-    "Reply with the score as <score>N</score>, then one sentence saying why."
+    "Reply with the score in tags (<score>2</score> means wrong, <score>5</score> unsure, "
+    "<score>9</score> correct), then one sentence saying why."
 )
 
 

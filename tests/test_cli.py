@@ -62,7 +62,10 @@ def test_train_from_yaml_and_flags_on_tiny_model(tmp_path):
     )
     assert code == 0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows) == 1 and rows[0]["step"] == 1
+    # the demo preset probes the critic before training and at the last step
+    assert [r["step"] for r in rows] == [0, 1]
+    assert 0.0 <= rows[0]["critic/auc"] <= 1.0 and "gate/alpha" in rows[1]
+    assert 0.0 <= rows[1]["truncated/challenger"] <= 1.0
     assert "lr: 0.001" in (out / "config.yaml").read_text()
     assert main(["train", "--config", str(cfg), "--out", str(out), "--steps", "1"]) == 2
 

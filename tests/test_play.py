@@ -78,3 +78,36 @@ def test_play_cli_prints_every_reward_term_and_saves(tmp_path, capsys):
 def test_play_cli_rejects_unknown_player(capsys):
     assert main(["play", "--players", "solver=wizard"]) == 2
     assert "unknown player kind" in capsys.readouterr().err
+
+
+def test_play_cli_runs_every_protocol_with_its_own_roles(capsys):
+    for protocol, spec in (
+        ("azr", "proposer=oracle,solver=oracle"),
+        ("mae", "judge=scripted"),
+        ("rlvr", "solver=oracle"),
+    ):
+        assert main(["play", "--env.protocol", protocol, "--players", spec]) == 0
+    assert main(["play", "--env.protocol", "azr", "--players", "critic=human"]) == 2
+    assert "roles: proposer, solver" in capsys.readouterr().err
+
+
+def test_replay_uses_the_config_saved_with_the_round(tmp_path, capsys):
+    out = tmp_path / "round.json"
+    assert main(
+        ["play", "--env.domains", "math", "--env.solver-samples", "1", "--save", str(out)]
+    ) == 0
+    saved = RoundRecord.load(out)
+    capsys.readouterr()
+    # replayed without flags: the saved math-only, k = 1 config, so the turn order matches
+    assert main(["play", "--replay", str(out)]) == 0
+    assert "turn order differs" not in capsys.readouterr().err
+    assert saved.config["domains"] == ["math"] and saved.config["solver_samples"] == 1
+
+
+def test_plan_gate_line_says_pass_or_fail():
+    import sage_env
+    from tests.scripted import MATH_SEED
+
+    env = sage_env.env(seeds=[MATH_SEED], solver_samples=1, render_mode="ansi")
+    play(env, {a: PLAYERS["scripted"] for a in env.possible_agents}, seed=0)
+    assert "> beta=0.3: plan shown" in env.render()  # scripted critic scores the plan 8

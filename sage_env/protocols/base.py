@@ -160,6 +160,7 @@ def public(out: parsing.ChallengerOutput | None) -> dict:
         "tests": out.tests,
         "entry_point": out.entry_point,
         "valid": out.valid,
+        "well_formed": out.well_formed,
         "format_score": out.format_score,
         "reason": out.reason,
     }

@@ -83,7 +83,7 @@ class MAEProtocol(Protocol):
             parsed=public(self.proposal),
             verifier_check=self.check,
             accepted=False,
-            gate=f"q={self.q:.3f} < alpha={cfg.alpha}",
+            gate=f"q={self.q:.3f} < alpha={cfg.alpha:.3f}: rejected",
         )
         self._start_solve(env, env.pool.sample(env.rng))
 

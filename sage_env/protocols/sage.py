@@ -81,7 +81,7 @@ class SAGEProtocol(Protocol):
             parsed=public(self.proposal),
             verifier_check=self.check,
             accepted=False,
-            gate=f"q={self.q:.3f} < alpha={cfg.alpha}",
+            gate=f"q={self.q:.3f} < alpha={cfg.alpha:.3f}: rejected",
         )
         self._start_plan(env)
 
@@ -136,7 +136,13 @@ class SAGEProtocol(Protocol):
             plan=self.plan,
             plan_shown=self.plan_shown,
             reason="" if plan_ok else "missing <plan> with at least 2 numbered steps",
-            gate=f"p={self.p:.3f} vs beta={cfg.beta}",
+            gate=(
+                f"p={self.p:.3f} > beta={cfg.beta}: plan shown"
+                if self.plan_shown
+                else f"p={self.p:.3f} <= beta={cfg.beta}: plan not shown"
+                if plan_ok
+                else "no parseable plan: plan not shown"
+            ),
         )
         self.solves = 0
         plan = self.plan if self.plan_shown else None
