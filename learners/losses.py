@@ -26,7 +26,9 @@ def token_logprobs(
     """Log-probs of each completion token under ``model``.
 
     Sequences are right-padded to a ``[B, L]`` batch; logits are divided by ``temperature``
-    (matching how they were sampled).
+    (matching how they were sampled). Only the positions that predict completion tokens are
+    projected onto the vocabulary (transformers' ``logits_to_keep`` with per-row positions),
+    so a long prompt costs its transformer layers but no ``[L, V]`` logits.
 
     Returns:
         ``(logprobs, mask)``, both ``[B, C_max]``; mask is 1.0 on real completion tokens.
@@ -39,18 +41,27 @@ def token_logprobs(
     for r, s in enumerate(seqs):
         ids[r, : len(s)] = torch.tensor(s, dtype=torch.long)
         attn[r, : len(s)] = 1
-    ids, attn = ids.to(device), attn.to(device)
-    logits = model(input_ids=ids, attention_mask=attn, use_cache=False).logits[:, :-1]
+    c_max = max(1, max(len(c) for c in completions))
+    # logits only where a completion token is predicted: position len(p) - 1 + j predicts
+    # completion token j (clipped to the last position; the mask drops the clipped ones)
+    pos = torch.zeros((len(seqs), c_max), dtype=torch.long)
+    for r, p in enumerate(prompts):
+        pos[r] = torch.clamp(torch.arange(c_max) + max(len(p) - 1, 0), max=width - 2)
+    targets = torch.gather(ids, 1, torch.clamp(pos + 1, max=width - 1))
+    ids, attn, pos, targets = ids.to(device), attn.to(device), pos.to(device), targets.to(device)
+    try:
+        logits = model(
+            input_ids=ids, attention_mask=attn, use_cache=False, logits_to_keep=pos
+        ).logits
+    except TypeError:  # a model without logits_to_keep: project every position, then pick
+        full = model(input_ids=ids, attention_mask=attn, use_cache=False).logits
+        logits = torch.take_along_dim(full, pos[..., None], dim=1)
     logp = torch.log_softmax(logits.float() / temperature, dim=-1)
-    logp = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # [B, L-1]
-    c_max = max(len(c) for c in completions)
-    out = torch.zeros((len(seqs), c_max), device=device)
+    logp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [B, C_max]
     mask = torch.zeros((len(seqs), c_max), device=device)
-    for r, (p, c) in enumerate(zip(prompts, completions)):
-        if c:
-            out[r, : len(c)] = logp[r, len(p) - 1 : len(p) - 1 + len(c)]
-            mask[r, : len(c)] = 1.0
-    return out, mask
+    for r, c in enumerate(completions):
+        mask[r, : len(c)] = 1.0
+    return logp * mask, mask
 
 
 def clipped_policy_loss(

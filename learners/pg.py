@@ -173,7 +173,13 @@ class PolicyGradientLearner:
         n_tokens = sum(len(t.completion_ids) for t in batch)
         self.optimizer.zero_grad(set_to_none=True)
         stats = defaultdict(float)
-        for mb in _chunks(list(range(len(batch))), cfg.micro_batch_size):
+        # micro-batches of similar length waste little padding; the minibatch's gradient is
+        # a sum over its micro-batches, so their order and grouping do not change it
+        by_length = sorted(
+            range(len(batch)),
+            key=lambda i: len(batch[i].prompt_ids) + len(batch[i].completion_ids),
+        )
+        for mb in _chunks(by_length, cfg.micro_batch_size):
             items = [batch[i] for i in mb]
             prompts = [t.prompt_ids for t in items]
             comps = [t.completion_ids for t in items]

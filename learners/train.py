@@ -100,6 +100,9 @@ class TrainConfig:
     """Validation tasks used (the first ones; the split holds 200)."""
     val_max_new_tokens: int = 256
     """Completion budget for validation answers."""
+    val_at_start: bool = True
+    """Also validate before the first step (False saves the time when runs that start from
+    the same model share that figure, as the benchmarks do)."""
     early_stopping_patience: int = 0
     """Stop after this many validations without a new best accuracy (0 = never stop early).
     With validation on, the best model is kept in ``out/checkpoints/best``."""
@@ -598,7 +601,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     if (val_tasks or probe_items or warm_metrics) and start == 0:
         row: dict[str, Any] = {"step": 0, "pool/size": float(len(pool)), **warm_metrics}
         row.update(probe())
-        if val_tasks:
+        if val_tasks and cfg.val_at_start:
             acc = validation_accuracy(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
             row["val/accuracy"] = acc
             best = {"step": 0, "accuracy": acc, "stale": 0}
