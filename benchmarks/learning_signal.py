@@ -84,7 +84,11 @@ def arm_summary(name: str, rows: list[dict], seconds: float) -> dict:
     for r in rows:
         if r.get("step", 0) < 1:
             continue
-        s = {"step": r["step"], "pool_size": r.get("pool/size"), "generated": r.get("pool/generated")}
+        s = {
+            "step": r["step"],
+            "pool_size": r.get("pool/size"),
+            "generated": r.get("pool/generated"),
+        }
         if prop:
             for k in KEYS:
                 s[f"proposer_{k}"] = r.get(f"{prop}/{k}")
@@ -180,10 +184,19 @@ def plots(summary: dict, out: Path) -> None:
         for role in roles:
             xs = [s["step"] for s in arm["steps"] if s.get(f"reward/{role}") is not None]
             ys = [s[f"reward/{role}"] for s in arm["steps"] if s.get(f"reward/{role}") is not None]
-            sd = [s.get(f"reward_std/{role}") or 0 for s in arm["steps"] if s.get(f"reward/{role}") is not None]
+            sd = [
+                s.get(f"reward_std/{role}") or 0
+                for s in arm["steps"]
+                if s.get(f"reward/{role}") is not None
+            ]
             line = ax.plot(xs, ys, marker="o", label=role)[0]
-            ax.fill_between(xs, [y - d for y, d in zip(ys, sd)], [y + d for y, d in zip(ys, sd)],
-                            color=line.get_color(), alpha=0.15)
+            ax.fill_between(
+                xs,
+                [y - d for y, d in zip(ys, sd)],
+                [y + d for y, d in zip(ys, sd)],
+                color=line.get_color(),
+                alpha=0.15,
+            )
         ax.set(title=arm["arm"], xlabel="step")
         ax.legend(fontsize=7)
     axes[0].set_ylabel("mean reward (band: std)")
@@ -216,7 +229,10 @@ def main(argv: list[str] | None = None) -> dict:
         t0 = time.perf_counter()
         rows = run_arm(name, args, val_at_start=i == 0)
         if i == 0:
-            val_start = next((r["val/accuracy"] for r in rows if r.get("step") == 0 and "val/accuracy" in r), None)
+            val_start = next(
+                (r["val/accuracy"] for r in rows if r.get("step") == 0 and "val/accuracy" in r),
+                None,
+            )
         arms.append(arm_summary(name, rows, time.perf_counter() - t0))
         summary = {
             "model": args.model,

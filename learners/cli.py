@@ -229,9 +229,9 @@ def _replay_config(saved: dict, argv: list[str], flags: EnvConfig) -> EnvConfig:
     Raises:
         ValueError: if the saved config is not a valid EnvConfig.
     """
-    from learners.train import coerce
-
     import typing
+
+    from learners.train import coerce
 
     hints = typing.get_type_hints(EnvConfig)
     values = {}
@@ -243,9 +243,7 @@ def _replay_config(saved: dict, argv: list[str], flags: EnvConfig) -> EnvConfig:
             from sage_env.config import RewardConfig
 
             rh = typing.get_type_hints(RewardConfig)
-            value = RewardConfig(
-                **{k: coerce(v, rh[k], k) for k, v in value.items() if k in rh}
-            )
+            value = RewardConfig(**{k: coerce(v, rh[k], k) for k, v in value.items() if k in rh})
         else:
             value = coerce(value, hints[f.name], f.name)
         values[f.name] = value
@@ -253,7 +251,9 @@ def _replay_config(saved: dict, argv: list[str], flags: EnvConfig) -> EnvConfig:
         config = EnvConfig(**values)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"the saved round's config is invalid: {exc}") from exc
-    given = {a.split("=")[0][len("--env.") :].replace("-", "_") for a in argv if a.startswith("--env.")}
+    given = {
+        a.split("=")[0][len("--env.") :].replace("-", "_") for a in argv if a.startswith("--env.")
+    }
     for name in given:
         top = name.split(".")[0]
         if top == "rewards":

@@ -112,6 +112,8 @@ class PolicyGradientLearner:
                 p.requires_grad_(False)
         self.buffer: list[Transition] = []
         self.rng = random.Random(seed)
+        self.skip_zero_advantage = True
+        """Give sequences with advantage exactly 0 (and no KL term) no forward/backward."""
 
     name = "pg"
     """Registry name."""
@@ -136,7 +138,9 @@ class PolicyGradientLearner:
 
         Returns:
             Metrics: ``loss``, ``pg_loss``, ``kl``, ``clip_frac``, ``grad_norm``,
-            ``adv_abs_mean``, ``num_sequences``, ``num_tokens``.
+            ``adv_abs_mean``, ``num_sequences``, ``num_tokens``, ``skipped_share`` (share of
+            sequences with advantage exactly 0 and no KL term, which need no
+            forward/backward).
         """
         batch, self.buffer = self.buffer, []
         if not batch:
@@ -173,12 +177,21 @@ class PolicyGradientLearner:
         n_tokens = sum(len(t.completion_ids) for t in batch)
         self.optimizer.zero_grad(set_to_none=True)
         stats = defaultdict(float)
+        # A sequence whose advantage is exactly 0 adds exactly 0 to the loss when there is no
+        # KL term (-ratio * 0), so it gets no forward/backward; the normalisers (n_tokens,
+        # len(batch)) still count it, so the gradient is the same as with it.
+        skip = self.skip_zero_advantage and self.reference is None
+        active = [i for i in range(len(batch)) if adv[i] != 0.0 or not skip]
+        stats["skipped_share"] = 1.0 - len(active) / max(len(batch), 1)
         # micro-batches of similar length waste little padding; the minibatch's gradient is
         # a sum over its micro-batches, so their order and grouping do not change it
         by_length = sorted(
-            range(len(batch)),
-            key=lambda i: len(batch[i].prompt_ids) + len(batch[i].completion_ids),
+            active, key=lambda i: len(batch[i].prompt_ids) + len(batch[i].completion_ids)
         )
+        if not by_length:  # AdamW still steps (momentum), as it would on all-zero gradients
+            for p in self.model.parameters():
+                if p.requires_grad:
+                    p.grad = torch.zeros_like(p)
         for mb in _chunks(by_length, cfg.micro_batch_size):
             items = [batch[i] for i in mb]
             prompts = [t.prompt_ids for t in items]

@@ -207,9 +207,11 @@ class HFPolicy:
         return {i for i in ids if i is not None}
 
     def encode_prompt(self, observation: dict[str, str], max_tokens: int) -> list[int]:
-        """Tokenise an observation: the chat template with its generation prompt, then the
-        observation's ``prefix`` (the start of the assistant turn). Keeps the last
-        ``max_tokens`` ids (the prefix always survives)."""
+        """Tokenise an observation: chat template, generation prompt, then its ``prefix``.
+
+        The prefix is the start of the assistant turn. Keeps the last
+        ``max_tokens`` ids (the prefix always survives).
+        """
         messages = [
             {"role": "system", "content": observation.get("system", "")},
             {"role": "user", "content": observation.get("user", "")},

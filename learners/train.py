@@ -170,9 +170,9 @@ DEMO_BUDGETS = {
     "review_plan": 40,
     "judge_question": 40,
     "judge_answer": 40,
-    "plan": 64,
-    "probe": 96,
-    "solve": 96,
+    "plan": 96,
+    "probe": 112,
+    "solve": 112,
 }
 """Per-phase token budgets of the ``demo`` preset: a code proposal needs room for tests and a
 solution; a critic reply is a score and one sentence."""
@@ -187,7 +187,7 @@ PRESETS: dict[str, TrainConfig] = {
         max_new_tokens=96,
         phase_max_new_tokens=dict(DEMO_BUDGETS),
         temperature=0.7,
-        critic_probe_size=24,
+        critic_probe_size=48,
         gate_calibration=True,
         env=EnvConfig(solver_samples=2),
         learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
@@ -574,6 +574,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     metrics: dict[str, float] = {}
     val_tasks = sage_env.load_validation()[: cfg.val_limit] if cfg.val_every > 0 else []
     best = _read_best(out)
+
     def probe() -> dict[str, float]:
         if not probe_items:
             return {}
@@ -583,9 +584,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             probe_items, replies, rules.alpha, rules.critic_score_rule
         ).as_dict()
         if cfg.gate_calibration:
-            threshold = critic_probe.best_threshold(
-                probe_items, replies, rules.critic_score_rule
-            )
+            threshold = critic_probe.best_threshold(probe_items, replies, rules.critic_score_rule)
             alpha = rules.alpha if threshold is None else threshold
             for e in envs:
                 u = e.unwrapped

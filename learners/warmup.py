@@ -86,7 +86,9 @@ def supervised_step(
     eos = tok.eos_token_id
     for d in batch:
         p = policy.encode_prompt(d.observation, max_tokens)
-        t = tok(d.target, add_special_tokens=False)["input_ids"] + ([eos] if eos is not None else [])
+        t = tok(d.target, add_special_tokens=False)["input_ids"] + (
+            [eos] if eos is not None else []
+        )
         t = t[: max_tokens // 2]
         p = p[-(max_tokens - len(t)) :]
         prompts.append(p)
@@ -140,7 +142,9 @@ def run_warmup(
         return {**meta, "warmup/cached": 1.0, "warmup/seconds": time.perf_counter() - t0}
     from tqdm.auto import tqdm
 
-    optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.lr)
+    optimizer = torch.optim.AdamW(
+        [p for p in policy.model.parameters() if p.requires_grad], lr=cfg.lr
+    )
     warm = max(1, cfg.steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warm))
     rng = random.Random(cfg.seed)

@@ -1,4 +1,4 @@
-"""Critic discrimination: does the critic's score separate intact tasks from corrupted ones?
+"""Critic discrimination: how well the critic's score separates intact from corrupted tasks.
 
 The SAGE quality gate (``q >= alpha``) is only as good as the critic behind it. This module
 builds a fixed probe set — intact seed questions and corrupted copies of other seed questions
@@ -7,7 +7,7 @@ observations, and scores a critic's replies with the area under the ROC curve of
 own quantity, the normalised score q (an unparseable reply counts as q = 0, as the gate sees
 it). AUC 0.5 is chance; 1.0 means every intact task outscored every corrupted one.
 
-Text only: the learner generates the replies (``learners.evaluation.critic_discrimination``).
+Text only: the learner generates the replies (``learners.evaluation.critic_replies``).
 """
 
 from __future__ import annotations

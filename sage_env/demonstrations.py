@@ -1,4 +1,4 @@
-"""Role demonstrations for a format warm-up (cold start), built only from the seed set.
+r"""Role demonstrations for a format warm-up (cold start), built only from the seed set.
 
 A supervised warm-up before RL teaches a small model the reply formats the roles need; the
 SAGE loop then has parseable proposals and reviews to learn from. Every demonstration is an
@@ -14,7 +14,7 @@ target reply that follows the prefix. No teacher model, no validation or benchma
   constant, so the warm-up teaches the critic to tell the two apart rather than to open the
   quality gate for everything;
 - **planner**: a GSM8K or MATH worked solution cut into 2-6 numbered steps;
-- **solver**: a math seed answered with its worked solution and ``\\boxed{}`` answer, a code
+- **solver**: a math seed answered with its worked solution and ``\boxed{}`` answer, a code
   seed with its canonical solution in a Python fence.
 
 Text only; the learner does the supervised step (``learners.warmup``).
@@ -105,10 +105,10 @@ _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def plan_steps(solution: str, max_steps: int = 6) -> list[str]:
-    """Cut a worked solution into at most ``max_steps`` short steps (sentences/lines).
+    r"""Cut a worked solution into at most ``max_steps`` short steps (sentences/lines).
 
     GSM8K calculator annotations (``<<2*3=6>>``), the final ``#### N`` line and
-    ``\\boxed{}`` wrappers are removed. Returns ``[]`` when fewer than 2 steps remain.
+    ``\boxed{}`` wrappers are removed. Returns ``[]`` when fewer than 2 steps remain.
     """
     text = re.sub(r"<<[^>]*>>", "", solution)
     text = re.sub(r"^####.*$", "", text, flags=re.MULTILINE)

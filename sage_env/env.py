@@ -159,9 +159,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             self._own_verifiers.append(code_verifier)
         self.math_verifier, self.code_verifier = math_verifier, code_verifier
         self.possible_agents = list(self.protocol.agents)
-        self._obs_space = spaces.Dict(
-            {"system": AnyText(), "user": AnyText(), "prefix": AnyText()}
-        )
+        self._obs_space = spaces.Dict({"system": AnyText(), "user": AnyText(), "prefix": AnyText()})
         self._act_space = AnyText(max_length=self.config.max_action_chars)
         self._rng = random.Random(self.config.seed)
         self._episode = 0

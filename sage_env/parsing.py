@@ -224,6 +224,8 @@ def critic_format_score(text: str) -> float:
 
 
 def critic_format_binary(text: str) -> float:
-    """Binary format score of a Critic action: 1 when the score parses and the rationale is
-    well-formed, else 0."""
+    """Binary format score of a Critic action.
+
+    1 when the score parses and the rationale is well-formed, else 0.
+    """
     return float(parse_critic_score(text) is not None and critic_rationale_ok(text))

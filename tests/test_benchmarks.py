@@ -51,3 +51,46 @@ def test_speed_bench_reward_stand_in(k):
     import speed_bench
 
     assert speed_bench.reward_fn(["\\boxed{1}", "def f(): pass", "nothing"]) == [1.0, 1.0, 0.0]
+
+
+def test_learning_signal_records_every_figure_per_arm(tmp_path):
+    import learning_signal
+
+    from learners.tiny import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "tiny")
+    out = tmp_path / "ls"
+    summary = learning_signal.main(
+        [
+            "--arms",
+            "sage-seed0,mae,rlvr",
+            "--model",
+            model,
+            "--steps",
+            "1",
+            "--rounds",
+            "1",
+            "--val-limit",
+            "2",
+            "--val-max-new-tokens",
+            "4",
+            "--probe-size",
+            "4",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    arms = {a["arm"]: a for a in summary["arms"]}
+    assert list(arms) == ["sage-seed0", "mae", "rlvr"]
+    assert summary["val_start"] is not None  # measured once, on the first arm
+    sage = arms["sage-seed0"]
+    assert 0.0 <= sage["start"]["critic/auc"] <= 1.0
+    step = sage["steps"][0]
+    assert step["step"] == 1 and "val_accuracy" in step and "reward_std/challenger" in step
+    assert "proposer_parse_rate" in step and "truncated/critic" in step
+    assert "reviewer_format_rate" in arms["mae"]["steps"][0]
+    assert "proposer_parse_rate" not in arms["rlvr"]["steps"][0]
+    for png in ("pool_growth.png", "validation.png", "rewards.png"):
+        assert (out / png).stat().st_size > 0
+    assert "| rlvr | 1 |" in (out / "table.md").read_text()

@@ -240,3 +240,48 @@ def test_validation_split_is_held_out():
     val = sage_env.load_validation()
     assert len(val) == 200 and not seeds & {t.task_id for t in val}
     assert {t.source for t in val} == {"math", "gsm8k"} and all(t.answer for t in val)
+
+
+def test_skipping_zero_advantage_sequences_gives_the_same_update(tiny_path):
+    import copy
+
+    obs = [{"system": "s", "user": f"q{i}"} for i in range(6)]
+    base = HFPolicy(tiny_path, device="cpu", seed=0)
+    comps = base.generate(obs, SamplingConfig(max_new_tokens=6))
+    # solver group has spread; critic group is constant -> advantage exactly 0, skipped
+    roles = ["solver", "solver", "solver", "critic", "critic", "critic"]
+    rewards = [1.0, 0.0, 0.5, 1.0, 1.0, 1.0]
+    results = []
+    for skip in (True, False):
+        policy = copy.deepcopy(base)
+        learner = TRRLearner(
+            policy, TRRConfig(lr=1e-3, gradient_checkpointing=False, micro_batch_size=2)
+        )
+        learner.skip_zero_advantage = skip
+        learner.observe(
+            [
+                Transition(
+                    f"{r}_0",
+                    r,
+                    "math",
+                    "solve",
+                    c.prompt_ids,
+                    c.completion_ids,
+                    c.logprobs,
+                    c.text,
+                    reward=w,
+                )
+                for c, r, w in zip(comps, roles, rewards)
+            ]
+        )
+        metrics = learner.update()
+        results.append(
+            (metrics, {n: p.detach().clone() for n, p in policy.model.named_parameters()})
+        )
+    (m_skip, w_skip), (m_all, w_all) = results
+    assert m_skip["skipped_share"] == pytest.approx(
+        4 / 6
+    )  # the 0.5 solver is at the mean and m_all["skipped_share"] == 0.0
+    assert m_skip["loss"] == pytest.approx(m_all["loss"], abs=1e-6)
+    for n in w_skip:
+        assert torch.allclose(w_skip[n], w_all[n], atol=1e-6), n

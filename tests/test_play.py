@@ -93,9 +93,10 @@ def test_play_cli_runs_every_protocol_with_its_own_roles(capsys):
 
 def test_replay_uses_the_config_saved_with_the_round(tmp_path, capsys):
     out = tmp_path / "round.json"
-    assert main(
-        ["play", "--env.domains", "math", "--env.solver-samples", "1", "--save", str(out)]
-    ) == 0
+    assert (
+        main(["play", "--env.domains", "math", "--env.solver-samples", "1", "--save", str(out)])
+        == 0
+    )
     saved = RoundRecord.load(out)
     capsys.readouterr()
     # replayed without flags: the saved math-only, k = 1 config, so the turn order matches

@@ -9,11 +9,10 @@ import sage_env
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver
 from learners.tiny import build_tiny_model
-from learners.trr import TRRLearner
 from learners.warmup import WarmupConfig, run_warmup, supervised_step
 from sage_env import EnvConfig, critic_probe, parsing
 from sage_env.demonstrations import build_demonstrations, overlapping, plan_steps
-from sage_env.play import human_player, play
+from sage_env.play import human_player
 from tests.scripted import CODE_SEED, MATH_SEED
 
 
@@ -98,7 +97,6 @@ def test_rollout_actions_carry_the_prefix_and_loss_covers_generated_tokens_only(
     assert "--- prefix ---\n<question>" in result.transcripts[0]
     # the update's gradient flows only through completion positions: perturbing a prefix
     # token's logit target changes nothing, because the loss reads completion log-probs only
-    learner = TRRLearner(policy)
     t = challenge
     logp_all = _seq_logps(policy, t)
     assert logp_all.shape[0] == len(t.completion_ids)
@@ -148,7 +146,9 @@ def test_human_player_sees_prefix_before_typing_and_types_the_rest(monkeypatch, 
     env = sage_env.env(seeds=[MATH_SEED], solver_samples=1)
     env.reset(seed=0)
     obs, _, _, _, info = env.last()
-    monkeypatch.setattr("sys.stdin", io.StringIO("What is 6*7?</question>\n<answer>42</answer>\n.\n"))
+    monkeypatch.setattr(
+        "sys.stdin", io.StringIO("What is 6*7?</question>\n<answer>42</answer>\n.\n")
+    )
     action = human_player("challenger_0", obs, info, env)
     out = capsys.readouterr().out
     assert "Reference problem" in out and out.rstrip().endswith("<question>")
@@ -188,7 +188,9 @@ def test_probe_auc_counts_intact_over_corrupted():
     assert len(items) == 12 and sum(it.intact for it in items) == 6
     assert all(it.observation["prefix"] == "<score>" for it in items)
     assert items == critic_probe.probe_set(seeds, n=12, seed=3)  # a fixed probe
-    oracle = ["9</score> intact and clear." if it.intact else "2</score> it is broken." for it in items]
+    oracle = [
+        "9</score> intact and clear." if it.intact else "2</score> it is broken." for it in items
+    ]
     rep = critic_probe.discrimination(items, ["<score>" + r for r in oracle])
     assert rep.auc == 1.0 and rep.parse_rate == 1.0 and rep.gap == pytest.approx(7 / 9)
     assert rep.accept_intact == 1.0 and rep.accept_corrupted == 0.0
@@ -212,7 +214,9 @@ def test_corruptions_change_the_question():
 def test_warmup_demonstrations_exclude_validation_and_parse_as_replies():
     seeds, val = sage_env.load_seeds(), sage_env.load_validation()
     demos = build_demonstrations(
-        seeds, n=80, mix={"challenger": 0.4, "critic": 0.3, "planner": 0.2, "solver": 0.1},
+        seeds,
+        n=80,
+        mix={"challenger": 0.4, "critic": 0.3, "planner": 0.2, "solver": 0.1},
         exclude=val,
     )
     assert overlapping(demos, val) == []
@@ -229,7 +233,9 @@ def test_warmup_demonstrations_exclude_validation_and_parse_as_replies():
             assert parsing.critic_format_score(reply) == 1.0
         elif d.role == "planner":
             assert parsing.parse_plan(reply) is not None
-    critic_scores = {parsing.parse_critic_score("<score>" + d.target) for d in demos if d.role == "critic"}
+    critic_scores = {
+        parsing.parse_critic_score("<score>" + d.target) for d in demos if d.role == "critic"
+    }
     assert critic_scores <= {2.0, 3.0, 8.0, 9.0} and len(critic_scores) >= 3  # never constant
     # an excluded seed never appears
     banned = seeds[:50]
@@ -239,7 +245,11 @@ def test_warmup_demonstrations_exclude_validation_and_parse_as_replies():
 
 def test_plan_steps_from_a_gsm8k_solution():
     sol = "He buys 3 packs at 2 each. That is 3*2=<<3*2=6>>6 dollars.\nHe pays 6 more.\n#### 12"
-    assert plan_steps(sol) == ["He buys 3 packs at 2 each.", "That is 3*2=6 dollars.", "He pays 6 more."]
+    assert plan_steps(sol) == [
+        "He buys 3 packs at 2 each.",
+        "That is 3*2=6 dollars.",
+        "He pays 6 more.",
+    ]
     assert plan_steps("one") == []
 
 
@@ -269,9 +279,14 @@ def test_calibrated_gate_is_the_best_separating_threshold():
     seeds = sage_env.load_seeds()
     items = critic_probe.probe_set(seeds, n=8, seed=0)
     # intact items scored 5, corrupted 2: the gate that separates them is q = 4/9
-    replies = ["<score>5</score> ok it is." if it.intact else "<score>2</score> no it is not." for it in items]
+    replies = [
+        "<score>5</score> ok it is." if it.intact else "<score>2</score> no it is not."
+        for it in items
+    ]
     assert critic_probe.best_threshold(items, replies) == pytest.approx(4 / 9)
     # a critic that cannot tell them apart gives nothing to calibrate on
     assert critic_probe.best_threshold(items, ["<score>8</score> ok fine."] * 8) is None
-    inverted = ["<score>2</score> ok it is." if it.intact else "<score>9</score> no." for it in items]
+    inverted = [
+        "<score>2</score> ok it is." if it.intact else "<score>9</score> no." for it in items
+    ]
     assert critic_probe.best_threshold(items, inverted) is None

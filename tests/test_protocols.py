@@ -69,7 +69,10 @@ def test_mae_round_values():
             "propose": Q,
             "judge_question": "<score>10</score> Checked it with care.",
             "solve": "\\boxed{42}",
-            "judge_answer": ["<score>10</score> Checked it with care.", "<score>1</score> Checked it with care."][n % 2],
+            "judge_answer": [
+                "<score>10</score> Checked it with care.",
+                "<score>1</score> Checked it with care.",
+            ][n % 2],
         }[phase]
 
     env = make("mae")

@@ -56,7 +56,11 @@ def test_challenger_reward_is_the_rounds_reward():
     env = SingleRoleEnv(aec(), role="challenger_0")
     obs, info = env.reset(seed=0)
     assert info["phase"] == "challenge" and info["last"] == {} and info["round"] == 1
-    assert "What is 2+3?" in obs["user"] and set(obs) == {"system", "user", "prefix"} and obs["prefix"] == "<question>"
+    assert (
+        "What is 2+3?" in obs["user"]
+        and set(obs) == {"system", "user", "prefix"}
+        and obs["prefix"] == "<question>"
+    )
     obs, reward, terminated, truncated, info = env.step(CHALLENGE)
     # scripted critic 8 -> q = 7/9 >= alpha, accepted; scripted solver \boxed{0} twice on
     # 7*6 -> d = 1; f = 1: (q + d + f) / 3 = 25/27
