@@ -5,16 +5,10 @@ import torch
 
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver, Transition
-from learners.tiny import build_tiny_model
 from learners.train import TrainConfig, config_from_dict, load_yaml_config, train
 from learners.trr import TRRConfig, TRRLearner, token_logprobs
 from sage_env import EnvConfig
 from tests.scripted import CODE_SEED, MATH_SEED
-
-
-@pytest.fixture(scope="session")
-def tiny_path(tmp_path_factory):
-    return build_tiny_model(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture

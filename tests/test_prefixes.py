@@ -8,17 +8,11 @@ import torch
 import sage_env
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver
-from learners.tiny import build_tiny_model
 from learners.warmup import WarmupConfig, run_warmup, supervised_step
 from sage_env import EnvConfig, critic_probe, parsing
 from sage_env.demonstrations import build_demonstrations, overlapping, plan_steps
 from sage_env.play import human_player
 from tests.scripted import CODE_SEED, MATH_SEED
-
-
-@pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory):
-    return build_tiny_model(tmp_path_factory.mktemp("tiny_prefix"))
 
 
 @pytest.fixture
@@ -113,20 +107,22 @@ def _seq_logps(policy, t):
 
 
 def test_prefix_tokens_never_get_loss_weight(policy):
-    """Gradient of the warm-up/RL loss w.r.t. the input embedding rows of prefix tokens
-    comes only from attention (their position is input), never from predicting them."""
+    """The loss reads log-probs of generated tokens only; the prefix is conditioning."""
     from learners.losses import token_logprobs
 
     obs = {"system": "s", "user": "u", "prefix": "<score>"}
     prompt = policy.encode_prompt(obs, 512)
-    comp = policy.tokenizer("7</score>", add_special_tokens=False)["input_ids"]
+    prefix_ids = policy.tokenizer("<score>", add_special_tokens=False)["input_ids"]
+    assert prompt[-len(prefix_ids) :] == prefix_ids
+    comp = policy.tokenizer("7</score> ok", add_special_tokens=False)["input_ids"]
     logp, mask = token_logprobs(policy.model, [prompt], [comp], policy.tokenizer.pad_token_id)
     assert logp.shape == (1, len(comp)) and mask.sum().item() == len(comp)
-    # the loss is a function of the completion tokens' log-probs only: the same completion
-    # after a different prefix of equal length gives a different loss, but changing which
-    # token ids are *predicted* at prefix positions is impossible: they are not in logp.
-    with_prefix = policy.tokenizer.decode(prompt[-7:])
-    assert with_prefix.endswith("<score>")
+    # the same numbers from a full forward: position len(prompt) - 1 + j predicts comp[j]
+    with torch.no_grad():
+        ids = torch.tensor([prompt + comp])
+        full = torch.log_softmax(policy.model(input_ids=ids).logits.float(), dim=-1)[0]
+    expected = [full[len(prompt) - 1 + j, tok].item() for j, tok in enumerate(comp)]
+    assert logp[0].tolist() == pytest.approx(expected, abs=1e-4)
 
 
 def test_truncated_flag_and_per_phase_budgets(policy):
