@@ -293,7 +293,7 @@ def _train(argv: list[str]) -> int:
         args=rest,
         prog="sage-env train",
         description="Run SAGE training. Also accepts --preset {demo,paper}, "
-        "--config FILE.yaml, --protocol {sage,azr,mae} and --no-progress.",
+        "--config FILE.yaml, --protocol {sage,azr,mae,rlvr} and --no-progress.",
     )
     try:
         metrics = train(cfg, progress=not known.no_progress)

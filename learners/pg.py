@@ -14,7 +14,7 @@ import math
 import random
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -147,10 +147,11 @@ class PolicyGradientLearner:
             return {"num_sequences": 0.0}
         cfg = self.config
         adv = self.advantages(batch)
-        for t in batch:  # keep the tail of overlong prompts
+        trimmed = []
+        for t in batch:  # keep the tail of overlong prompts (a copy: callers keep theirs)
             overflow = len(t.prompt_ids) + len(t.completion_ids) - cfg.max_seq_tokens
-            if overflow > 0:
-                t.prompt_ids = t.prompt_ids[overflow:]
+            trimmed.append(replace(t, prompt_ids=t.prompt_ids[overflow:]) if overflow > 0 else t)
+        batch = trimmed
         self.model.train()
         totals = defaultdict(float)
         n_steps = 0

@@ -46,7 +46,13 @@ def plot_training(metrics_path: str | os.PathLike, out_png: str | os.PathLike) -
         dict.fromkeys(k[len("reward/") :] for r in rows for k in r if k.startswith("reward/"))
     )
     rates = list(
-        dict.fromkeys(k for r in rows for k in r if k.endswith(("/valid_rate", "/accept_rate")))
+        dict.fromkeys(
+            k
+            for r in rows
+            for k in r
+            if k.endswith(("/parse_rate", "/valid_rate", "/accept_rate", "/format_rate", "/auc"))
+            and not k.startswith("critic/probe")
+        )
     )
     for role in roles:
         xs, ys = series(f"reward/{role}")
@@ -63,14 +69,23 @@ def plot_training(metrics_path: str | os.PathLike, out_png: str | os.PathLike) -
         twin.set(ylabel="validation accuracy", ylim=(-0.02, 1.02))
         handles = ax2.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
         ax2.legend(handles=handles, fontsize=8, loc="upper left")
-    labels = {"valid_rate": "output parses", "accept_rate": "task accepted"}
+    labels = {
+        "parse_rate": "output parses",
+        "valid_rate": "valid task",
+        "accept_rate": "task accepted",
+        "format_rate": "scores parse",
+        "auc": "AUC intact vs corrupted (probe)",
+    }
     curves = [(k, f"{k.split('/')[0]} {labels[k.split('/')[1]]}") for k in rates]
     for key, label in curves + [("solver/accuracy", "solver verifier score")]:
         xs, ys = series(key)
         if xs:
             ax3.plot(xs, ys, marker="o", label=label)
     ax3.set(
-        xlabel="step", ylabel="rate", title="Validity, acceptance, accuracy", ylim=(-0.02, 1.02)
+        xlabel="step",
+        ylabel="rate",
+        title="Format, acceptance, critic, accuracy",
+        ylim=(-0.02, 1.02),
     )
     for ax in (ax1, ax2, ax3):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -61,7 +61,7 @@ class EnvConfig:
 
     protocol: str = "sage"
     """The game: ``"sage"`` (default), ``"azr"``, ``"mae"`` or a name registered with
-    :func:`sage_env.protocols.register_protocol` (see ``docs/protocols.md``)."""
+    :func:`sage_env.protocols.register_protocol` (see ``docs/protocols/README.md``)."""
     rewards: RewardConfig = field(default_factory=RewardConfig)
     """Reward weights and gates."""
     solver_samples: int = 2

@@ -279,3 +279,28 @@ def test_skipping_zero_advantage_sequences_gives_the_same_update(tiny_path):
     assert m_skip["loss"] == pytest.approx(m_all["loss"], abs=1e-6)
     for n in w_skip:
         assert torch.allclose(w_skip[n], w_all[n], atol=1e-6), n
+
+
+def test_update_keeps_the_callers_prompt_ids(policy):
+    comps = policy.generate(
+        [{"system": "s", "user": "a long prompt " * 8}] * 2, SamplingConfig(max_new_tokens=4)
+    )
+    learner = TRRLearner(policy, TRRConfig(max_seq_tokens=16, gradient_checkpointing=False))
+    trs = [
+        Transition(
+            "solver_0",
+            "solver",
+            "math",
+            "solve",
+            list(c.prompt_ids),
+            c.completion_ids,
+            c.logprobs,
+            c.text,
+            reward=r,
+        )
+        for c, r in zip(comps, (1.0, 0.0))
+    ]
+    before = [list(t.prompt_ids) for t in trs]
+    learner.observe(trs)
+    assert learner.update()["num_sequences"] == 2.0
+    assert [t.prompt_ids for t in trs] == before and len(before[0]) > 16
