@@ -304,3 +304,31 @@ def test_update_keeps_the_callers_prompt_ids(policy):
     learner.observe(trs)
     assert learner.update()["num_sequences"] == 2.0
     assert [t.prompt_ids for t in trs] == before and len(before[0]) > 16
+
+
+def test_train_with_warmup_probe_and_calibrated_gate(tiny_path, tmp_path, monkeypatch):
+    from learners.warmup import WarmupConfig
+
+    monkeypatch.setenv("SAGE_ENV_CACHE", str(tmp_path / "cache"))
+    cfg = TrainConfig(
+        model=tiny_path,
+        out=str(tmp_path / "run"),
+        steps=1,
+        rounds_per_step=2,
+        max_new_tokens=6,
+        phase_max_new_tokens={"review_question": 3},
+        device="cpu",
+        critic_probe_size=6,
+        gate_calibration=True,
+        warmup=WarmupConfig(steps=2, batch_size=2, num_demonstrations=8),
+        env=EnvConfig(solver_samples=1),
+        learner=TRRConfig(lr=1e-3, gradient_checkpointing=False),
+    )
+    train(cfg, progress=False)
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1]
+    assert rows[0]["warmup/steps"] == 2.0 and rows[0]["warmup/cached"] == 0.0
+    assert 0.0 <= rows[0]["critic/auc"] <= 1.0 and 0.0 <= rows[1]["gate/alpha"] <= 1.0
+    assert any((tmp_path / "cache" / "warmup").iterdir())  # the warmed weights were cached
+    with pytest.raises(ValueError, match="gate_calibration"):
+        TrainConfig(gate_calibration=True)
