@@ -204,8 +204,14 @@ def _play(argv: list[str]) -> int:
     try:
         if cfg.replay:
             saved = RoundRecord.load(cfg.replay)
-            env_cfg = _replay_config(saved.config, argv, cfg.env)
-            env = sage_env.env(env_cfg, render_mode="human")
+            # the saved config is the default; --env.* flags given now override it
+            cfg = tyro.cli(
+                PlayConfig,
+                default=dataclasses.replace(cfg, env=_saved_env_config(saved.config)),
+                args=argv,
+                prog="sage-env play",
+            )
+            env = sage_env.env(cfg.env, render_mode="human")
             record = replay(env, saved)
         else:
             env = sage_env.env(cfg.env, render_mode="human")
@@ -223,48 +229,16 @@ def _play(argv: list[str]) -> int:
     return 0
 
 
-def _replay_config(saved: dict, argv: list[str], flags: EnvConfig) -> EnvConfig:
-    """The saved round's EnvConfig, with the ``--env.*`` fields given on the command line.
+def _saved_env_config(saved: dict) -> EnvConfig:
+    """The EnvConfig saved with a round (keys this version does not know are ignored).
 
     Raises:
-        ValueError: if the saved config is not a valid EnvConfig.
+        ValueError: if a saved value does not fit its field.
     """
-    import typing
+    from learners.train import config_from_dict
 
-    from learners.train import coerce
-
-    hints = typing.get_type_hints(EnvConfig)
-    values = {}
-    for f in dataclasses.fields(EnvConfig):
-        if f.name not in saved:
-            continue
-        value = saved[f.name]
-        if f.name == "rewards" and isinstance(value, dict):
-            from sage_env.config import RewardConfig
-
-            rh = typing.get_type_hints(RewardConfig)
-            value = RewardConfig(**{k: coerce(v, rh[k], k) for k, v in value.items() if k in rh})
-        else:
-            value = coerce(value, hints[f.name], f.name)
-        values[f.name] = value
-    try:
-        config = EnvConfig(**values)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"the saved round's config is invalid: {exc}") from exc
-    given = {
-        a.split("=")[0][len("--env.") :].replace("-", "_") for a in argv if a.startswith("--env.")
-    }
-    for name in given:
-        top = name.split(".")[0]
-        if top == "rewards":
-            sub = name.split(".", 1)[1]
-            config = dataclasses.replace(
-                config,
-                rewards=dataclasses.replace(config.rewards, **{sub: getattr(flags.rewards, sub)}),
-            )
-        elif hasattr(flags, top):
-            config = dataclasses.replace(config, **{top: getattr(flags, top)})
-    return config
+    known = {f.name for f in dataclasses.fields(EnvConfig)}
+    return config_from_dict({"env": {k: v for k, v in saved.items() if k in known}}).env
 
 
 def _train(argv: list[str]) -> int:

@@ -43,7 +43,7 @@ from learners.warmup import WarmupConfig, run_warmup
 from sage_env import EnvConfig, TaskPool, critic_probe
 from sage_env.demonstrations import build_demonstrations
 from sage_env.env import make_pool
-from sage_env.protocols import DEFAULT_PREFIXES, make_protocol
+from sage_env.protocols import make_protocol
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
 logger = logging.getLogger("sage_env.train")
@@ -525,7 +525,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     probe_items = []
     if cfg.critic_probe_size > 0:
         probe_items = critic_probe.probe_set(
-            seeds, cfg.critic_probe_size, seed=cfg.seed + 1, prefix=_review_prefix(cfg.env)
+            seeds, cfg.critic_probe_size, seed=cfg.seed + 1, config=cfg.env
         )
     if cfg.warmup.steps > 0 and not (cfg.resume and existing):  # a resume has its weights
         probe_ids = {it.task_id for it in probe_items}
@@ -694,13 +694,6 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     if (out / "metrics.jsonl").exists():
         plot_training(out / "metrics.jsonl", out / "training.png")
     return metrics
-
-
-def _review_prefix(env_cfg: EnvConfig) -> str:
-    """The response prefix the environment gives the critic's question review."""
-    if not env_cfg.prefixes:
-        return ""
-    return env_cfg.prefix_overrides.get("review_question", DEFAULT_PREFIXES["review_question"])
 
 
 def _budget(cfg: TrainConfig, phase: str) -> int:

@@ -100,6 +100,16 @@ class EnvConfig:
     """Per-phase prefixes that replace the protocol's choice, ``{phase: prefix}``; ``""``
     turns the prefix of that phase off. Applies when ``prefixes`` is True."""
 
+    def resolve_prefix(self, phase: str, default: str) -> str:
+        """The response prefix of ``phase`` under this config, given the protocol's ``default``.
+
+        ``""`` when ``prefixes`` is False, else ``prefix_overrides[phase]`` when set, else
+        ``default``.
+        """
+        if not self.prefixes:
+            return ""
+        return self.prefix_overrides.get(phase, default)
+
     def __post_init__(self) -> None:
         if isinstance(self.rewards, dict):
             self.rewards = RewardConfig(**self.rewards)

@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass
 
 from sage_env import parsing, prompts, rewards
+from sage_env.config import EnvConfig
 from sage_env.protocols.base import DEFAULT_PREFIXES
 from sage_env.tasks import Task
 
@@ -102,7 +103,7 @@ def corrupt(question: str, kind: str, other: str, rng: random.Random) -> str:
 
 
 def probe_set(
-    tasks: list[Task], n: int = 24, seed: int = 0, prefix: str | None = None
+    tasks: list[Task], n: int = 24, seed: int = 0, config: EnvConfig | None = None
 ) -> list[ProbeItem]:
     """``n`` critic observations, half intact seed questions and half corrupted ones.
 
@@ -114,8 +115,8 @@ def probe_set(
         tasks: Tasks to draw from (e.g. the seeds); at least 3.
         n: Number of items (rounded down to even; at least 2).
         seed: Seed of the draw and the corruptions.
-        prefix: Response prefix of the observations (default: the ``review_question``
-            prefix, ``"<score>"``).
+        config: The environment config whose response prefix the observations get (that of
+            ``review_question``: ``"<score>"`` by default, ``""`` with prefixes off).
 
     Raises:
         ValueError: if ``n < 2`` or fewer than 3 tasks are given.
@@ -123,7 +124,9 @@ def probe_set(
     if n < 2 or len(tasks) < 3:
         raise ValueError(f"need n >= 2 and at least 3 tasks, got n={n}, {len(tasks)} tasks")
     rng = random.Random(seed)
-    prefix = DEFAULT_PREFIXES["review_question"] if prefix is None else prefix
+    prefix = (config or EnvConfig()).resolve_prefix(
+        "review_question", DEFAULT_PREFIXES["review_question"]
+    )
     half = n // 2
     picks = [tasks[rng.randrange(len(tasks))] for _ in range(2 * half)]
     items = []

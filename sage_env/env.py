@@ -302,13 +302,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         set; else ``chosen`` (a prefix the protocol wrote into the observation) or the
         protocol's :meth:`~sage_env.protocols.Protocol.prefix`.
         """
-        if not self.config.prefixes:
-            return ""
-        if phase in self.config.prefix_overrides:
-            return self.config.prefix_overrides[phase]
-        if chosen is not None:
-            return str(chosen)
-        return self.protocol.prefix(phase, task)
+        default = str(chosen) if chosen is not None else self.protocol.prefix(phase, task)
+        return self.config.resolve_prefix(phase, default)
 
     def finish(self) -> None:
         """End the round: every agent terminates (and then reads its last reward)."""

@@ -53,12 +53,10 @@ def test_speed_bench_reward_stand_in(k):
     assert speed_bench.reward_fn(["\\boxed{1}", "def f(): pass", "nothing"]) == [1.0, 1.0, 0.0]
 
 
-def test_learning_signal_records_every_figure_per_arm(tmp_path):
+def test_learning_signal_records_every_figure_per_arm(tmp_path, tiny_path):
     import learning_signal
 
-    from learners.tiny import build_tiny_model
-
-    model = build_tiny_model(tmp_path / "tiny")
+    model = tiny_path
     out = tmp_path / "ls"
     summary = learning_signal.main(
         [

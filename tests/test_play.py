@@ -102,6 +102,9 @@ def test_replay_uses_the_config_saved_with_the_round(tmp_path, capsys):
     # replayed without flags: the saved math-only, k = 1 config, so the turn order matches
     assert main(["play", "--replay", str(out)]) == 0
     assert "turn order differs" not in capsys.readouterr().err
+    # a flag given now overrides the saved value: k = 2 asks for a second probe the round lacks
+    assert main(["play", "--replay", str(out), "--env.solver-samples", "2"]) == 2
+    assert "now solver_0 [probe]" in capsys.readouterr().err
     assert saved.config["domains"] == ["math"] and saved.config["solver_samples"] == 1
 
 

@@ -79,7 +79,7 @@ def test_prefix_contract_observation_to_policy_to_action_to_parse(policy):
     ).valid
 
 
-def test_rollout_actions_carry_the_prefix_and_loss_covers_generated_tokens_only(policy):
+def test_rollout_actions_carry_the_prefix_and_its_tokens_are_prompt(policy):
     envs = [sage_env.env(seeds=[MATH_SEED], solver_samples=1, render_mode="ansi")]
     driver = RolloutDriver(envs, policy, SamplingConfig(max_new_tokens=5))
     result = driver.collect([0])
@@ -89,21 +89,6 @@ def test_rollout_actions_carry_the_prefix_and_loss_covers_generated_tokens_only(
     assert challenge.prompt_ids[-len(prefix_ids) :] == prefix_ids  # prefix is prompt, no loss
     assert len(challenge.completion_ids) == len(challenge.logprobs) <= 5
     assert "--- prefix ---\n<question>" in result.transcripts[0]
-    # the update's gradient flows only through completion positions: perturbing a prefix
-    # token's logit target changes nothing, because the loss reads completion log-probs only
-    t = challenge
-    logp_all = _seq_logps(policy, t)
-    assert logp_all.shape[0] == len(t.completion_ids)
-
-
-def _seq_logps(policy, t):
-    from learners.losses import token_logprobs
-
-    logp, mask = token_logprobs(
-        policy.model, [t.prompt_ids], [t.completion_ids], policy.tokenizer.pad_token_id
-    )
-    assert mask.sum().item() == len(t.completion_ids)
-    return logp[0, : len(t.completion_ids)]
 
 
 def test_prefix_tokens_never_get_loss_weight(policy):
@@ -183,6 +168,8 @@ def test_probe_auc_counts_intact_over_corrupted():
     items = critic_probe.probe_set(seeds, n=12, seed=3)
     assert len(items) == 12 and sum(it.intact for it in items) == 6
     assert all(it.observation["prefix"] == "<score>" for it in items)
+    off = critic_probe.probe_set(seeds, n=4, config=EnvConfig(prefixes=False))
+    assert {it.observation["prefix"] for it in off} == {""}
     assert items == critic_probe.probe_set(seeds, n=12, seed=3)  # a fixed probe
     oracle = [
         "9</score> intact and clear." if it.intact else "2</score> it is broken." for it in items
