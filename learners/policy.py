@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -43,6 +43,9 @@ class SamplingConfig:
     """Sequences per forward pass during generation."""
     min_new_tokens: int = 0
     """Suppress EOS before this many tokens (benchmarks use it to fix the length)."""
+    stop: tuple[str, ...] = ()
+    """Stop strings: a completion ends once its text ends with one of them (kept in the
+    text; transformers' ``StopStringCriteria``). Not a truncation."""
 
 
 @dataclass
@@ -73,7 +76,13 @@ class Completion:
 
 
 class Policy(Protocol):
-    """What a rollout driver needs from a policy."""
+    """What a rollout driver needs from a policy.
+
+    A policy whose ``generate`` also takes per-observation ``budgets`` and ``stops`` keywords
+    (lists as long as ``observations``, as :meth:`HFPolicy.generate` does) gets every pending
+    request of a tick in one call. Others get one call per distinct (budget, stop strings),
+    set through ``sampling.max_new_tokens`` and ``sampling.stop``.
+    """
 
     def generate(
         self, observations: list[dict[str, str]], sampling: SamplingConfig
@@ -225,13 +234,36 @@ class HFPolicy:
 
     @torch.no_grad()
     def generate(
-        self, observations: list[dict[str, str]], sampling: SamplingConfig
+        self,
+        observations: list[dict[str, str]],
+        sampling: SamplingConfig,
+        budgets: list[int] | None = None,
+        stops: list[tuple[str, ...]] | None = None,
     ) -> list[Completion]:
         """Sample one completion per observation, in batches of ``sampling.batch_size``.
 
         Prompts are left-padded; batches are formed from prompts sorted by length to waste
         little padding. Returns completions in input order.
+
+        Args:
+            observations: ``{"system", "user", "prefix"}`` dicts.
+            sampling: Sampling settings shared by every row.
+            budgets: Token budget per observation (default ``sampling.max_new_tokens``).
+                Rows of one batch stop at their own budget; the batch runs until every row
+                has stopped, so mixing budgets costs no extra generate call.
+            stops: Stop strings per observation (default ``sampling.stop``).
+
+        Raises:
+            ValueError: if ``budgets`` or ``stops`` do not match ``observations`` in length,
+                or a budget is < 1.
         """
+        n = len(observations)
+        budgets = [sampling.max_new_tokens] * n if budgets is None else [int(b) for b in budgets]
+        stops = [tuple(sampling.stop)] * n if stops is None else [tuple(x) for x in stops]
+        if len(budgets) != n or len(stops) != n:
+            raise ValueError(f"{n} observations but {len(budgets)} budgets, {len(stops)} stops")
+        if any(b < 1 for b in budgets):
+            raise ValueError(f"token budgets must be >= 1, got {min(budgets)}")
         prompts = [self.encode_prompt(o, sampling.max_prompt_tokens) for o in observations]
         prefixes = [o.get("prefix", "") or "" for o in observations]
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
@@ -243,7 +275,13 @@ class HFPolicy:
         try:
             for start in range(0, len(order), sampling.batch_size):
                 idx = order[start : start + sampling.batch_size]
-                for i, comp in zip(idx, self._generate_batch([prompts[i] for i in idx], sampling)):
+                batch = self._generate_batch(
+                    [prompts[i] for i in idx],
+                    sampling,
+                    [budgets[i] for i in idx],
+                    [stops[i] for i in idx],
+                )
+                for i, comp in zip(idx, batch):
                     comp.prefix = prefixes[i]
                     results[i] = comp
         finally:
@@ -251,9 +289,26 @@ class HFPolicy:
             self.model.train(was_training)
         return results  # type: ignore[return-value]
 
+    def _stop_criteria(self, stop: tuple[str, ...]) -> Any:
+        """One cached ``StopStringCriteria`` per set of stop strings (it indexes the vocab)."""
+        from transformers import StopStringCriteria
+
+        cache = self.__dict__.setdefault("_stop_cache", {})
+        if stop not in cache:
+            cache[stop] = StopStringCriteria(self.tokenizer, list(stop))
+        return cache[stop]
+
     def _generate_batch(
-        self, prompts: list[list[int]], sampling: SamplingConfig
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingConfig,
+        budgets: list[int] | None = None,
+        stops: list[tuple[str, ...]] | None = None,
     ) -> list[Completion]:
+        from transformers import StoppingCriteriaList
+
+        budgets = budgets or [sampling.max_new_tokens] * len(prompts)
+        stops = stops or [tuple(sampling.stop)] * len(prompts)
         pad = self.tokenizer.pad_token_id
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
@@ -262,8 +317,16 @@ class HFPolicy:
             input_ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
             attention[row, width - len(p) :] = 1
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        limits = _RowLimits(
+            width,
+            budgets,
+            [(self._stop_criteria(st) if st else None) for st in stops],
+            stops,
+            self.tokenizer,
+        )
         gen_kwargs = dict(
-            max_new_tokens=sampling.max_new_tokens,
+            max_new_tokens=max(budgets),
+            stopping_criteria=StoppingCriteriaList([limits]),
             min_new_tokens=sampling.min_new_tokens or None,
             pad_token_id=pad,
             eos_token_id=sorted(self.eos_ids),
@@ -285,12 +348,16 @@ class HFPolicy:
         completions = []
         for row, p in enumerate(prompts):
             ids = new[row].tolist()
-            length = len(ids)
+            length = min(len(ids), budgets[row])
             stopped = False
-            for t, tok in enumerate(ids):
+            for t, tok in enumerate(ids[:length]):
                 if tok in self.eos_ids:
                     length, stopped = t + 1, True
                     break
+            if not stopped and limits.stopped_at[row] is not None:
+                at = limits.stopped_at[row]
+                stopped = at < length or (at == length and limits.by_string[row])
+                length = min(length, at)
             ids = ids[:length]
             self.tokens_generated += length
             completions.append(
@@ -299,7 +366,7 @@ class HFPolicy:
                     prompt_ids=list(p),
                     completion_ids=ids,
                     logprobs=logps[row, :length].tolist(),
-                    truncated=not stopped and length >= sampling.max_new_tokens,
+                    truncated=not stopped and length >= budgets[row],
                 )
             )
         return completions
@@ -326,3 +393,43 @@ class HFPolicy:
                 f"checkpoint {path} does not match the model: missing={missing[:5]}"
                 f" unexpected={unexpected[:5]}"
             )
+
+
+class _RowLimits:
+    """A transformers stopping criterion with a token budget and stop strings per row.
+
+    Called after every decoding step with the whole ``input_ids`` (prompt width ``width``
+    plus the tokens so far); returns a bool per row. Records, per row, how many tokens had
+    been generated when it first stopped (``stopped_at``) and whether a stop string did it.
+    ``StopStringCriteria`` looks at the end of the whole sequence, so a match it reports is
+    kept only when the stop string lies in the generated text (not partly in the prefix).
+    """
+
+    def __init__(
+        self,
+        width: int,
+        budgets: list[int],
+        criteria: list[Any],
+        stops: list[tuple[str, ...]],
+        tokenizer: Any,
+    ) -> None:
+        self.width, self.budgets, self.criteria = width, budgets, criteria
+        self.stops, self.tokenizer = stops, tokenizer
+        self.stopped_at: list[int | None] = [None] * len(budgets)
+        self.by_string = [False] * len(budgets)
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        n = input_ids.shape[1] - self.width
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for row, budget in enumerate(self.budgets):
+            if self.stopped_at[row] is not None:
+                done[row] = True
+                continue
+            crit = self.criteria[row]
+            hit = crit is not None and bool(crit(input_ids[row : row + 1], scores)[0])
+            if hit:
+                text = self.tokenizer.decode(input_ids[row, self.width :], skip_special_tokens=True)
+                hit = any(stop in text for stop in self.stops[row])
+            if hit or n >= budget:
+                self.stopped_at[row], self.by_string[row], done[row] = n, hit, True
+        return done

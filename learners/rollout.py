@@ -9,6 +9,7 @@ previous action (``sage_env`` delivers every reward before the agent acts again)
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -79,9 +80,14 @@ class RolloutDriver:
         envs: PettingZoo AEC environments (all sharing one policy).
         policy: Anything with ``generate(observations, sampling) -> list[Completion]``.
         sampling: Sampling settings.
-        phase_max_new_tokens: Token budget per phase (``{"review_question": 48, ...}``);
-            phases not named use ``sampling.max_new_tokens``. Requests of one tick with
-            different budgets go to one generate call per budget.
+        phase_max_new_tokens: Token budget per phase or per ``"phase/domain"`` (which wins),
+            e.g. ``{"review_question": 48, "challenge/code": 224}``; phases not named use
+            ``sampling.max_new_tokens``.
+        phase_stop_strings: Stop strings per phase, or per ``"phase/domain"`` (which wins),
+            e.g. ``{"plan": ("</plan>",), "solve/code": ("```",)}``; others use
+            ``sampling.stop``. A policy whose ``generate`` takes ``budgets`` and ``stops``
+            keywords gets every request of a tick in one call with per-row limits; any other
+            policy gets one call per distinct (budget, stops).
 
     Raises:
         ValueError: if ``envs`` is empty or a budget is < 1.
@@ -93,6 +99,7 @@ class RolloutDriver:
         policy: Policy,
         sampling: SamplingConfig,
         phase_max_new_tokens: dict[str, int] | None = None,
+        phase_stop_strings: dict[str, tuple[str, ...]] | None = None,
     ) -> None:
         if not envs:
             raise ValueError("RolloutDriver needs at least one environment")
@@ -101,19 +108,50 @@ class RolloutDriver:
         bad = {k: v for k, v in self.phase_max_new_tokens.items() if int(v) < 1}
         if bad:
             raise ValueError(f"phase token budgets must be >= 1, got {bad}")
+        self.phase_stop_strings = {
+            k: tuple(v) for k, v in (phase_stop_strings or {}).items() if v is not None
+        }
 
-    def budget(self, phase: str | None) -> int:
-        """The completion budget (tokens) of ``phase``."""
-        return int(self.phase_max_new_tokens.get(str(phase), self.sampling.max_new_tokens))
+    def budget(self, phase: str | None, domain: str | None = None) -> int:
+        """The completion budget (tokens) of ``phase`` on a task of ``domain``.
+
+        A ``"phase/domain"`` key wins over ``"phase"``.
+        """
+        for key in (f"{phase}/{domain}", str(phase)):
+            if key in self.phase_max_new_tokens:
+                return int(self.phase_max_new_tokens[key])
+        return int(self.sampling.max_new_tokens)
+
+    def stops(self, phase: str | None, domain: str | None = None) -> tuple[str, ...]:
+        """The stop strings of ``phase`` on a task of ``domain``."""
+        for key in (f"{phase}/{domain}", str(phase)):
+            if key in self.phase_stop_strings:
+                return self.phase_stop_strings[key]
+        return tuple(self.sampling.stop)
 
     def _generate(self, requests: list[tuple[int, str, Any, dict]]) -> list:
-        by_budget: dict[int, list[int]] = {}
-        for j, (_i, _agent, _obs, info) in enumerate(requests):
-            by_budget.setdefault(self.budget(info.get("phase")), []).append(j)
+        limits = [
+            (
+                self.budget(info.get("phase"), info.get("domain")),
+                self.stops(info.get("phase"), info.get("domain")),
+            )
+            for _i, _agent, _obs, info in requests
+        ]
+        observations = [obs for _i, _agent, obs, _info in requests]
+        if _takes_row_limits(self.policy.generate):
+            return self.policy.generate(
+                observations,
+                self.sampling,
+                budgets=[b for b, _ in limits],
+                stops=[st for _, st in limits],
+            )
+        groups: dict[tuple[int, tuple[str, ...]], list[int]] = {}
+        for j, key in enumerate(limits):
+            groups.setdefault(key, []).append(j)
         completions: list = [None] * len(requests)
-        for budget, idx in sorted(by_budget.items()):
-            sampling = replace(self.sampling, max_new_tokens=budget)
-            for j, comp in zip(idx, self.policy.generate([requests[j][2] for j in idx], sampling)):
+        for (budget, stop), idx in sorted(groups.items()):
+            sampling = replace(self.sampling, max_new_tokens=budget, stop=stop)
+            for j, comp in zip(idx, self.policy.generate([observations[j] for j in idx], sampling)):
                 completions[j] = comp
         return completions
 
@@ -193,3 +231,12 @@ class RolloutDriver:
                 continue
             return i, agent, obs, info
         return None
+
+
+def _takes_row_limits(generate: Any) -> bool:
+    """True when ``generate`` accepts per-row ``budgets`` and ``stops`` keywords."""
+    try:
+        params = inspect.signature(generate).parameters
+    except (TypeError, ValueError):
+        return False
+    return {"budgets", "stops"} <= set(params)

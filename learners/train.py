@@ -76,9 +76,15 @@ class TrainConfig:
     max_new_tokens: int = 96
     """Completion budget per action, tokens (phases not in ``phase_max_new_tokens``)."""
     phase_max_new_tokens: dict[str, int] = field(default_factory=dict)
-    """Completion budget per phase, tokens, e.g. ``{"review_question": 40, "challenge":
-    192}``: critics short, challengers long enough for tests and a solution. The share of
-    outputs cut at their budget is logged per role (``truncated/<role>``)."""
+    """Completion budget per phase or per ``"phase/domain"`` (which wins), tokens, e.g.
+    ``{"review_question": 40, "challenge": 160, "challenge/code": 224}``: critics short,
+    challengers long enough for tests and a solution. The share of outputs cut at their
+    budget is logged per role (``truncated/<role>``)."""
+    phase_stop_strings: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Stop strings per phase or per ``"phase/domain"``, e.g. ``{"plan": ["</plan>"],
+    "solve/code": ["```"]}``: a completion ends once its text ends with one (kept in the
+    text, not counted as truncated). Nothing after a closing tag is parsed, so generating it
+    only costs time."""
     max_prompt_tokens: int = 768
     """Prompts keep their last this-many tokens."""
     temperature: float = 1.0
@@ -126,8 +132,15 @@ class TrainConfig:
     gate_calibration: bool = False
     """Set the quality gate alpha, at every probe, to the threshold that best separates the
     probe's intact from its corrupted questions (``sage_env.critic_probe.best_threshold``);
-    while the critic does not discriminate (AUC < 0.55) the configured alpha stays. Needs
-    ``critic_probe_size > 0``. Logged as ``gate/alpha``."""
+    while the critic does not discriminate (AUC < 0.55) alpha becomes
+    ``min(alpha, q at gate_seed_quantile of the intact seeds)`` (see ``gate_seed_quantile``).
+    Needs ``critic_probe_size > 0``. Logged as ``gate/alpha``."""
+    gate_seed_quantile: float | None = 0.5
+    """Fallback of ``gate_calibration`` for a critic at chance: cap alpha at the q this critic
+    gives to all but this share of the intact probe seeds
+    (``sage_env.critic_probe.seed_quantile``), so that the gate does not ask more of a
+    generated task than the critic gives a typical real one. ``None`` keeps the configured
+    alpha. Logged as ``gate/alpha`` and ``gate/youden`` (1 when Youden's threshold was used)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -150,6 +163,9 @@ class TrainConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        q = self.gate_seed_quantile
+        if q is not None and not 0.0 <= q <= 1.0:
+            raise ValueError(f"gate_seed_quantile must be in [0, 1] or None, got {q}")
         if self.gate_calibration and self.critic_probe_size < 2:
             raise ValueError("gate_calibration needs critic_probe_size >= 2")
         if isinstance(self.warmup, dict):
@@ -165,7 +181,9 @@ class TrainConfig:
 
 DEMO_BUDGETS = {
     "challenge": 160,
+    "challenge/code": 224,
     "propose": 160,
+    "propose/code": 224,
     "review_question": 40,
     "review_plan": 40,
     "judge_question": 40,
@@ -177,6 +195,16 @@ DEMO_BUDGETS = {
 """Per-phase token budgets of the ``demo`` preset: a code proposal needs room for tests and a
 solution; a critic reply is a score and one sentence."""
 
+DEMO_STOPS: dict[str, tuple[str, ...]] = {
+    "challenge": ("</answer>", "</solution>"),
+    "propose": ("</answer>", "</solution>"),
+    "plan": ("</plan>",),
+    "probe/code": ("```",),
+    "solve/code": ("```",),
+}
+"""Stop strings of the ``demo`` preset: the closing tag or code fence that ends what the
+parser reads (a code answer's prefix opens the fence, so the first fence closes it)."""
+
 PRESETS: dict[str, TrainConfig] = {
     "demo": TrainConfig(
         steps=4,
@@ -186,9 +214,11 @@ PRESETS: dict[str, TrainConfig] = {
         val_max_new_tokens=128,
         max_new_tokens=96,
         phase_max_new_tokens=dict(DEMO_BUDGETS),
+        phase_stop_strings=dict(DEMO_STOPS),
         temperature=0.7,
         critic_probe_size=48,
         gate_calibration=True,
+        warmup=WarmupConfig(steps=16, mix={"challenger": 1.0}, num_demonstrations=64, lr=1e-4),
         env=EnvConfig(solver_samples=2),
         learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
     ),
@@ -568,7 +598,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
         max_prompt_tokens=cfg.max_prompt_tokens,
         batch_size=cfg.generation_batch_size,
     )
-    driver = RolloutDriver(envs, policy, sampling, cfg.phase_max_new_tokens)
+    driver = RolloutDriver(envs, policy, sampling, cfg.phase_max_new_tokens, cfg.phase_stop_strings)
 
     writer = SummaryWriter(str(out / "tb"))
     metrics: dict[str, float] = {}
@@ -586,6 +616,12 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
         if cfg.gate_calibration:
             threshold = critic_probe.best_threshold(probe_items, replies, rules.critic_score_rule)
             alpha = rules.alpha if threshold is None else threshold
+            if threshold is None and cfg.gate_seed_quantile is not None:
+                level = critic_probe.seed_quantile(
+                    probe_items, replies, cfg.gate_seed_quantile, rules.critic_score_rule
+                )
+                alpha = rules.alpha if level is None else min(rules.alpha, level)
+            report["gate/youden"] = float(threshold is not None)
             for e in envs:
                 u = e.unwrapped
                 u.config = dataclasses.replace(

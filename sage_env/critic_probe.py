@@ -21,6 +21,8 @@ from sage_env.protocols.base import DEFAULT_PREFIXES
 from sage_env.tasks import Task
 
 CORRUPTIONS = ("shuffled", "truncated", "spliced")
+MIN_FALLBACK_ALPHA = 1e-6
+"""Floor of :func:`seed_quantile`: q = 0 (no parse, or the lowest score) never passes."""
 """How a corrupted probe question is made from a seed question."""
 
 
@@ -189,6 +191,47 @@ def best_threshold(
         if j > best_j + 1e-12:
             best, best_j = t, j
     return best
+
+
+def seed_quantile(
+    items: list[ProbeItem],
+    replies: list[str],
+    quantile: float = 0.5,
+    score_rule: str = "minus_one_over_nine",
+) -> float | None:
+    """The q that the critic gives to at least ``1 - quantile`` of the intact probe seeds.
+
+    The fallback gate for a critic that does not discriminate: with
+    ``alpha = min(alpha, seed_quantile(...))`` the gate never asks more of a generated task
+    than this critic gives to most real seed tasks (seed tasks are good by construction). It
+    corrects the level of a critic's scores, not its judgement: at AUC 0.5 it lets through
+    about ``1 - quantile`` of the well-formed proposals whatever their quality, which the
+    verifier check still guards.
+
+    Args:
+        items: The probe set (:func:`probe_set`).
+        replies: One critic reply per item (prefix + completion).
+        quantile: In [0, 1]; 0.5 is the median intact score, 0 the lowest.
+        score_rule: How a 1-10 score maps to q (``RewardConfig.critic_score_rule``).
+
+    Returns:
+        The lower ``quantile``-quantile of the q of the intact items whose reply parsed (so
+        that at least ``1 - quantile`` of them reach it), never below
+        :data:`MIN_FALLBACK_ALPHA` (an unparseable reply or the lowest score never passes);
+        ``None`` when no intact reply parsed.
+
+    Raises:
+        ValueError: if ``quantile`` is outside [0, 1] or the lengths differ.
+    """
+    if not 0.0 <= quantile <= 1.0:
+        raise ValueError(f"quantile must be in [0, 1], got {quantile}")
+    if len(items) != len(replies):
+        raise ValueError(f"{len(items)} probe items but {len(replies)} replies")
+    scores = [parsing.parse_critic_score(r) for r, it in zip(replies, items) if it.intact]
+    good = sorted(rewards.normalise_critic_score(s, score_rule) for s in scores if s is not None)
+    if not good:
+        return None
+    return max(good[int(quantile * (len(good) - 1))], MIN_FALLBACK_ALPHA)
 
 
 def discrimination(

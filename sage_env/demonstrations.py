@@ -70,10 +70,17 @@ def _statement(task: Task) -> str:
     return task.prompt.split("\nYour code should pass these tests:")[0].strip()
 
 
+def _grounded_answer(answer: str) -> bool:
+    """A seed answer a generated task could carry (the env's check: no free text, a value)."""
+    from sage_env.verifiers import MathVerifier
+
+    return MathVerifier().check_answer(answer).score == 1.0
+
+
 def _challenger(ref: Task, other: Task) -> Demonstration | None:
     obs = dict(prompts.challenger(ref), prefix=DEFAULT_PREFIXES["challenge"])
     if ref.domain == "math":
-        if not other.answer or len(other.answer) > 60:
+        if not other.answer or len(other.answer) > 60 or not _grounded_answer(other.answer):
             return None
         target = f"{other.prompt.strip()}</question>\n<answer>{other.answer.strip()}</answer>"
     else:

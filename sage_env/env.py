@@ -359,7 +359,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def check_verifier(self, task: Task) -> dict:
         """Check a proposed task's own verifier before it is used.
 
-        Math: the answer must parse (math-verify accepts it against itself). Code: the tests
+        Math: the answer must be grounded math (:meth:`MathVerifier.check_answer`: no free
+        text, parses to a SymPy value) and math-verify must accept it against itself. Code:
+        the tests
         parsed already; the reference solution must pass all of them in the sandbox. Without
         one the check fails, unless ``config.require_code_solution`` is False (then the tests
         are accepted unchecked).
@@ -368,10 +370,13 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             ``{"status": "passed" | "failed", "reason": str}``.
         """
         if task.domain == "math":
+            grounded = self.math_verifier.check_answer(task.answer or "")
+            if grounded.score < 1.0:
+                return {"status": "failed", "reason": f"answer is not math ({grounded.reason})"}
             res = self.math_verifier.verify(f"\\boxed{{{task.answer}}}", task.answer or "")
             if res.score < 1.0:
                 return {"status": "failed", "reason": f"answer does not parse ({res.reason})"}
-            return {"status": "passed", "reason": "answer parses"}
+            return {"status": "passed", "reason": "answer parses to a math value"}
         if not task.reference_solution:
             if self.config.require_code_solution:
                 return {"status": "failed", "reason": "no <solution> to check the tests against"}

@@ -356,6 +356,66 @@ def _verify_math(prediction: Any, gold: Any, timeout_s: float) -> VerifierResult
         return VerifierResult(0.0, "crashed", f"verifier error: {type(exc).__name__}")
 
 
+#: Words an answer may contain outside LaTeX commands: function names math-verify reads.
+ANSWER_WORDS = frozenset(
+    "sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log ln exp sqrt pi inf oo"
+    " infty max min gcd lcm mod deg".split()
+)
+
+_LATEX_COMMAND = re.compile(r"\\(?:begin|end)\s*\{[^{}]*\}|\\[A-Za-z]+")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+_TEXT_COMMAND = re.compile(r"\\(?:text|mathrm|textbf|mbox|operatorname)\s*\{([^{}]*)\}")
+
+
+def _grounded(parsed: list) -> bool:
+    """True when a math-verify parse holds a SymPy value.
+
+    That is a number, an expression in at most three single-letter variables, or a set,
+    interval, tuple or matrix of them.
+    """
+    for item in parsed:
+        if isinstance(item, str):
+            continue
+        symbols = getattr(item, "free_symbols", None)
+        if symbols is None:
+            continue
+        names = [str(sym) for sym in symbols]
+        if len(names) <= 3 and all(len(n) == 1 for n in names):
+            return True
+    return False
+
+
+def _check_answer(answer: Any, timeout_s: float) -> VerifierResult:
+    """The body of :meth:`MathVerifier.check_answer` (never raises)."""
+    try:
+        text = _as_text(answer).strip()
+        if not text:
+            return VerifierResult(0.0, "invalid", "empty answer")
+        if len(text) > MAX_GOLD_CHARS:
+            return VerifierResult(0.0, "invalid", f"answer longer than {MAX_GOLD_CHARS}")
+        inner = extract_boxed(text) if "\\boxed" in text else None
+        plain = _TEXT_COMMAND.sub(r" \1 ", inner if inner is not None else text)
+        words = [
+            w
+            for w in _WORD.findall(_LATEX_COMMAND.sub(" ", plain))
+            if w.lower() not in ANSWER_WORDS
+        ]
+        if words:
+            return VerifierResult(
+                0.0, "invalid", f"answer is free text, not math ({_clip(' '.join(words), 40)})"
+            )
+        parsed, _ = _call_with_deadline(lambda: _parse_gold(text), timeout_s)
+        if not _grounded(parsed):
+            return VerifierResult(0.0, "invalid", f"answer has no math value: {_clip(text, 40)}")
+        return VerifierResult(1.0, "passed", f"answer parses to {_clip(str(parsed[0]), 40)}")
+    except _DeadlineExceeded:
+        return VerifierResult(0.0, "timeout", f"answer parsing exceeded {timeout_s:g} s")
+    except MemoryError:
+        return VerifierResult(0.0, "memory", "MemoryError while parsing the answer")
+    except Exception as exc:  # SymPy bug on odd input: never propagate
+        return VerifierResult(0.0, "crashed", f"verifier error: {type(exc).__name__}")
+
+
 def _verify_math_chunk(items: list[tuple[Any, Any]], timeout_s: float) -> list[VerifierResult]:
     """Score a chunk of pairs in order."""
     return [_verify_math(p, g, timeout_s) for p, g in items]
@@ -448,6 +508,25 @@ class MathVerifier:
             return [_verify_math(p, g, self.timeout_s) for p, g in items]
         with self._lock:
             return self._run_in_pool(items)
+
+    def check_answer(self, answer: str) -> VerifierResult:
+        r"""Check that a proposed gold answer is grounded math, before it is used as a gold.
+
+        A task whose answer means nothing (``???``, ``five hundred dollars``) would match
+        itself in :meth:`verify` (math-verify falls back to comparing strings), fail every
+        solver, and be paid as hard. Here the answer must (1) hold no word of two or more
+        letters outside LaTeX commands, except function names in :data:`ANSWER_WORDS`
+        (``\text{...}`` counts as words, so units are not part of an answer), and (2) parse,
+        as a gold answer would, to a SymPy value: a number, an expression in at most three
+        single-letter variables, or a set, interval, tuple or matrix of them.
+
+        Runs in the calling process, under ``timeout_s`` when called from the main thread.
+
+        Returns:
+            :class:`VerifierResult`: 1.0 ``"passed"``, else 0.0 ``"invalid"`` (or
+            ``"timeout"`` / ``"crashed"``) with the reason. Never raises on input.
+        """
+        return _check_answer(answer, self.timeout_s)
 
     def close(self) -> None:
         """Shut the worker pool down (a later call creates a new one)."""

@@ -245,7 +245,7 @@ def test_math_answer_that_does_not_parse_is_rejected_before_review():
     ((_, reward, info),) = rec["challenge"]
     assert "review_question" not in rec and "probe" not in rec
     assert info["verifier_check"]["status"] == "failed"
-    assert info["parsed"]["reason"].startswith("verifier check failed: answer does not parse")
+    assert info["parsed"]["reason"].startswith("verifier check failed: answer is not math")
     assert reward == pytest.approx(0.5 / 3)  # (q = 0 + f = 0.5) / 3
     assert len(env.unwrapped.pool) == 1
 

@@ -123,6 +123,54 @@ def test_truncated_flag_and_per_phase_budgets(policy):
         RolloutDriver(envs, policy, SamplingConfig(), {"plan": 0})
 
 
+def test_rows_of_one_batch_stop_at_their_own_budget(policy):
+    _, obs = first_obs()
+    sampling = SamplingConfig(max_new_tokens=9, min_new_tokens=9)  # no EOS: budgets decide
+    comps = policy.generate([obs, obs, obs], sampling, budgets=[2, 5, 9])
+    assert [len(c.completion_ids) for c in comps] == [2, 5, 9]
+    assert [len(c.logprobs) for c in comps] == [2, 5, 9]
+    assert all(c.truncated for c in comps)
+    with pytest.raises(ValueError, match="budgets"):
+        policy.generate([obs], sampling, budgets=[2, 3])
+
+
+def test_stop_string_ends_a_row_without_truncation(policy):
+    _, obs = first_obs()
+    greedy = SamplingConfig(max_new_tokens=12, min_new_tokens=12, do_sample=False)
+    (full,) = policy.generate([obs], greedy)
+    ids = full.completion_ids
+    stop = policy.tokenizer.decode(ids[:4], skip_special_tokens=True)[-3:]
+    assert stop.strip(), "the tiny model should write visible text"
+    cut, other = policy.generate([obs, obs], greedy, stops=[(stop,), ()])
+    assert cut.text.endswith(stop) and not cut.truncated
+    assert len(cut.completion_ids) <= 4 and cut.completion_ids == ids[: len(cut.completion_ids)]
+    assert cut.logprobs == pytest.approx(full.logprobs[: len(cut.completion_ids)], abs=1e-5)
+    assert other.completion_ids == ids and other.truncated  # the other row ran on
+
+
+def test_driver_sends_one_call_per_tick_with_phase_stops(policy):
+    calls = []
+
+    class Spy:
+        def generate(self, observations, sampling, budgets=None, stops=None):
+            calls.append((len(observations), list(budgets), list(stops)))
+            return policy.generate(observations, sampling, budgets, stops)
+
+    envs = [sage_env.env(seeds=[MATH_SEED, CODE_SEED], solver_samples=1) for _ in range(3)]
+    driver = RolloutDriver(
+        envs,
+        Spy(),
+        SamplingConfig(max_new_tokens=5),
+        {"challenge": 3, "plan": 4},
+        {"plan": ("</plan>",), "solve/code": ("```",)},
+    )
+    driver.collect([0, 1, 2])
+    assert calls and all(n == len(b) == len(st) for n, b, st in calls)
+    assert driver.stops("solve", "code") == ("```",) and driver.stops("solve", "math") == ()
+    assert driver.stops("plan", "math") == ("</plan>",)
+    assert calls[0][1] == [3, 3, 3]  # every env starts with a challenge
+
+
 def test_human_player_sees_prefix_before_typing_and_types_the_rest(monkeypatch, capsys):
     env = sage_env.env(seeds=[MATH_SEED], solver_samples=1)
     env.reset(seed=0)
@@ -273,3 +321,26 @@ def test_calibrated_gate_is_the_best_separating_threshold():
         "<score>2</score> ok it is." if it.intact else "<score>9</score> no." for it in items
     ]
     assert critic_probe.best_threshold(items, inverted) is None
+
+
+def test_seed_quantile_fallback_is_the_level_of_intact_scores():
+    seeds = sage_env.load_seeds()
+    items = critic_probe.probe_set(seeds, n=8, seed=0)
+    intact = [i for i, it in enumerate(items) if it.intact]
+    scores = dict(zip(intact, [3, 5, 6, 8]))  # intact scores, corrupted ones all 9
+    replies = [
+        f"<score>{scores[i]}</score> ok it is." if i in scores else "<score>9</score> fine."
+        for i in range(len(items))
+    ]
+    assert len(intact) == 4
+    assert critic_probe.best_threshold(items, replies) is None  # corrupted outscore intact
+    # the median's lower value: 3 of 4 intact seeds reach q = 4/9
+    assert critic_probe.seed_quantile(items, replies, 0.5) == pytest.approx(4 / 9)
+    assert critic_probe.seed_quantile(items, replies, 0.0) == pytest.approx(2 / 9)
+    assert critic_probe.seed_quantile(items, replies, 1.0) == pytest.approx(7 / 9)
+    # unparseable intact replies do not count; none parsed -> nothing to calibrate on
+    assert critic_probe.seed_quantile(items, ["no score"] * len(items)) is None
+    ones = ["<score>1</score> bad one." if it.intact else "x" for it in items]
+    assert critic_probe.seed_quantile(items, ones) == critic_probe.MIN_FALLBACK_ALPHA > 0
+    with pytest.raises(ValueError, match="quantile"):
+        critic_probe.seed_quantile(items, replies, 1.5)

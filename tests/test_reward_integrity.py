@@ -1,0 +1,77 @@
+"""Reward hacks replayed from public bug reports of peer graders (issue 12): each input here
+was paid before its fix; every test asserts the verdict it must now get."""
+
+import pytest
+
+import sage_env
+from sage_env import EnvConfig
+from sage_env.verifiers import MathVerifier
+from tests.scripted import MATH_SEED, play_round
+
+UNGROUNDED = [
+    "???",
+    "five hundred seventy dollars",
+    "\\text{blue}",
+    "unknown",
+    "...",
+    "12 apples",
+    "the answer",
+    "\\mbox{four}",
+    "a+b+c+d+e",
+    "yes",
+]
+GROUNDED = [
+    "570",
+    "\\frac{1}{2}",
+    "-7.25",
+    "x^2+1",
+    "(0,1]",
+    "\\{1,2\\}",
+    "\\sqrt{2}+\\pi",
+    "\\sin(x)",
+    "(-\\infty, 3)",
+    "\\begin{pmatrix}1\\\\2\\end{pmatrix}",
+    "2^{1009}",
+    "\\boxed{5}",
+]
+
+
+@pytest.mark.parametrize("answer", UNGROUNDED)
+def test_check_answer_refuses_free_text(answer):
+    res = MathVerifier().check_answer(answer)
+    assert (res.score, res.status) == (0.0, "invalid"), res.reason
+
+
+@pytest.mark.parametrize("answer", GROUNDED)
+def test_check_answer_keeps_math_values(answer):
+    res = MathVerifier().check_answer(answer)
+    assert (res.score, res.status) == (1.0, "passed"), res.reason
+
+
+def _round(answer, solver_answer):
+    def script(agent, phase, obs, n):
+        return {
+            "challenge": (
+                f"<question>How much did Ann pay in all?</question><answer>{answer}</answer>"
+            ),
+            "review_question": "<score>10</score> A clear, well-posed question.",
+            "probe": f"\\boxed{{{solver_answer}}}",
+            "plan": "<plan>\n1. Add.\n2. Check.\n</plan>",
+            "review_plan": "<score>5</score> The plan is fine.",
+            "solve": "\\boxed{5}",
+        }[phase]
+
+    env = sage_env.env(EnvConfig(domains=("math",), solver_samples=2), seeds=[MATH_SEED])
+    ((_, _, reward, info),) = [r for r in play_round(env, script) if r[1] == "challenge"]
+    return reward, info, len(env.unwrapped.pool)
+
+
+@pytest.mark.parametrize("answer", ["???", "five hundred seventy dollars", "\\text{lots}"])
+def test_meaningless_answer_is_not_accepted_and_earns_less_than_honest(answer):
+    cheat, info, pool_size = _round(answer, "570")
+    assert info["verifier_check"]["status"] == "failed"
+    assert "not math" in info["verifier_check"]["reason"]
+    assert not info["accepted"] and pool_size == 1  # only the seed
+    honest, honest_info, honest_pool = _round("570", "570")  # right answer, solver right: d = 0
+    assert honest_info["accepted"] and honest_pool == 2
+    assert cheat < honest
