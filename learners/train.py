@@ -208,7 +208,7 @@ parser reads (a code answer's prefix opens the fence, so the first fence closes 
 PRESETS: dict[str, TrainConfig] = {
     "demo": TrainConfig(
         steps=4,
-        rounds_per_step=8,
+        rounds_per_step=6,
         val_every=4,
         val_limit=16,
         val_max_new_tokens=128,
@@ -218,7 +218,9 @@ PRESETS: dict[str, TrainConfig] = {
         temperature=0.7,
         critic_probe_size=48,
         gate_calibration=True,
-        warmup=WarmupConfig(steps=16, mix={"challenger": 1.0}, num_demonstrations=64, lr=1e-4),
+        warmup=WarmupConfig(
+            steps=20, mix={"challenger": 0.75, "critic": 0.25}, num_demonstrations=80, lr=1e-4
+        ),
         env=EnvConfig(solver_samples=2),
         learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
     ),
@@ -472,6 +474,11 @@ def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]
             m[f"{role}/accept_rate"] = sum(
                 bool(t.details.get("accepted", t.details["parsed"].get("valid"))) for t in props
             ) / len(props)
+            probed = [t for t in props if (t.details.get("terms") or {}).get("d") is not None]
+            if probed:  # accepted and probed: solved at least once is evidence it is well posed
+                m[f"{role}/accepted_solved_rate"] = sum(
+                    t.details["terms"]["d"] < 1.0 for t in probed
+                ) / len(probed)
     solves = [
         t.details.get("verdict", {}).get("score", 0.0) or 0.0
         for t in result.transitions

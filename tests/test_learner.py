@@ -332,3 +332,43 @@ def test_train_with_warmup_probe_and_calibrated_gate(tiny_path, tmp_path, monkey
     assert any((tmp_path / "cache" / "warmup").iterdir())  # the warmed weights were cached
     with pytest.raises(ValueError, match="gate_calibration"):
         TrainConfig(gate_calibration=True)
+
+
+def test_rollout_metrics_proposal_rates_and_solved_acceptances():
+    from learners.rollout import RolloutResult, Transition
+    from learners.train import rollout_metrics
+
+    def prop(well_formed, valid, accepted, d=None, truncated=False):
+        terms = {"q": 0.5, "d": d, "f": 1.0}
+        return Transition(
+            "challenger_0",
+            "challenger",
+            "math",
+            "challenge",
+            [1],
+            [2, 3],
+            [-1.0, -1.0],
+            "x",
+            reward=0.5,
+            details={
+                "parsed": {"well_formed": well_formed, "valid": valid},
+                "accepted": accepted,
+                "terms": terms,
+            },
+            truncated=truncated,
+        )
+
+    ts = [
+        prop(False, False, False),
+        prop(True, False, False, truncated=True),
+        prop(True, True, False),
+        prop(True, True, True, d=1.0),
+        prop(True, True, True, d=0.5),
+    ]
+    m = rollout_metrics(RolloutResult(ts, [], 1.0, 0.0, 10, 1), ["challenger"])
+    assert m["challenger/parse_rate"] == pytest.approx(4 / 5)
+    assert m["challenger/valid_rate"] == pytest.approx(3 / 5)
+    assert m["challenger/accept_rate"] == pytest.approx(2 / 5)
+    assert m["challenger/accepted_solved_rate"] == pytest.approx(1 / 2)
+    assert m["truncated/challenger"] == pytest.approx(1 / 5)
+    assert m["reward_std/challenger"] == 0.0
