@@ -75,3 +75,47 @@ def test_meaningless_answer_is_not_accepted_and_earns_less_than_honest(answer):
     honest, honest_info, honest_pool = _round("570", "570")  # right answer, solver right: d = 0
     assert honest_info["accepted"] and honest_pool == 2
     assert cheat < honest
+
+
+# -- math-verify guard layer (sage_env.math_guards); rows cite Math-Verify #14, #34, PR #81 --
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The answer is 2 2/3", "The answer is \\frac{8}{3}"),  # PR #81
+        ("\\boxed{1 1/4}", "\\boxed{\\frac{5}{4}}"),  # #34
+        ("-1 1/2", "-\\frac{3}{2}"),  # the sign applies to the whole value
+        ("7 3 / 8 cups", "\\frac{59}{8} cups"),
+        ("4 10/3", "\\text{not a mixed number}"),  # PR #81: improper part, no fragment
+        ("1 2/0", "\\text{not a mixed number}"),
+        ("x_1 1/2", "x_1 1/2"),  # a subscript, not a whole part
+        ("1.5 1/2", "1.5 1/2"),
+        ("3/4", "3/4"),
+    ],
+)
+def test_normalise_mixed_numbers(text, expected):
+    from sage_env.math_guards import normalise_mixed_numbers
+
+    assert normalise_mixed_numbers(text) == expected
+
+
+@pytest.mark.parametrize(
+    "gold, pred, disagree",
+    [
+        ("\\frac{1}{2^{99}}", "\\frac{1}{2^{98}}", True),  # #14
+        ("\\frac{1}{2004!}", "\\frac{1}{2006!}", True),  # #14
+        ("2^{-3000}", "2^{-3001}", True),
+        ("0.0000001", "0.0000002", True),
+        ("\\sqrt{2}", "1.5", True),
+        ("\\frac{1}{2004!}", "\\frac{1}{2004!}", False),
+        ("1/3", "0.333333", False),  # math-verify's 6-decimal rounding is kept
+        ("\\sqrt{2}", "1.414214", False),
+        ("\\frac{1}{2}", "0.5", False),
+        ("x+1", "x+1", False),  # not numbers: math-verify decides
+        ("\\{1,2\\}", "\\{2,1\\}", False),
+    ],
+)
+def test_numbers_disagree(gold, pred, disagree):
+    from sage_env.math_guards import numbers_disagree
+    from sage_env.verifiers import _parse_gold
+
+    assert numbers_disagree(_parse_gold(gold)[0], _parse_gold(pred)[0]) is disagree
