@@ -12,7 +12,7 @@ Local data layout (``--data-dir``, default ``$SAGE_ENV_DATA`` or ``../shared/dat
     math/aime24_test.jsonl           problem, answer
     math/aime25_test.jsonl           problem, answer
     math/amc23_test.jsonl            problem, answer (float)
-    math/olympiadbench_test.jsonl.gz question, final_answer (stringified list)
+    math/olympiadbench_test.jsonl.gz question, final_answer (list of LaTeX strings)
     code/HumanEval.jsonl.gz          task_id, prompt, test, entry_point
     code/HumanEvalPlus-v0.1.10.jsonl.gz  + canonical_solution, base_input, plus_input, atol
     code/sanitized-mbpp.json         task_id, prompt, test_list, test_imports (test ids 11-510)
@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import gzip
 import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -122,17 +123,128 @@ def _math(name: str, rows: list[dict], q: str, a: Callable[[dict], str]) -> list
 
 
 def _olympiad_answer(r: dict) -> str:
-    try:
-        values = ast.literal_eval(r["final_answer"])
-    except (ValueError, SyntaxError):
-        values = [r["final_answer"]]
-    values = values if isinstance(values, list) else [values]
-    return ", ".join(str(v).strip("$ ") for v in values)
+    """OlympiadBench's gold: its ``final_answer`` values without ``$``, joined by ``", "``.
+
+    ``final_answer`` is a JSON list in the Qwen2.5-Math copy (``["$2^{1009}$"]``); a copy that
+    stores it as a stringified list (``"['$2^{1009}$']"``) or a bare string also works.
+    """
+    values = r["final_answer"]
+    if isinstance(values, str):
+        try:
+            values = ast.literal_eval(values)
+        except (ValueError, SyntaxError):
+            pass
+    values = list(values) if isinstance(values, (list, tuple)) else [values]
+    return ", ".join(_olympiad_value(v) for v in values)
+
+
+def _olympiad_value(value: object) -> str:
+    r"""One OlympiadBench answer as LaTeX: ``$`` delimiters and a closing period removed.
+
+    Some values hold several ``$...$`` spans (``"$69$,$84$"``) or stray ones (``"$221,$8$"``,
+    item 2349) and one ends in a period (``"$(-\infty, 0) \cup\{1\}$."``, item 1970).
+    """
+    return str(value).replace("$", "").strip().rstrip(".").strip()
 
 
 def _amc_answer(r: dict) -> str:
     value = float(r["answer"])
     return str(int(value)) if value.is_integer() else str(value)
+
+
+def _tuples(x: object) -> object:
+    """Every list inside ``x`` (and ``x`` itself) as a tuple, recursively."""
+    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
+
+
+def _each(f: Callable[[object], object]) -> Callable[[list], list]:
+    return lambda args: [f(a) for a in args]
+
+
+def _first(f: Callable[[object], object]) -> Callable[[list], list]:
+    return lambda args: [f(args[0]), *args[1:]]
+
+
+def _tuple(x: object) -> tuple:
+    return tuple(x)
+
+
+def _inner_tuples(x: list) -> list:
+    return [tuple(v) for v in x]
+
+
+_MBPP_PLUS_TYPES: dict[int, Callable[[list], list]] = {
+    **dict.fromkeys(
+        (2, 116, 132, 143, 222, 261, 273, 394, 399, 421, 424, 429, 470, 560, 579, 596, 616, 630)
+        + (726, 740, 744, 809),
+        _each(_tuple),
+    ),
+    **dict.fromkeys(
+        (63, 64, 70, 94, 120, 237, 272, 299, 400, 409, 417, 438, 473, 614, 780),
+        _each(_inner_tuples),
+    ),
+    **dict.fromkeys((75, 413, 444, 753), _first(_inner_tuples)),
+    **dict.fromkeys((106, 750), lambda args: [args[0], tuple(args[1]), *args[2:]]),
+    115: _first(lambda xs: [set(v) if isinstance(v, list) and v else {} for v in xs]),
+    124: lambda args: [float(args[0]), complex(args[1])],
+    **dict.fromkeys((250, 405, 446, 617, 720, 763, 808), _first(_tuple)),
+    **dict.fromkeys((259, 401, 445), _each(lambda a: tuple(tuple(v) for v in a))),
+    278: _first(lambda xs: tuple(tuple(v) if isinstance(v, list) else v for v in xs)),
+    307: _first(_tuple),
+    722: _first(lambda d: {k: tuple(v) for k, v in d.items()}),
+    252: _first(complex),
+    **dict.fromkeys((580, 615, 791), lambda args: list(_tuples(args))),
+}
+"""MBPP+ tasks whose inputs are not what JSON gives back, and how to restore each input's
+argument list. The facts are EvalPlus's (``evalplus/data/mbpp.py``,
+``mbpp_deserialize_inputs``, MBPP+ v0.2.0): JSON has no tuple, set or complex number, so
+EvalPlus rebuilds them per task before calling the function; so must we (Mbpp/106 appends a
+list to a tuple, Mbpp/580 walks nested tuples: fed lists, the canonical solution fails)."""
+
+
+def mbpp_plus_inputs(task_id: str, inputs: list) -> list:
+    """MBPP+ inputs with the Python types EvalPlus gives them (tuples, sets, complex numbers).
+
+    Args:
+        task_id: ``"Mbpp/106"``.
+        inputs: The task's ``base_input`` or ``plus_input`` as read from JSON: one argument
+            list per call.
+
+    Returns:
+        The argument lists, with the types restored for the tasks of
+        :data:`_MBPP_PLUS_TYPES` (the others unchanged).
+    """
+    restore = _MBPP_PLUS_TYPES.get(int(str(task_id).rsplit("/", 1)[-1]))
+    return [restore(list(inp)) for inp in inputs] if restore else list(inputs)
+
+
+def input_literal(value: object) -> str:
+    """Python source that evaluates to ``value``, keeping its types (unlike JSON).
+
+    Tuples stay tuples, sets sets (``set()`` when empty), complex numbers complex, and
+    non-finite floats are written ``float('inf')``, ``float('nan')``; finite floats by
+    ``repr`` (which round-trips exactly). Lists, dicts, str, int, bool and None as ``repr``.
+    Used to hand HumanEval+/MBPP+ inputs to the sandboxed tests.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str, bytes)):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+    if isinstance(value, complex):
+        return f"complex({input_literal(value.real)}, {input_literal(value.imag)})"
+    if isinstance(value, tuple):
+        inner = ", ".join(input_literal(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, list):
+        return "[" + ", ".join(input_literal(v) for v in value) + "]"
+    if isinstance(value, (set, frozenset)):
+        items = ", ".join(input_literal(v) for v in value)
+        body = f"{{{items}}}" if value else "set()"
+        return body if isinstance(value, set) else f"frozenset({body if value else ''})"
+    if isinstance(value, dict):
+        pairs = ", ".join(f"{input_literal(k)}: {input_literal(v)}" for k, v in value.items())
+        return "{" + pairs + "}"
+    return repr(value)
 
 
 _EQUAL = (
@@ -172,7 +284,7 @@ def plus_tests(row: dict, plus_limit: int | None) -> tuple[str, list[str]]:
     inputs = list(row["base_input"]) + list(row["plus_input"])[:plus_limit]
     atol = float(row.get("atol") or 0)
     tests = [
-        f"_inp = json.loads({json.dumps(inp)!r})\n"
+        f"_inp = {input_literal(inp)}\n"
         f"assert _equal({entry}(*copy.deepcopy(_inp)), _reference(*copy.deepcopy(_inp)), "
         f"{atol})"
         for inp in inputs
@@ -266,6 +378,11 @@ def load_benchmark(
     if name == "mbpp_plus":
         items = []
         for r in _read(d / "code/MbppPlus-v0.2.0.jsonl.gz"):
+            r = {
+                **r,
+                "base_input": mbpp_plus_inputs(r["task_id"], r["base_input"]),
+                "plus_input": mbpp_plus_inputs(r["task_id"], r["plus_input"]),
+            }
             setup, tests = plus_tests(r, plus_limit)
             items.append(
                 EvalItem(

@@ -21,12 +21,11 @@ from typing import Any
 from pettingzoo import AECEnv
 
 from sage_env.config import EnvConfig
+from sage_env.protocols import scripted
 from sage_env.tasks import Task
 
 Player = Callable[[str, dict, dict, AECEnv], str]
-PLAN = (
-    "<plan>\n1. Restate what is asked.\n2. Work it out step by step.\n3. Check the result.\n</plan>"
-)
+PLAN = scripted.PLAN
 
 
 @dataclass
@@ -90,30 +89,27 @@ def human_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
     return prefix + "".join(lines).rstrip("\n")
 
 
-def scripted_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
-    """Write well-formed (not necessarily correct) output for every phase."""
-    phase = info.get("phase")
+def _scripted(env: AECEnv, obs: dict, info: dict) -> tuple[str | None, list[str], Task | None]:
+    protocol = env.unwrapped.protocol
     task: Task | None = getattr(env.unwrapped, "current_task", None)
-    if phase in ("challenge", "propose"):
-        if info.get("domain") == "math":
-            return (
-                "<question>A shop sells pens at 3 dollars each. How much do 17 pens and "
-                "4 notebooks at 5 dollars each cost?</question>\n<answer>71</answer>"
-            )
-        return (
-            "<question>Write a function sum_squares(n) returning 1^2 + ... + n^2."
-            "</question>\n<tests>\nassert sum_squares(1) == 1\nassert sum_squares(3) == 14"
-            "\n</tests>\n<solution>\n```python\ndef sum_squares(n):\n    return sum(i * i "
-            "for i in range(1, n + 1))\n```\n</solution>"
-        )
-    if phase in ("review_question", "review_plan", "judge_question", "judge_answer"):
-        return "<score>8</score> Clear and well posed."
-    if phase == "plan":
-        return PLAN
-    if task is not None and task.domain == "code":
-        name = task.entry_point or "solution"
-        return f"```python\ndef {name}(*args, **kwargs):\n    return None\n```"
-    return "The answer is \\boxed{0}."
+    phase = info.get("phase")
+    return (
+        protocol.phase_kind(phase, obs),
+        protocol.scripted_actions(phase, obs, task),
+        task,
+    )
+
+
+def scripted_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
+    """Write well-formed (not necessarily correct) output for every phase.
+
+    The first of the protocol's :meth:`~sage_env.protocols.Protocol.scripted_actions` (a
+    valid proposal, a passing review, a plan), but a wrong answer in solve-kind phases.
+    """
+    kind, actions, task = _scripted(env, obs, info)
+    if kind == "solve" or not actions:
+        return scripted.wrong_answer(task)
+    return actions[0]
 
 
 def oracle_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
@@ -122,13 +118,8 @@ def oracle_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
     Math gets ``\boxed{answer}``, code the task's reference solution, so that a correct
     solve can be checked end to end.
     """
-    task: Task | None = getattr(env.unwrapped, "current_task", None)
-    if info.get("phase") in ("probe", "solve") and task is not None:
-        if task.domain == "math" and task.answer:
-            return f"\\boxed{{{task.answer}}}"
-        if task.domain == "code" and task.reference_solution:
-            return f"```python\n{task.reference_solution}\n```"
-    return scripted_player(agent, obs, info, env)
+    _, actions, task = _scripted(env, obs, info)
+    return actions[0] if actions else scripted.wrong_answer(task)
 
 
 PLAYERS: dict[str, Player] = {

@@ -2,8 +2,8 @@ import pytest
 from pettingzoo.test import api_test, seed_test
 
 import sage_env
-from sage_env import EnvConfig, Protocol, ProtocolError, check_protocol, register_protocol
-from sage_env.protocols import learnability_reward
+from sage_env import EnvConfig, Protocol, ProtocolError, check_protocol, prompts, register_protocol
+from sage_env.protocols import learnability_reward, propose
 from tests.scripted import CODE_SEED, MATH_SEED, play_round
 
 Q = "<question>What is 7*6?</question>\n<answer>42</answer>"
@@ -102,7 +102,7 @@ def test_mae_rejected_question_is_not_pooled():
     assert len(env.unwrapped.pool) == 1
 
 
-@pytest.mark.parametrize("protocol", ["sage", "azr", "mae"])
+@pytest.mark.parametrize("protocol", ["sage", "azr", "mae", "rlvr"])
 def test_builtin_protocols_pass_checks_and_pettingzoo_tests(protocol):
     assert check_protocol(protocol) == []
 
@@ -190,3 +190,185 @@ def test_check_protocol_names_the_problem(cls, message):
     assert any(message in p for p in problems), problems
     with pytest.raises(ProtocolError, match="protocol check failed"):
         check_protocol(cls, rounds=1)
+
+
+PHASES = {
+    "sage": {"challenge", "review_question", "probe", "plan", "review_plan", "solve"},
+    "azr": {"propose", "solve"},
+    "mae": {"propose", "judge_question", "solve", "judge_answer"},
+    "rlvr": {"solve"},
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(PHASES))
+def test_check_protocol_reaches_every_phase_of_every_builtin(protocol):
+    report = check_protocol(protocol, rounds=2)
+    assert report == []
+    assert report.phases_declared == PHASES[protocol]
+    assert set(report.phases_reached) == PHASES[protocol]
+    assert report.rounds == 6  # garbage, scripted from the first reply, from the second
+
+
+def test_check_protocol_runs_both_sides_of_the_sage_gates():
+    # scripted replies start with a passing review (question accepted, probed k=2 times) and,
+    # on the second pass, a failing one (rejected: no probe)
+    report = check_protocol("sage", rounds=1)
+    assert report.phases_reached["review_question"] == 2  # one scripted round each
+    assert report.phases_reached["probe"] == 2  # only the accepted question is probed
+
+
+class PoseAttempt(Protocol):
+    """A user's proposer/solver game with phase names of its own (and the built-in prompts)."""
+
+    name = "pose_attempt_test"
+    agents = ("proposer_0", "solver_0")
+
+    def start(self, env):
+        self.reference = env.draw_reference()
+        self.proposed = False
+        env.select("proposer_0", "pose", self.reference, prompts.challenger(self.reference))
+
+    def on_pose(self, env, text):
+        _, candidate, _ = propose(env, text, self.reference)
+        if candidate is None:
+            env.deliver("proposer_0", 0.0, {"valid": False})
+            self.task = env.pool.sample(env.rng)
+        else:
+            self.task, self.proposed = candidate, True
+        env.select("solver_0", "attempt", self.task, prompts.solver(self.task))
+
+    def on_attempt(self, env, text):
+        s_gt, _, _ = env.verify(self.task, text)
+        env.deliver("solver_0", s_gt, {"s_gt": s_gt})
+        if self.proposed:
+            env.deliver("proposer_0", 1.0 - s_gt, {"d": 1.0 - s_gt})
+        env.finish()
+
+
+class NeverCreditsProposer(PoseAttempt):
+    """Broken: an accepted proposal is never credited."""
+
+    def on_attempt(self, env, text):
+        s_gt, _, _ = env.verify(self.task, text)
+        env.deliver("solver_0", s_gt, {"s_gt": s_gt})
+        env.finish()
+
+
+class AttemptRaises(PoseAttempt):
+    """Broken: an invalid proposal ends the round; the solve handler of a valid one raises."""
+
+    def on_pose(self, env, text):
+        _, candidate, _ = propose(env, text, self.reference)
+        if candidate is None:
+            env.deliver("proposer_0", 0.0, {"valid": False})
+            env.finish()
+            return
+        self.task, self.proposed = candidate, True
+        env.select("solver_0", "attempt", self.task, prompts.solver(self.task))
+
+    def on_attempt(self, env, text):
+        raise KeyError("difficulty")
+
+
+def test_a_sound_user_protocol_with_its_own_phase_names_passes_and_reaches_them():
+    report = check_protocol(PoseAttempt, rounds=1)
+    assert report == []
+    assert set(report.phases_reached) == {"pose", "attempt"}
+    # inferred from the built-in prompts: the scripted proposer wrote a valid proposal
+    assert PoseAttempt().phase_kind("pose", prompts.challenger(MATH_SEED)) == "propose"
+
+
+def test_check_protocol_finds_a_proposer_never_credited_on_the_success_path():
+    problems = check_protocol(NeverCreditsProposer, rounds=1, raise_on_error=False)
+    uncredited = [p for p in problems if "proposer_0's last action was never credited" in p]
+    assert uncredited and all("(phase 'pose')" in p and "scripted" in p for p in uncredited)
+    assert not any("garbage players" in p for p in problems)  # invalid proposals are credited
+
+
+def test_check_protocol_finds_a_solve_handler_that_raises_after_a_valid_proposal():
+    problems = check_protocol(AttemptRaises, rounds=1, raise_on_error=False)
+    assert any(
+        "step of solver_0 in phase 'attempt' raised" in p and "KeyError: 'difficulty'" in p
+        for p in problems
+    ), problems
+
+
+class Chant(Protocol):
+    """A phase of its own kind: no built-in name, prompt or prefix."""
+
+    name = "chant_test"
+    agents = ("singer_0", "listener_0")
+
+    def start(self, env):
+        env.select("singer_0", "chant", env.draw_reference(), {"system": "Sing.", "user": "la"})
+
+    def on_chant(self, env, text):
+        env.deliver("singer_0", float("la" in text), {})
+        env.finish()
+
+    def on_encore(self, env, text):  # never selected
+        env.deliver("singer_0", 0.0, {})
+        env.finish()
+
+
+class ScriptedChant(Chant):
+    def scripted_actions(self, phase, observation, task):
+        return ["la la"] if phase == "chant" else super().scripted_actions(phase, observation, task)
+
+
+def test_check_protocol_reports_unreached_and_unscripted_phases_and_idle_agents():
+    problems = check_protocol(Chant, rounds=1, raise_on_error=False)
+    assert any("phase 'encore' (on_encore) was never reached in 3 rounds" in p for p in problems)
+    assert any("phase 'chant' has no scripted actions" in p for p in problems)
+    assert any("listener_0 is in `agents` but never acted" in p for p in problems)
+    fixed = check_protocol(ScriptedChant, rounds=1, raise_on_error=False)
+    assert not any("no scripted actions" in p for p in fixed)
+    assert any("'encore'" in p for p in fixed)
+
+
+class CreditsNobody(Echo):
+    agents = ("solver_0", "critic_0")
+
+    def start(self, env):
+        env.select("critic_0", "review_plan", env.draw_reference(), {"system": "", "user": "?"})
+
+    def on_review_plan(self, env, text):
+        env.select("solver_0", "solve", env.current_task, {"system": "", "user": "say 1"})
+
+
+def test_check_protocol_reports_an_agent_that_acted_but_was_never_credited():
+    problems = check_protocol(CreditsNobody, rounds=1, raise_on_error=False)
+    assert any(
+        "critic_0 acted 3 times (phases ['review_plan']) but was never credited" in p
+        for p in problems
+    ), problems
+
+
+def test_check_protocol_plays_the_players_it_is_given():
+    seen = []
+
+    def says_one(agent, obs, info, env):
+        seen.append((agent, info["phase"]))
+        return "1"
+
+    register_protocol("echo_test", Echo, overwrite=True)
+    report = check_protocol("echo_test", rounds=2, players={"mine": says_one})
+    assert report == [] and seen == [("solver_0", "solve")] * 2 and report.rounds == 8
+
+
+def test_the_protocols_of_the_docs_pass_the_check():
+    import re
+    from pathlib import Path
+
+    from sage_env.protocols import _REGISTRY
+
+    text = (Path(__file__).resolve().parents[1] / "docs/protocols/custom.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 2
+    for name in ("solve_only", "restate"):
+        _REGISTRY.pop(name, None)
+    namespace = {}
+    for block in blocks:  # each ends in check_protocol(...), which raises on a problem
+        exec(compile(block, "docs/protocols/custom.md", "exec"), namespace)
+    assert set(namespace["report"].phases_reached) == {"restate", "answer"}
+    assert check_protocol("solve_only") == []

@@ -60,9 +60,69 @@ class Protocol:
     """PettingZoo agent ids, ``role_index`` (``"solver_0"``); the role names the learner's
     advantage group."""
 
+    phases: dict[str, str] = {}
+    """Kind (``"propose"``, ``"review"``, ``"plan"`` or ``"solve"``) of phases whose reply
+    looks like a built-in one, e.g. ``{"attempt": "solve"}``; it tells scripted players and
+    :func:`sage_env.check_protocol` how to play them (:mod:`sage_env.protocols.scripted`).
+    Built-in phase names, and phases whose observation uses a built-in role prompt of
+    :mod:`sage_env.prompts`, need no entry. A phase of another kind needs
+    :meth:`scripted_actions`."""
+
     def start(self, env: raw_env) -> None:
         """Begin a round: set up state and ``env.select`` the first agent."""
         raise NotImplementedError
+
+    def phase_kind(self, phase: str, observation: dict | None = None) -> str | None:
+        """The kind of ``phase``: :attr:`phases`, else the built-in name, else the observation.
+
+        Returns:
+            ``"propose"``, ``"review"``, ``"plan"``, ``"solve"``, or ``None`` when unknown.
+        """
+        from sage_env.protocols import scripted
+
+        return (
+            self.phases.get(phase)
+            or scripted.PHASE_KINDS.get(phase)
+            or scripted.infer_kind(observation)
+        )
+
+    def handled_phases(self) -> set[str]:
+        """Phases this protocol can play: its ``on_<phase>`` handlers and :attr:`phases`.
+
+        :func:`sage_env.check_protocol` reports each one its rounds never reach.
+        """
+        handlers = {
+            name[3:]
+            for name in dir(type(self))
+            if name.startswith("on_") and callable(getattr(type(self), name, None))
+        }
+        return handlers | set(self.phases)
+
+    def scripted_actions(self, phase: str, observation: dict, task: Task | None) -> list[str]:
+        """Well-formed replies a scripted player may give in ``phase`` on ``task``.
+
+        :func:`sage_env.check_protocol` plays them in turn (the first, then the next, per
+        phase and round; a second pass starts at the second), so list one reply per branch
+        your handler takes: a passing and a failing score, a right and a wrong answer. The
+        ``oracle`` and ``scripted`` players of ``sage-env play`` give the first (``scripted``
+        answers solve-kind phases wrong).
+
+        Default: the replies of the phase's kind (:meth:`phase_kind`, table in
+        :mod:`sage_env.protocols.scripted`); ``[]`` for an unknown kind, which
+        ``check_protocol`` reports. Override it for a phase of your own kind.
+
+        Args:
+            phase: The phase name given to ``env.select``.
+            observation: The acting agent's observation (``system``, ``user``, ``prefix``).
+            task: The task of the phase (``env.current_task``; the seed for a proposer).
+
+        Returns:
+            The replies, best first (a gold answer before a wrong one, a passing score
+            before a failing one).
+        """
+        from sage_env.protocols import scripted
+
+        return scripted.replies(self.phase_kind(phase, observation), task)
 
     def prefix(self, phase: str, task: Task) -> str:
         """The start of the reply the environment asks for in ``phase`` on ``task``.

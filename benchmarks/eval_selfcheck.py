@@ -1,0 +1,262 @@
+"""Eval self-check: every benchmark's own gold, written as a model would write it, must score.
+
+For each local benchmark of ``learners.evaluation`` this script reads the benchmark's raw file
+itself (not through the loader), writes the benchmark's gold as a model's completion, and scores
+it with :func:`learners.evaluation.score` against the items :func:`load_benchmark` builds: the
+same path ``sage-env eval`` takes for model output. Anything under 100% is a bug in a loader,
+the answer extraction or the scoring, or an exception that ``docs/results.md`` names.
+
+- Math (GSM8K, MATH-500, AIME24/25, AMC23, OlympiadBench): the final answer as the dataset
+  gives it, in ``$\\boxed{...}$`` after a line of "reasoning".
+- Code (HumanEval, HumanEval+, MBPP, MBPP+): the canonical solution (with the benchmark's
+  prompt in front where the solution is only a body) in one python fence.
+
+Writes ``results/eval_selfcheck.json`` (per benchmark: items, passed, seconds, every failure
+with its verdict) and ``results/eval_selfcheck.md`` (a table)::
+
+    python benchmarks/eval_selfcheck.py                       # all ten, every plus input
+    python benchmarks/eval_selfcheck.py --benchmarks mbpp_plus --limit 50 --plus-limit 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from learners.evaluation import EvalItem, default_data_dir, load_benchmark, score  # noqa: E402
+from sage_env.verifiers import CodeVerifier, MathVerifier  # noqa: E402
+
+LOCAL_BENCHMARKS = (
+    "gsm8k",
+    "math500",
+    "aime24",
+    "aime25",
+    "amc23",
+    "olympiadbench",
+    "humaneval",
+    "humaneval_plus",
+    "mbpp",
+    "mbpp_plus",
+)
+"""Every benchmark with local data (``livecodebench`` needs the hub and is not checked)."""
+
+FILES = {
+    "gsm8k": "math/gsm8k_test.jsonl",
+    "math500": "math/math500_test.jsonl",
+    "aime24": "math/aime24_test.jsonl",
+    "aime25": "math/aime25_test.jsonl",
+    "amc23": "math/amc23_test.jsonl",
+    "olympiadbench": "math/olympiadbench_test.jsonl.gz",
+    "humaneval": "code/HumanEval.jsonl.gz",
+    "humaneval_plus": "code/HumanEvalPlus-v0.1.10.jsonl.gz",
+    "mbpp": "code/sanitized-mbpp.json",
+    "mbpp_plus": "code/MbppPlus-v0.2.0.jsonl.gz",
+}
+"""Raw file of each benchmark under the data folder (the layout of ``learners.evaluation``)."""
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The records of a ``.json`` (a list), ``.jsonl`` or ``.jsonl.gz`` file."""
+    if path.suffix == ".json":
+        return json.loads(path.read_text(encoding="utf-8"))
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def boxed(answer: str) -> str:
+    """A model-style completion ending in ``$\\boxed{answer}$``."""
+    return (
+        "Working through the problem step by step gives the result.\n\n"
+        f"The final answer is $\\boxed{{{answer}}}$."
+    )
+
+
+def fenced(code: str) -> str:
+    """A model-style completion holding ``code`` in one python fence."""
+    return f"Here is the function.\n\n```python\n{code.strip()}\n```\n"
+
+
+def _number(value: float | int | str) -> str:
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def _latex(answer: str) -> str:
+    """An answer as a model writes it inside ``\\boxed{}``: no ``$``, no closing period."""
+    return answer.replace("$", "").strip().rstrip(".").strip()
+
+
+def _math_id(row: dict, index: int) -> str:
+    return str(row.get("id", row.get("unique_id", index)))
+
+
+def _with_prompt(row: dict) -> str:
+    """HumanEval-style canonical solutions are bodies: put the prompt (signature) in front."""
+    sol = row["canonical_solution"]
+    return sol if f"def {row['entry_point']}" in sol else row["prompt"] + sol
+
+
+GOLD: dict[str, tuple[Callable[[dict], str], Callable[[dict, int], str]]] = {
+    # benchmark: (completion from a raw row, the row's item id as the loader names it)
+    "gsm8k": (lambda r: boxed(r["answer"].split("####")[-1].strip()), _math_id),
+    "math500": (lambda r: boxed(str(r["answer"])), _math_id),
+    "aime24": (lambda r: boxed(str(r["answer"])), _math_id),
+    "aime25": (lambda r: boxed(str(r["answer"])), _math_id),
+    "amc23": (lambda r: boxed(_number(r["answer"])), _math_id),
+    "olympiadbench": (
+        lambda r: boxed(", ".join(_latex(a) for a in r["final_answer"])),
+        _math_id,
+    ),
+    "humaneval": (lambda r: fenced(_with_prompt(r)), lambda r, i: r["task_id"]),
+    "humaneval_plus": (lambda r: fenced(_with_prompt(r)), lambda r, i: r["task_id"]),
+    "mbpp": (lambda r: fenced(r["code"]), lambda r, i: str(r["task_id"])),
+    "mbpp_plus": (lambda r: fenced(_with_prompt(r)), lambda r, i: r["task_id"]),
+}
+"""How each benchmark's gold is written as a model's completion, read from its raw rows."""
+
+
+@dataclass
+class SelfCheck:
+    """Self-check figures of one benchmark.
+
+    Attributes:
+        benchmark: Benchmark name.
+        items: Items scored.
+        passed: Items whose gold scored correct.
+        seconds: Wall-clock time of the scoring.
+        failures: ``{"item_id", "status", "reason"}`` of each item that did not score.
+        plus_limit: Plus inputs per task (HumanEval+/MBPP+; ``None`` = all).
+    """
+
+    benchmark: str
+    items: int
+    passed: int
+    seconds: float
+    failures: list[dict] = field(default_factory=list)
+    plus_limit: int | None = None
+
+    @property
+    def rate(self) -> float:
+        """Share of items that scored, in [0, 1] (1 for no items)."""
+        return self.passed / self.items if self.items else 1.0
+
+
+def gold_pairs(
+    name: str, data_dir: Path, limit: int | None = None, plus_limit: int | None = None
+) -> Iterator[tuple[EvalItem, str]]:
+    """``(item, gold completion)`` for the first ``limit`` items of ``name``.
+
+    Raises:
+        KeyError: if a loaded item has no raw row with its id (a loader bug).
+    """
+    items = load_benchmark(name, data_dir, plus_limit=plus_limit)[:limit]
+    write, item_id = GOLD[name]
+    gold = {item_id(r, i): write(r) for i, r in enumerate(read_rows(data_dir / FILES[name]))}
+    for item in items:
+        yield item, gold[item.item_id]
+
+
+def check_benchmark(
+    name: str,
+    data_dir: Path,
+    math_verifier: MathVerifier,
+    code_verifier: CodeVerifier,
+    limit: int | None = None,
+    plus_limit: int | None = None,
+    parallel: int = 2,
+) -> SelfCheck:
+    """Score the gold of every item of ``name`` (see the module docstring)."""
+    pairs = list(gold_pairs(name, data_dir, limit, plus_limit))
+    start = time.perf_counter()
+    if pairs and pairs[0][0].domain == "code" and parallel > 1:
+        with ThreadPoolExecutor(max_workers=parallel) as ex:
+            verdicts = list(
+                ex.map(lambda p: score(p[0], p[1], math_verifier, code_verifier), pairs)
+            )
+    else:
+        verdicts = [score(item, text, math_verifier, code_verifier) for item, text in pairs]
+    seconds = time.perf_counter() - start
+    failures = [
+        {"item_id": item.item_id, "status": rec.get("status"), "reason": str(rec.get("reason"))}
+        for (item, _), (ok, rec) in zip(pairs, verdicts)
+        if not ok
+    ]
+    return SelfCheck(
+        name,
+        len(pairs),
+        len(pairs) - len(failures),
+        round(seconds, 2),
+        failures,
+        plus_limit if name.endswith("_plus") else None,
+    )
+
+
+def table(results: list[SelfCheck]) -> str:
+    """A markdown table: benchmark, passed / items, rate, seconds, failing ids."""
+    lines = [
+        "| benchmark | passed / items | rate | seconds | plus inputs | failing items |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        ids = ", ".join(f["item_id"] for f in r.failures[:8])
+        more = f" (+{len(r.failures) - 8})" if len(r.failures) > 8 else ""
+        plus = "-" if not r.benchmark.endswith("_plus") else (r.plus_limit or "all")
+        lines.append(
+            f"| {r.benchmark} | {r.passed} / {r.items} | {100 * r.rate:.1f}% | {r.seconds} | "
+            f"{plus} | {ids}{more} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[SelfCheck]:
+    """Run the self-check and write ``<out>/eval_selfcheck.{json,md}``."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--benchmarks", default=",".join(LOCAL_BENCHMARKS))
+    ap.add_argument("--limit", type=int, default=None, help="first N items per benchmark")
+    ap.add_argument(
+        "--plus-limit", type=int, default=None, help="plus inputs per task (default: all)"
+    )
+    ap.add_argument("--data-dir", default=None, help="default: $SAGE_ENV_DATA or ../shared/data")
+    ap.add_argument("--parallel", type=int, default=2, help="sandboxes at a time (code)")
+    ap.add_argument("--out", default=str(HERE / "results"))
+    args = ap.parse_args(argv)
+    data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
+    if not (data_dir / "math").is_dir():
+        data_dir = HERE.parents[1] / "shared" / "data"
+    names = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
+    unknown = [b for b in names if b not in LOCAL_BENCHMARKS]
+    if unknown:
+        ap.error(f"unknown benchmark(s) {unknown}; local: {', '.join(LOCAL_BENCHMARKS)}")
+    results = []
+    with MathVerifier() as mv, CodeVerifier() as cv:
+        for name in names:
+            r = check_benchmark(name, data_dir, mv, cv, args.limit, args.plus_limit, args.parallel)
+            results.append(r)
+            print(f"{name}: {r.passed}/{r.items} in {r.seconds} s", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run = {"limit": args.limit, "plus_limit": args.plus_limit, "data_dir": str(data_dir)}
+    (out / "eval_selfcheck.json").write_text(
+        json.dumps(
+            {"run": run, "results": [{**asdict(r), "rate": r.rate} for r in results]}, indent=1
+        )
+        + "\n"
+    )
+    (out / "eval_selfcheck.md").write_text(table(results) + "\n")
+    print(table(results))
+    return results
+
+
+if __name__ == "__main__":
+    main()
