@@ -235,16 +235,30 @@ class PolicyGradientLearner:
         counts), not by this micro-batch's size. Metrics are summed the same way, then
         averaged over optimiser steps and logged as ``learner/<name>``.
 
-        The default: the PPO-clip surrogate (:func:`~learners.losses.clipped_policy_loss`,
-        Schulman et al. 2017) plus ``kl_coef`` times the per-token KL estimate to the
-        reference, aggregated by :meth:`aggregate`.
+        The default is :meth:`per_token_loss` reduced by :meth:`aggregate`; an override may
+        reuse either half.
 
         Args:
             inputs: Log-probs, advantages, mask and normalisers (:class:`LossInputs`).
 
         Returns:
-            ``(loss, metrics)``: a scalar tensor with grad, and ``pg_loss``, ``kl``,
+            ``(loss, metrics)``: a scalar tensor with grad, and (default) ``pg_loss``, ``kl``,
             ``clip_frac``.
+        """
+        per_token, metrics = self.per_token_loss(inputs)
+        return self.aggregate(per_token, inputs), metrics
+
+    def per_token_loss(
+        self, inputs: LossInputs
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor | float]]:
+        """The PPO-clip surrogate plus ``kl_coef`` times the per-token KL to the reference.
+
+        Surrogate: :func:`~learners.losses.clipped_policy_loss` (Schulman et al. 2017, arXiv
+        1707.06347); KL: :func:`~learners.losses.kl_penalty` (k1/k2/k3, Schulman 2020).
+
+        Returns:
+            ``(loss [B, T], metrics)``: ``pg_loss``, ``kl`` and ``clip_frac``, each a
+            minibatch-token mean share (summed over micro-batches).
         """
         cfg = self.config
         pg, ratio = clipped_policy_loss(
@@ -261,7 +275,7 @@ class PolicyGradientLearner:
                 "kl": (kl * inputs.mask).sum() / n,
                 "clip_frac": (clipped * inputs.mask).sum() / n,
             }
-        return self.aggregate(pg + cfg.kl_coef * kl, inputs), metrics
+        return pg + cfg.kl_coef * kl, metrics
 
     def aggregate(self, per_token: torch.Tensor, inputs: LossInputs) -> torch.Tensor:
         """Reduce a ``[B, T]`` per-token loss by ``config.loss_agg`` over the minibatch.

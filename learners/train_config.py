@@ -103,7 +103,8 @@ class TrainConfig(Generic[LearnerConfigT]):
     algorithm: str = "trr"
     """Learner: ``trr`` (TRR++, default), ``grpo``, ``reinforce_pp`` (REINFORCE++-baseline),
     ``ema`` (per-role EMA baseline), or a name registered with
-    :func:`learners.base.register_learner`."""
+    :func:`learners.base.register_learner` (from ``--import MODULE`` or an entry point). It
+    decides the type of ``learner``."""
     freeze: tuple[str, ...] = ()
     """Roles that act but are not trained (their transitions are dropped before the update),
     e.g. ``--freeze challenger critic``: the role ablations of the paper's Table 3."""
@@ -213,7 +214,13 @@ def config_from_dict(
     if not isinstance(name, str):
         raise ValueError(f"invalid config value at 'algorithm': must be a string, got {name!r}")
     start = with_algorithm(base, name) if name != base.algorithm else base
-    merged = _overlay(start, {**data, "algorithm": name}, "")
+    try:
+        merged = _overlay(start, {**data, "algorithm": name}, "")
+    except ValueError as exc:
+        if "'learner." not in str(exc):
+            raise
+        cls = type(start.learner).__name__
+        raise ValueError(f"{exc} (algorithm {name!r} takes a {cls})") from None
     try:
         return TypeAdapter(config_type(name)).validate_python(merged)
     except ValidationError as exc:
