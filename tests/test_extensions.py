@@ -206,6 +206,8 @@ def test_example_algorithms_train_from_the_cli(
 def test_cli_import_and_algorithm_errors_are_clear(capsys, tmp_path, tiny_path):
     assert main(["train", "--import", "examples.no_such_module"]) == 2
     assert "--import examples.no_such_module" in capsys.readouterr().err
+    assert main(["play", "--import", "examples/no_such_file.py"]) == 2
+    assert "no such file" in capsys.readouterr().err
     assert main(["train", "--algorithm", "no_such_algo"]) == 2
     assert "unknown algorithm 'no_such_algo'" in capsys.readouterr().err
     config = _cli_yaml(tmp_path, tiny_path, "{ema_decay: 0.5}")
