@@ -180,8 +180,11 @@ def config_type(algorithm: str) -> type[TrainConfig]:
 def with_algorithm(cfg: TrainConfig, algorithm: str) -> TrainConfig:
     """``cfg`` with another algorithm; learner fields its config shares carry over.
 
+    Fields of the old learner config that the new one lacks (another algorithm's own
+    hyperparameters) are dropped; the new one's own fields take their defaults.
+
     Raises:
-        ValueError: on an unknown algorithm or learner fields the new config lacks.
+        ValueError: on an unknown algorithm.
     """
     cls = learner_spec(algorithm).config_cls
     values = {f.name: getattr(cfg.learner, f.name) for f in dataclasses.fields(cfg.learner)}
