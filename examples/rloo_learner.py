@@ -15,24 +15,25 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from learners.advantages import is_constant
 from learners.base import register_learner
 from learners.pg import PolicyGradientLearner
 from learners.rollout import Transition
 
 
 def rloo_advantages(rewards: list[float], groups: list) -> list[float]:
-    """Leave-one-out advantages; 0 for a group of one."""
+    """Leave-one-out advantages; 0 for a group of one or of equal rewards (float32 too)."""
     members = defaultdict(list)
     for i, g in enumerate(groups):
         members[g].append(i)
     adv = [0.0] * len(rewards)
     for idx in members.values():
-        n = len(idx)
-        if n < 2:
+        n, vals = len(idx), [float(rewards[i]) for i in idx]
+        if is_constant(vals):  # also n == 1
             continue
-        total = sum(rewards[i] for i in idx)
-        for i in idx:
-            adv[i] = rewards[i] - (total - rewards[i]) / (n - 1)
+        total = sum(vals)
+        for i, v in zip(idx, vals):
+            adv[i] = v - (total - v) / (n - 1)
     return adv
 
 

@@ -11,6 +11,12 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
+REWARD_RTOL = 1e-6
+"""Relative tolerance under which rewards count as equal: about 8 float32 ulps. Rewards
+computed or stored in float32 (``numpy.float32``) carry residue at ~1e-7 of their scale, and a
+group mean computed from them differs from its members by that much; an absolute guard (a
+std below 1e-12) lets the residue through and turns it into advantages of ~0.1."""
+
 
 def _check(rewards: Sequence[float], groups: Sequence[Hashable]) -> dict[Hashable, list[int]]:
     if len(rewards) != len(groups):
@@ -23,21 +29,31 @@ def _check(rewards: Sequence[float], groups: Sequence[Hashable]) -> dict[Hashabl
     return members
 
 
-def group_normalised_advantages(
-    rewards: Sequence[float], groups: Sequence[Hashable], eps: float = 1e-6
-) -> list[float]:
-    """Task-relative advantages: ``A_i = (r_i - mean_g) / (std_g + eps)`` within each group.
+def is_constant(values: Sequence[float], rtol: float = REWARD_RTOL) -> bool:
+    """True when ``max - min <= rtol * max|v|``: equal up to floating-point residue.
 
-    ``std_g`` is the population standard deviation (ddof = 0). A group of one, or a group whose
-    rewards are all equal, gets advantage 0 for every member (never NaN).
+    An empty or one-element sequence is constant; so is one of exact zeros.
+    """
+    if len(values) < 2:
+        return True
+    hi, lo = max(values), min(values)
+    return float(hi) - float(lo) <= rtol * max(abs(float(hi)), abs(float(lo)))
+
+
+def group_centred_advantages(
+    rewards: Sequence[float], groups: Sequence[Hashable], rtol: float = REWARD_RTOL
+) -> list[float]:
+    """Group-baseline advantages without std scaling: ``A_i = r_i - mean_g``.
+
+    The advantage of Dr. GRPO (Liu et al. 2025, arXiv 2503.20783, Sec. 3.1: dividing by the
+    group std weighs too-easy and too-hard prompts up) and the first stage of REINFORCE++-
+    baseline. Computed in float64; a constant group (:func:`is_constant`), including a group
+    of one, gets exactly 0.
 
     Args:
-        rewards: Scalar rewards, length N.
-        groups: Group key per reward (e.g. ``(role, domain)``), length N.
-        eps: Added to the std.
-
-    Returns:
-        N advantages.
+        rewards: Scalar rewards, length N (Python, NumPy float32/float64 ...).
+        groups: Group key per reward, length N.
+        rtol: Relative tolerance of :func:`is_constant`.
 
     Raises:
         ValueError: if the lengths differ or a reward is not finite.
@@ -45,44 +61,83 @@ def group_normalised_advantages(
     members = _check(rewards, groups)
     adv = [0.0] * len(rewards)
     for idx in members.values():
-        vals = [rewards[i] for i in idx]
-        mean = sum(vals) / len(vals)
-        std = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
-        if std < 1e-12:
+        vals = [float(rewards[i]) for i in idx]
+        if is_constant(vals, rtol):
             continue
-        for i in idx:
-            adv[i] = (rewards[i] - mean) / (std + eps)
+        mean = math.fsum(vals) / len(vals)
+        for i, v in zip(idx, vals):
+            adv[i] = v - mean
     return adv
 
 
-def group_mean_whitened_advantages(
-    rewards: Sequence[float], groups: Sequence[Hashable], eps: float = 1e-6
+def group_normalised_advantages(
+    rewards: Sequence[float],
+    groups: Sequence[Hashable],
+    eps: float = 1e-6,
+    rtol: float = REWARD_RTOL,
 ) -> list[float]:
-    """REINFORCE++-baseline advantages (OpenRLHF; Hu 2025, arXiv 2501.03262).
+    """Task-relative advantages: ``A_i = (r_i - mean_g) / (std_g + eps)`` within each group.
 
-    First subtract each group's mean reward, ``r_i - mean_g`` (the group baseline), then
-    whiten across the whole batch: ``(x_i - mean(x)) / (std(x) + eps)``. A batch whose
-    centred rewards are all equal gets 0 everywhere.
+    TRR++ (AZR, arXiv 2505.03335, Sec. 3.3.5) with g = (role, domain); GRPO (arXiv
+    2402.03300) with g = (role, prompt). ``std_g`` is the population standard deviation
+    (ddof = 0), computed in float64. A group of one, or a group whose rewards are equal up to
+    ``rtol`` of their scale (:func:`is_constant`, robust to float32 residue), gets advantage
+    exactly 0 for every member (never NaN).
 
     Args:
-        rewards: Scalar rewards, length N.
-        groups: Group key per reward (e.g. ``(role, prompt)``), length N.
-        eps: Added to the batch std.
+        rewards: Scalar rewards, length N (Python, NumPy float32/float64 ...).
+        groups: Group key per reward (e.g. ``(role, domain)``), length N.
+        eps: Added to the std.
+        rtol: Relative tolerance of :func:`is_constant`.
+
+    Returns:
+        N advantages (Python floats).
 
     Raises:
         ValueError: if the lengths differ or a reward is not finite.
     """
     members = _check(rewards, groups)
-    centred = [0.0] * len(rewards)
+    adv = [0.0] * len(rewards)
     for idx in members.values():
-        mean = sum(rewards[i] for i in idx) / len(idx)
-        for i in idx:
-            centred[i] = rewards[i] - mean
+        vals = [float(rewards[i]) for i in idx]
+        if is_constant(vals, rtol):
+            continue
+        mean = math.fsum(vals) / len(vals)
+        std = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / len(vals))
+        for i, v in zip(idx, vals):
+            adv[i] = (v - mean) / (std + eps)
+    return adv
+
+
+def group_mean_whitened_advantages(
+    rewards: Sequence[float],
+    groups: Sequence[Hashable],
+    eps: float = 1e-6,
+    rtol: float = REWARD_RTOL,
+) -> list[float]:
+    """REINFORCE++-baseline advantages (OpenRLHF; Hu 2025, arXiv 2501.03262).
+
+    First subtract each group's mean reward, ``r_i - mean_g`` (the group baseline,
+    :func:`group_centred_advantages`), then whiten across the whole batch:
+    ``(x_i - mean(x)) / (std(x) + eps)``. A batch whose centred rewards have a std below
+    ``rtol`` times the rewards' scale (max |r|) gets 0 everywhere.
+
+    Args:
+        rewards: Scalar rewards, length N.
+        groups: Group key per reward (e.g. ``(role, prompt)``), length N.
+        eps: Added to the batch std.
+        rtol: Relative tolerance (of the groups' constancy and of the batch std).
+
+    Raises:
+        ValueError: if the lengths differ or a reward is not finite.
+    """
+    centred = group_centred_advantages(rewards, groups, rtol)
     if not centred:
         return []
-    mu = sum(centred) / len(centred)
-    std = math.sqrt(sum((c - mu) ** 2 for c in centred) / len(centred))
-    if std < 1e-12:
+    mu = math.fsum(centred) / len(centred)
+    std = math.sqrt(math.fsum((c - mu) ** 2 for c in centred) / len(centred))
+    scale = max(abs(float(r)) for r in rewards)
+    if std <= rtol * scale:
         return [0.0] * len(centred)
     return [(c - mu) / (std + eps) for c in centred]
 
@@ -100,21 +155,31 @@ class EMABaseline:
         decay: EMA decay in [0, 1).
     """
 
-    def __init__(self, decay: float = 0.95) -> None:
+    def __init__(self, decay: float = 0.95, rtol: float = REWARD_RTOL) -> None:
         if not 0.0 <= decay < 1.0:
             raise ValueError(f"decay must be in [0, 1), got {decay}")
         self.decay = decay
+        self.rtol = rtol
         self.baselines: dict[str, float] = {}
 
     def __call__(self, rewards: Sequence[float], groups: Sequence[Hashable]) -> list[float]:
-        """Advantages for one batch, then update the baselines."""
+        """Advantages for one batch (float64), then update the baselines.
+
+        ``r_i - b_g`` within ``rtol`` of ``max(|r_i|, |b_g|)`` is float residue and becomes
+        exactly 0; a constant group's mean is its value.
+
+        Raises:
+            ValueError: if the lengths differ or a reward is not finite.
+        """
         members = _check(rewards, groups)
         adv = [0.0] * len(rewards)
         for g, idx in members.items():
             key = str(g)
-            mean = sum(rewards[i] for i in idx) / len(idx)
+            vals = [float(rewards[i]) for i in idx]
+            mean = vals[0] if is_constant(vals, self.rtol) else math.fsum(vals) / len(vals)
             b = self.baselines.get(key, mean)
-            for i in idx:
-                adv[i] = rewards[i] - b
+            for i, v in zip(idx, vals):
+                if abs(v - b) > self.rtol * max(abs(v), abs(b)):
+                    adv[i] = v - b
             self.baselines[key] = self.decay * b + (1.0 - self.decay) * mean
         return adv

@@ -7,15 +7,22 @@ A learner is anything with these five methods; the training loop uses nothing el
     update() -> dict[str, float]            # train on the buffer, return metrics
     state_dict() -> dict / load_state_dict(state)
 
-Register a new algorithm with :func:`register_learner` and select it with
-``sage-env train --algorithm NAME``. ``docs/learners.md`` walks through one.
+Each algorithm owns a config dataclass. Register one with
+``register_learner(name, cls, config_cls)`` and select it with ``sage-env train --algorithm
+NAME``; ``TrainConfig.learner`` is then a ``config_cls`` (flags ``--learner.*`` and the YAML
+``learner:`` section follow). Algorithms in other packages are found through the entry-point
+group ``sage_env.learners`` or ``sage-env train --import MODULE`` (:mod:`learners.plugins`).
+``docs/learners.md`` walks through one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
+from learners.plugins import LEARNER_GROUP, load_entry_points
 from learners.rollout import Transition
 
 
@@ -44,30 +51,115 @@ class Learner(Protocol):
         ...
 
 
-LEARNERS: dict[str, Callable[..., Learner]] = {}
-"""Algorithm name -> factory ``(policy, config, temperature=..., seed=...) -> Learner``."""
+@dataclass(frozen=True)
+class LearnerSpec:
+    """A registered algorithm.
+
+    Attributes:
+        name: Registry name (``TrainConfig.algorithm``).
+        factory: ``(policy, config, temperature=..., seed=...) -> Learner``, usually the class.
+        config_cls: The dataclass of its hyperparameters (``TrainConfig.learner``).
+    """
+
+    name: str
+    factory: Callable[..., Learner]
+    config_cls: type
 
 
-def register_learner(name: str, factory: Callable[..., Learner], overwrite: bool = False) -> None:
-    """Make ``factory`` available as ``TrainConfig.algorithm = name``.
+LEARNERS: dict[str, LearnerSpec] = {}
+"""Algorithm name -> :class:`LearnerSpec`."""
+
+
+def register_learner(
+    name: str,
+    cls: Callable[..., Learner],
+    config_cls: type | None = None,
+    overwrite: bool = False,
+) -> None:
+    """Make ``cls`` available as ``TrainConfig.algorithm = name`` with config ``config_cls``.
+
+    Args:
+        name: Registry name.
+        cls: Learner class or factory ``(policy, config, temperature=..., seed=...)``.
+        config_cls: Its hyperparameter dataclass; default ``cls.config_cls`` (a
+            :class:`~learners.pg.PolicyGradientLearner` subclass inherits ``PGConfig``).
+        overwrite: Replace a learner registered under the same name.
 
     Raises:
         ValueError: if the name is taken and ``overwrite`` is False.
+        TypeError: if no config dataclass is given or found on ``cls``.
     """
+    config_cls = config_cls or getattr(cls, "config_cls", None)
+    if not (isinstance(config_cls, type) and dataclasses.is_dataclass(config_cls)):
+        raise TypeError(f"learner {name!r}: config_cls must be a dataclass, got {config_cls!r}")
     if name in LEARNERS and not overwrite:
         raise ValueError(f"learner {name!r} is already registered (pass overwrite=True)")
-    LEARNERS[name] = factory
+    LEARNERS[name] = LearnerSpec(name, cls, config_cls)
 
 
-def make_learner(name: str, *args, **kwargs) -> Learner:
-    """Build the learner registered as ``name``.
+def available_learners() -> list[str]:
+    """Registered algorithm names, after loading the ``sage_env.learners`` entry points."""
+    _discover()
+    return sorted(LEARNERS)
+
+
+def learner_spec(name: str) -> LearnerSpec:
+    """The :class:`LearnerSpec` registered as ``name`` (entry points are searched too).
 
     Raises:
         ValueError: on an unknown name (the message lists the registered ones).
     """
     if name not in LEARNERS:
-        raise ValueError(f"unknown algorithm {name!r}; registered: {sorted(LEARNERS)}")
-    return LEARNERS[name](*args, **kwargs)
+        _discover()
+    if name not in LEARNERS:
+        raise ValueError(
+            f"unknown algorithm {name!r}; registered: {sorted(LEARNERS)} (a learner in your "
+            f"own module: --import MODULE, or an entry point in group {LEARNER_GROUP!r})"
+        )
+    return LEARNERS[name]
+
+
+def as_config(config: Any, cls: type) -> Any:
+    """``config`` as an instance of the algorithm config ``cls``.
+
+    ``None`` gives ``cls()``; an instance of ``cls`` is returned as is; an instance of a
+    dataclass whose fields ``cls`` all has (e.g. the shared ``PGConfig`` for an algorithm
+    whose config extends it) is copied into ``cls``, the other fields taking their defaults.
+
+    Raises:
+        ValueError: if ``config`` has fields that ``cls`` does not.
+    """
+    if config is None:
+        return cls()
+    if isinstance(config, cls):
+        return config
+    names = {f.name for f in dataclasses.fields(cls)}
+    if not dataclasses.is_dataclass(config):
+        raise ValueError(f"learner config must be a {cls.__name__}, got {config!r}")
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    extra = sorted(set(values) - names)
+    if extra:
+        raise ValueError(
+            f"a {type(config).__name__} does not fit {cls.__name__}: it has no field(s) {extra}"
+        )
+    return cls(**values)
+
+
+def make_learner(name: str, policy: Any, config: Any = None, **kwargs: Any) -> Learner:
+    """Build the learner registered as ``name``; ``config`` goes through :func:`as_config`.
+
+    Raises:
+        ValueError: on an unknown name (the message lists the registered ones) or a config
+            that does not fit the algorithm.
+    """
+    spec = learner_spec(name)
+    return spec.factory(policy, as_config(config, spec.config_cls), **kwargs)
+
+
+def _discover() -> None:
+    for entry in load_entry_points(LEARNER_GROUP):
+        if entry.obj is not None and entry.name not in LEARNERS:
+            register_learner(entry.name, entry.obj)
 
 
 def _register_builtins() -> None:

@@ -2,7 +2,11 @@
 
 Config precedence: preset (``--preset demo`` by default) < YAML file (``--config FILE``) <
 flags (``--steps 5 --learner.lr 1e-6 --env.rewards.alpha 0.6``). ``sage-env train --help``
-lists every flag with its documentation.
+lists every flag with its documentation; ``--algorithm NAME`` is read first, so the
+``--learner.*`` flags (and the YAML ``learner:`` keys) are that algorithm's config.
+``--import MODULE`` (train, play; repeatable) imports a module that registers a learner or a
+protocol before names are resolved; installed packages can declare entry points instead
+(``learners.plugins``).
 """
 
 from __future__ import annotations
@@ -193,12 +197,16 @@ def _play(argv: list[str]) -> int:
     import sage_env
     from sage_env.play import RoundRecord, play, replay, summary
 
+    known, argv = _preparser().parse_known_args(argv)
+    if not _import(known.imports, "play"):
+        return 2
     cfg = tyro.cli(
         PlayConfig,
         args=argv,
         prog="sage-env play",
         description="Step one SAGE round turn by turn; prints every observation, "
-        "action, parsed field, verifier verdict, gate and reward term.",
+        "action, parsed field, verifier verdict, gate and reward term. Also accepts "
+        "--import MODULE (repeatable: a module that registers a protocol).",
     )
     env = None
     try:
@@ -241,33 +249,71 @@ def _saved_env_config(saved: dict) -> EnvConfig:
     return config_from_dict({"env": {k: v for k, v in saved.items() if k in known}}).env
 
 
+def _preparser() -> argparse.ArgumentParser:
+    """Options read before tyro builds the config (they choose which config tyro builds)."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
+    return pre
+
+
+def _import(imports: list[str], command: str) -> bool:
+    """Import ``--import`` modules; print the error and return False if one fails."""
+    from learners.plugins import import_modules
+
+    try:
+        import_modules(imports)
+    except ImportError as exc:
+        print(f"sage-env {command}: error: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def _train(argv: list[str]) -> int:
     import tyro
 
-    from learners.train import PRESETS, load_yaml_config, train
+    from learners.base import available_learners
+    from learners.train import (
+        PRESETS,
+        config_type,
+        load_yaml_config,
+        train,
+        with_algorithm,
+    )
+    from sage_env.protocols import available_protocols
 
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = _preparser()
     pre.add_argument("--preset", default="demo", choices=sorted(PRESETS))
     pre.add_argument("--config", default=None, help="YAML file with TrainConfig fields")
     pre.add_argument("--no-progress", action="store_true")
     pre.add_argument("--protocol", default=None, help="shortcut for --env.protocol")
+    pre.add_argument("--algorithm", default=None)
     known, rest = pre.parse_known_args(argv)
+    if not _import(known.imports, "train"):
+        return 2
     base = PRESETS[known.preset]
-    if known.protocol:
-        base = dataclasses.replace(base, env=dataclasses.replace(base.env, protocol=known.protocol))
-    if known.config:
-        try:
-            base = load_yaml_config(known.config, base)
-        except (OSError, ValueError) as exc:
-            print(f"sage-env train: error: {exc}", file=sys.stderr)
-            return 2
+    try:
+        if known.protocol:
+            env = dataclasses.replace(base.env, protocol=known.protocol)
+            base = dataclasses.replace(base, env=env)
+        if known.config:
+            base = load_yaml_config(known.config, base, known.algorithm)
+        elif known.algorithm:
+            base = with_algorithm(base, known.algorithm)
+        algorithms = ", ".join(available_learners())
+        protocols = ", ".join(available_protocols())
+    except (OSError, ValueError, ImportError) as exc:
+        print(f"sage-env train: error: {exc}", file=sys.stderr)
+        return 2
     cfg = tyro.cli(
-        type(base),
+        config_type(base.algorithm),
         default=base,
         args=rest,
         prog="sage-env train",
-        description="Run SAGE training. Also accepts --preset {demo,paper}, "
-        "--config FILE.yaml, --protocol {sage,azr,mae,rlvr} and --no-progress.",
+        description="Run SAGE training. Also accepts --preset {demo,paper}, --config FILE.yaml, "
+        f"--protocol {{{protocols}}}, --algorithm {{{algorithms}}} (the --learner.* flags "
+        "below are the chosen algorithm's: sage-env train --algorithm NAME --help), "
+        "--import MODULE (repeatable: a module that registers a learner or protocol) and "
+        "--no-progress.",
     )
     try:
         metrics = train(cfg, progress=not known.no_progress)

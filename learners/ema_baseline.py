@@ -7,21 +7,37 @@ constant within a batch still learns when they differ from its history.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from learners.advantages import EMABaseline
 from learners.pg import PGConfig, PolicyGradientLearner
 from learners.policy import HFPolicy
 from learners.rollout import Transition
 
 
+@dataclass
+class EMAConfig(PGConfig):
+    """Hyperparameters of the ``ema`` learner: the shared ``PGConfig`` plus the decay."""
+
+    ema_decay: float = 0.95
+    """Decay of the per-(role, domain) reward baseline, in [0, 1); higher remembers longer."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
+
+
 class EMABaselineLearner(PolicyGradientLearner):
     """``A = r - b_role`` with an EMA baseline per (role, domain)."""
 
     name = "ema"
+    config_cls = EMAConfig
 
     def __init__(
         self,
         policy: HFPolicy,
-        config: PGConfig | None = None,
+        config: EMAConfig | PGConfig | None = None,
         temperature: float = 1.0,
         seed: int = 0,
     ) -> None:

@@ -1,10 +1,12 @@
 """A PPO-clipped policy-gradient learner on a shared :class:`HFPolicy`.
 
-Subclasses only choose how sequence rewards become advantages
-(:meth:`PolicyGradientLearner.advantages`); everything else — token log-probs, the clipped
-loss, the optional KL penalty to the initial model, AdamW, gradient clipping, micro-batching
-— lives here once. See ``learners/trr.py`` (the default), ``grpo.py``, ``reinforce_pp.py`` and
-``ema_baseline.py``.
+Subclasses choose how sequence rewards become advantages
+(:meth:`PolicyGradientLearner.advantages`) and may replace the objective through one hook,
+:meth:`PolicyGradientLearner.loss` (inputs: :class:`LossInputs`; output: loss and metrics);
+everything else — token log-probs, the optional reference model, AdamW, gradient clipping,
+micro-batching, truncation handling — lives here once. ``examples/dapo_clip_higher.py`` and
+``examples/dr_grpo.py`` override the hook. See ``learners/trr.py`` (the default),
+``grpo.py``, ``reinforce_pp.py`` and ``ema_baseline.py``.
 """
 
 from __future__ import annotations
@@ -57,9 +59,12 @@ class PGConfig:
     """Recompute activations in backward (less memory, about 30% more compute)."""
     max_seq_tokens: int = 2048
     """Prompt + completion longer than this keep the last tokens of the prompt."""
-
-    ema_decay: float = 0.95
-    """``ema`` learner only: decay of the per-role reward baseline."""
+    truncation: Literal["keep", "zero", "mask"] = "keep"
+    """What an action cut at its token budget (``Transition.truncated``) earns: ``keep`` its
+    reward (default, as the paper: a cut reply usually fails the format and verifier already,
+    which teaches the budget); ``zero`` reward 0 (before advantages); ``mask`` its reward
+    still counts in the advantage statistics, but it gets no loss and no share of the loss
+    normaliser (DAPO's overlong filtering, Yu et al. 2025, arXiv 2503.14476)."""
 
     def __post_init__(self) -> None:
         if not self.lr > 0 or self.clip_eps <= 0 or self.kl_coef < 0:
@@ -70,6 +75,35 @@ class PGConfig:
         for name in ("ppo_epochs", "num_minibatches", "micro_batch_size", "max_seq_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.truncation not in ("keep", "zero", "mask"):
+            raise ValueError(f"truncation must be keep, zero or mask, got {self.truncation!r}")
+
+
+@dataclass
+class LossInputs:
+    """One micro-batch as the loss hook (:meth:`PolicyGradientLearner.loss`) sees it.
+
+    Tensors are ``[B, T]`` (B sequences of the micro-batch, T its longest completion, on the
+    model's device) unless noted; padding positions are 0 in every log-prob tensor.
+
+    Attributes:
+        logp: Log-probs of the sampled completion tokens under the current model (with grad).
+        old_logp: Their sampling log-probs (no grad; the PPO ratio's denominator).
+        advantages: ``[B, 1]``, one advantage per sequence.
+        mask: 1.0 on real completion tokens, 0.0 on padding.
+        ref_logp: Log-probs under the reference (initial) model, or ``None`` when
+            ``kl_coef = 0`` (no reference forward pass is made).
+        num_tokens: Completion tokens of the whole minibatch (``token_mean``'s normaliser).
+        num_sequences: Sequences of the whole minibatch (``seq_mean``'s normaliser).
+    """
+
+    logp: torch.Tensor
+    old_logp: torch.Tensor
+    advantages: torch.Tensor
+    mask: torch.Tensor
+    ref_logp: torch.Tensor | None
+    num_tokens: int
+    num_sequences: int
 
 
 class PolicyGradientLearner:
@@ -87,6 +121,12 @@ class PolicyGradientLearner:
         seed: Seed of minibatch shuffling.
     """
 
+    name = "pg"
+    """Registry name."""
+    config_cls: type = PGConfig
+    """Hyperparameter dataclass (``TrainConfig.learner``); a subclass that adds fields
+    extends ``PGConfig`` and sets this."""
+
     def __init__(
         self,
         policy: HFPolicy,
@@ -94,8 +134,10 @@ class PolicyGradientLearner:
         temperature: float = 1.0,
         seed: int = 0,
     ) -> None:
+        from learners.base import as_config
+
         self.policy = policy
-        self.config = config or PGConfig()
+        self.config = as_config(config, self.config_cls)
         self.temperature = temperature
         self.model = policy.model
         if self.config.gradient_checkpointing:
@@ -113,10 +155,8 @@ class PolicyGradientLearner:
         self.buffer: list[Transition] = []
         self.rng = random.Random(seed)
         self.skip_zero_advantage = True
-        """Give sequences with advantage exactly 0 (and no KL term) no forward/backward."""
-
-    name = "pg"
-    """Registry name."""
+        """Give sequences with advantage exactly 0 (and no KL term) no forward/backward; set
+        it False in a :meth:`loss` with terms that do not vanish at advantage 0."""
 
     def advantages(self, batch: list[Transition]) -> list[float]:
         """One advantage per transition (override in subclasses)."""
@@ -136,17 +176,30 @@ class PolicyGradientLearner:
     def update(self) -> dict[str, float]:
         """One update on the buffered transitions; clears the buffer.
 
+        Truncated actions are handled by ``config.truncation`` first (``zero``: reward 0
+        before the advantages; ``mask``: advantages computed with them, then they leave the
+        batch, so they carry no loss and no share of the normaliser).
+
         Returns:
             Metrics: ``loss``, ``pg_loss``, ``kl``, ``clip_frac``, ``grad_norm``,
-            ``adv_abs_mean``, ``num_sequences``, ``num_tokens``, ``skipped_share`` (share of
-            sequences with advantage exactly 0 and no KL term, which need no
-            forward/backward).
+            ``adv_abs_mean``, ``num_sequences`` (trained on), ``num_tokens``,
+            ``truncated_share`` (share of the buffer cut at its budget), ``skipped_share``
+            (share of sequences with advantage exactly 0 and no KL term, which need no
+            forward/backward), plus what :meth:`loss` returns.
         """
         batch, self.buffer = self.buffer, []
         if not batch:
             return {"num_sequences": 0.0}
         cfg = self.config
+        truncated_share = sum(t.truncated for t in batch) / len(batch)
+        if cfg.truncation == "zero":
+            batch = [replace(t, reward=0.0) if t.truncated else t for t in batch]
         adv = self.advantages(batch)
+        if cfg.truncation == "mask":
+            keep = [i for i, t in enumerate(batch) if not t.truncated]
+            batch, adv = [batch[i] for i in keep], [adv[i] for i in keep]
+            if not batch:
+                return {"num_sequences": 0.0, "truncated_share": truncated_share}
         trimmed = []
         for t in batch:  # keep the tail of overlong prompts (a copy: callers keep theirs)
             overflow = len(t.prompt_ids) + len(t.completion_ids) - cfg.max_seq_tokens
@@ -168,8 +221,72 @@ class PolicyGradientLearner:
             num_sequences=float(len(batch)),
             num_tokens=float(sum(len(t.completion_ids) for t in batch)),
             adv_abs_mean=sum(abs(a) for a in adv) / len(adv),
+            truncated_share=truncated_share,
         )
         return metrics
+
+    def loss(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor | float]]:
+        """The loss hook: one micro-batch's share of its minibatch's loss, and metrics.
+
+        Override it to change the objective (clip ranges, sequence-level ratios, another
+        normalisation) without touching batching, log-probs or the optimiser. What is
+        minimised is the *sum* of the returned losses over a minibatch's micro-batches, so
+        normalise by ``inputs.num_tokens`` / ``inputs.num_sequences`` (whole-minibatch
+        counts), not by this micro-batch's size. Metrics are summed the same way, then
+        averaged over optimiser steps and logged as ``learner/<name>``.
+
+        The default is :meth:`per_token_loss` reduced by :meth:`aggregate`; an override may
+        reuse either half.
+
+        Args:
+            inputs: Log-probs, advantages, mask and normalisers (:class:`LossInputs`).
+
+        Returns:
+            ``(loss, metrics)``: a scalar tensor with grad, and (default) ``pg_loss``, ``kl``,
+            ``clip_frac``.
+        """
+        per_token, metrics = self.per_token_loss(inputs)
+        return self.aggregate(per_token, inputs), metrics
+
+    def per_token_loss(
+        self, inputs: LossInputs
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor | float]]:
+        """The PPO-clip surrogate plus ``kl_coef`` times the per-token KL to the reference.
+
+        Surrogate: :func:`~learners.losses.clipped_policy_loss` (Schulman et al. 2017, arXiv
+        1707.06347); KL: :func:`~learners.losses.kl_penalty` (k1/k2/k3, Schulman 2020).
+
+        Returns:
+            ``(loss [B, T], metrics)``: ``pg_loss``, ``kl`` and ``clip_frac``, each a
+            minibatch-token mean share (summed over micro-batches).
+        """
+        cfg = self.config
+        pg, ratio = clipped_policy_loss(
+            inputs.logp, inputs.old_logp, inputs.advantages, cfg.clip_eps
+        )
+        kl = torch.zeros_like(pg)
+        if inputs.ref_logp is not None:
+            kl = kl_penalty(inputs.logp, inputs.ref_logp, cfg.kl_estimator)
+        clipped = ((ratio - 1).abs() > cfg.clip_eps).float()
+        n = max(inputs.num_tokens, 1)
+        with torch.no_grad():
+            metrics = {
+                "pg_loss": (pg * inputs.mask).sum() / n,
+                "kl": (kl * inputs.mask).sum() / n,
+                "clip_frac": (clipped * inputs.mask).sum() / n,
+            }
+        return pg + cfg.kl_coef * kl, metrics
+
+    def aggregate(self, per_token: torch.Tensor, inputs: LossInputs) -> torch.Tensor:
+        """Reduce a ``[B, T]`` per-token loss by ``config.loss_agg`` over the minibatch.
+
+        ``token_mean``: ``sum(loss * mask) / num_tokens``; ``seq_mean``: each sequence's mean
+        over its tokens, summed, ``/ num_sequences``.
+        """
+        if self.config.loss_agg == "seq_mean":
+            seq = (per_token * inputs.mask).sum(1) / inputs.mask.sum(1).clamp(min=1)
+            return seq.sum() / max(inputs.num_sequences, 1)
+        return (per_token * inputs.mask).sum() / max(inputs.num_tokens, 1)
 
     def _step(self, batch: list[Transition], adv: list[float]) -> dict[str, float]:
         cfg = self.config
@@ -201,29 +318,18 @@ class PolicyGradientLearner:
             old = torch.zeros_like(logp)
             for r, t in enumerate(items):
                 old[r, : len(t.logprobs)] = torch.tensor(t.logprobs, device=device)
-            a = torch.tensor([adv[i] for i in mb], device=device).unsqueeze(1)
-            pg, ratio = clipped_policy_loss(logp, old, a, cfg.clip_eps)
-            per_token = pg
-            kl = torch.zeros_like(logp)
+            ref_logp = None
             if self.reference is not None:
                 with torch.no_grad():
                     ref_logp, _ = token_logprobs(
                         self.reference, prompts, comps, pad, self.temperature, device
                     )
-                kl = kl_penalty(logp, ref_logp, cfg.kl_estimator)
-                per_token = pg + cfg.kl_coef * kl
-            if cfg.loss_agg == "seq_mean":
-                seq = (per_token * mask).sum(1) / mask.sum(1).clamp(min=1)
-                loss = seq.sum() / len(batch)
-            else:
-                loss = (per_token * mask).sum() / max(n_tokens, 1)
+            a = torch.tensor([adv[i] for i in mb], device=device, dtype=logp.dtype).unsqueeze(1)
+            loss, parts = self.loss(LossInputs(logp, old, a, mask, ref_logp, n_tokens, len(batch)))
             loss.backward()
-            with torch.no_grad():
-                stats["loss"] += float(loss)
-                stats["pg_loss"] += float((pg * mask).sum()) / max(n_tokens, 1)
-                stats["kl"] += float((kl * mask).sum()) / max(n_tokens, 1)
-                clipped = ((ratio - 1).abs() > cfg.clip_eps).float()
-                stats["clip_frac"] += float((clipped * mask).sum()) / max(n_tokens, 1)
+            stats["loss"] += float(loss.detach())
+            for key, value in parts.items():
+                stats[key] += float(value)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
         stats["grad_norm"] = float(grad_norm)
         self.optimizer.step()

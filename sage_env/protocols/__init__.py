@@ -14,14 +14,16 @@ library changes for it::
             env.deliver("solver_0", 1.0, {"const": 1.0})
             env.finish()
 
-    register_protocol("echo", Echo)
+    register_protocol("echo", Echo)      # or an entry point in group "sage_env.protocols"
     sage_env.check_protocol("echo")          # lists what is wrong, raises if anything is
     env = sage_env.env(protocol="echo")
 """
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
+from importlib.metadata import entry_points
 
 from sage_env.protocols.azr import AZRProtocol, learnability_reward
 from sage_env.protocols.base import CODE_PREFIX, DEFAULT_PREFIXES, Protocol, propose, public
@@ -43,8 +45,29 @@ def register_protocol(name: str, factory: Callable[[], Protocol], overwrite: boo
     _REGISTRY[name] = factory
 
 
+PROTOCOL_GROUP = "sage_env.protocols"
+"""Entry-point group searched for protocols of installed packages:
+``name = "module:ProtocolClass"`` (or a module that registers its protocols on import)."""
+
+
+def _discover() -> None:
+    """Register the protocols of the ``sage_env.protocols`` entry points not yet known."""
+    for ep in entry_points(group=PROTOCOL_GROUP):
+        if ep.name in _REGISTRY:
+            continue
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            raise ImportError(
+                f"entry point {ep.name} = {ep.value!r} ({PROTOCOL_GROUP}): {exc}"
+            ) from exc
+        if not isinstance(obj, types.ModuleType) and ep.name not in _REGISTRY:
+            register_protocol(ep.name, obj)
+
+
 def available_protocols() -> list[str]:
-    """Registered protocol names."""
+    """Registered protocol names, after loading the ``sage_env.protocols`` entry points."""
+    _discover()
     return sorted(_REGISTRY)
 
 
@@ -56,6 +79,8 @@ def make_protocol(spec: str | Protocol) -> Protocol:
     """
     if isinstance(spec, Protocol):
         return spec
+    if spec not in _REGISTRY:
+        _discover()
     factory = _REGISTRY.get(spec)
     if factory is None:
         raise ValueError(f"unknown protocol {spec!r}; registered: {available_protocols()}")

@@ -1,0 +1,118 @@
+"""Checkpoints of a training run: written atomically, restored bit for bit on resume.
+
+``OUT/checkpoints/step_N/`` holds ``model/`` (safetensors + tokenizer), ``learner.pt``
+(learner state: optimizer, shuffling RNG, algorithm extras; torch and sampling RNG),
+``pool.jsonl`` and ``state.json`` (step, task-draw RNG). Each is written to a hidden temp
+folder and renamed, so a killed process never leaves a half-written checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from learners.base import Learner
+from learners.policy import HFPolicy
+from sage_env import EnvConfig, TaskPool
+
+
+def checkpoint_dirs(out: Path) -> list[Path]:
+    """Complete checkpoints ``out/checkpoints/step_N`` (with ``state.json``), oldest first."""
+    root = out / "checkpoints"
+    if not root.is_dir():
+        return []
+    dirs = [
+        d
+        for d in root.iterdir()
+        if d.is_dir() and d.name.startswith("step_") and (d / "state.json").exists()
+    ]
+    return sorted(dirs, key=lambda d: int(d.name.split("_")[1]))
+
+
+def save_checkpoint(
+    out: Path,
+    step: int,
+    policy: HFPolicy,
+    learner: Learner,
+    pool: TaskPool,
+    rng: random.Random,
+    keep: int,
+) -> Path:
+    """Write ``out/checkpoints/step_<step>`` atomically (temp folder, then rename).
+
+    Holds the model (safetensors), tokenizer, optimizer, pool, Python/torch RNG and step.
+    A process killed mid-write leaves only a ``.tmp`` folder, which resume ignores.
+    """
+    root = out / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:06d}"
+    tmp = root / f".step_{step:06d}.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    policy.save(tmp / "model")
+    torch.save(
+        {
+            "learner": learner.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "policy_rng": policy.generator.get_state(),
+        },
+        tmp / "learner.pt",
+    )
+    pool.save(tmp / "pool.jsonl")
+    (tmp / "state.json").write_text(json.dumps({"step": step, "rng": rng.getstate()}))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    for old in checkpoint_dirs(out)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(
+    path: Path,
+    policy: HFPolicy,
+    learner: Learner,
+    rng: random.Random,
+    env_config: EnvConfig | None = None,
+) -> tuple[int, TaskPool]:
+    """Restore what :func:`save_checkpoint` wrote; returns ``(step, pool)``.
+
+    The pool gets the duplicate threshold and size cap of ``env_config``.
+    """
+    env_config = env_config or EnvConfig()
+    policy.load_weights(path / "model")
+    state = torch.load(path / "learner.pt", weights_only=False)
+    learner.load_state_dict(state["learner"])
+    torch.set_rng_state(state["torch_rng"])
+    policy.generator.set_state(state["policy_rng"])
+    meta = json.loads((path / "state.json").read_text())
+    rng.setstate(_as_tuple(meta["rng"]))
+    pool = TaskPool.load(
+        path / "pool.jsonl",
+        near_duplicate_threshold=env_config.pool_near_duplicate_threshold,
+        max_generated=env_config.pool_max_generated,
+    )
+    return int(meta["step"]), pool
+
+
+def _as_tuple(x: Any) -> Any:
+    return tuple(_as_tuple(v) for v in x) if isinstance(x, list) else x
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric rows after ``step`` (written after the checkpoint a resume restarts from)."""
+    if not path.exists():
+        return
+    from learners.plots import read_metrics
+
+    rows = [r for r in read_metrics(path) if r.get("step", 0) <= step]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,77 @@
+"""Named starting points of ``sage-env train --preset NAME``: ``demo`` and ``paper``."""
+
+from __future__ import annotations
+
+from learners.pg import PGConfig
+from learners.train_config import TrainConfig
+from learners.warmup import WarmupConfig
+from sage_env import EnvConfig
+
+DEMO_BUDGETS = {
+    "challenge": 160,
+    "challenge/code": 224,
+    "propose": 160,
+    "propose/code": 224,
+    "review_question": 40,
+    "review_plan": 40,
+    "judge_question": 40,
+    "judge_answer": 40,
+    "plan": 96,
+    "probe": 112,
+    "solve": 112,
+}
+"""Per-phase token budgets of the ``demo`` preset: a code proposal needs room for tests and a
+solution; a critic reply is a score and one sentence."""
+
+DEMO_STOPS: dict[str, tuple[str, ...]] = {
+    "challenge": ("</answer>", "</solution>"),
+    "propose": ("</answer>", "</solution>"),
+    "plan": ("</plan>",),
+    "probe/code": ("```",),
+    "solve/code": ("```",),
+}
+"""Stop strings of the ``demo`` preset: the closing tag or code fence that ends what the
+parser reads (a code answer's prefix opens the fence, so the first fence closes it)."""
+
+PRESETS: dict[str, TrainConfig] = {
+    "demo": TrainConfig(
+        steps=4,
+        rounds_per_step=6,
+        val_every=4,
+        val_limit=16,
+        val_max_new_tokens=128,
+        max_new_tokens=96,
+        phase_max_new_tokens=dict(DEMO_BUDGETS),
+        phase_stop_strings=dict(DEMO_STOPS),
+        temperature=0.7,
+        critic_probe_size=48,
+        gate_calibration=True,
+        warmup=WarmupConfig(
+            steps=20, mix={"challenger": 0.75, "critic": 0.25}, num_demonstrations=80, lr=1e-4
+        ),
+        env=EnvConfig(solver_samples=2),
+        learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
+    ),
+    "paper": TrainConfig(
+        model="Qwen/Qwen2.5-7B-Instruct",
+        out="runs/paper",
+        steps=200,
+        rounds_per_step=64,
+        device="cuda",
+        dtype="bfloat16",
+        max_new_tokens=4096,
+        max_prompt_tokens=4096,
+        generation_batch_size=256,
+        save_every=10,
+        keep_checkpoints=3,
+        env=EnvConfig(solver_samples=4, math_workers=8),
+        learner=PGConfig(
+            lr=3e-6,
+            micro_batch_size=8,
+            num_minibatches=4,
+            gradient_checkpointing=True,
+            max_seq_tokens=8192,
+        ),
+    ),
+}
+"""Named starting points: ``demo`` (CPU, minutes) and ``paper`` (a GPU and a Qwen model)."""

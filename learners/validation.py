@@ -1,0 +1,132 @@
+"""Held-out checks during training: best model, early stopping, critic probe, gate.
+
+- :class:`EarlyStopping` keeps the best-validation model in ``out/checkpoints/best`` (with
+  ``best.json``: step, accuracy, validations since it) and says when ``patience``
+  validations in a row brought no new best.
+- :class:`CriticProbe` scores the critic on intact and corrupted seed questions
+  (``sage_env.critic_probe``) and, with ``gate_calibration``, moves every environment's
+  quality gate alpha to the threshold that separates them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from learners.evaluation import critic_replies
+from learners.policy import HFPolicy
+from learners.train_config import TrainConfig
+from sage_env import Task, critic_probe
+
+
+class EarlyStopping:
+    """Best validation accuracy so far, its model on disk, and the stop rule.
+
+    State lives in ``out/checkpoints/best.json`` (``{"step", "accuracy", "stale"}``), so a
+    resumed run continues counting.
+
+    Args:
+        out: Run folder.
+        patience: Validations without a new best after which :meth:`record` says stop
+            (0 = never).
+    """
+
+    def __init__(self, out: Path, patience: int) -> None:
+        self.root = out / "checkpoints"
+        self.patience = patience
+        path = self.root / "best.json"
+        self.best: dict[str, Any] | None = json.loads(path.read_text()) if path.exists() else None
+
+    def record(self, step: int, accuracy: float, policy: HFPolicy) -> bool:
+        """Record a validation; a new best (strictly higher) saves the model.
+
+        Returns:
+            True when training should stop: ``patience > 0`` and the best is that many
+            validations old.
+        """
+        if self.best is None or accuracy > self.best["accuracy"]:
+            self.best = {"step": step, "accuracy": accuracy, "stale": 0}
+            self._save_model(policy)
+        else:
+            self.best["stale"] += 1
+        self._write()
+        return self.patience > 0 and self.best["stale"] >= self.patience
+
+    def _write(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / "best.json.tmp"
+        tmp.write_text(json.dumps(self.best))
+        os.replace(tmp, self.root / "best.json")
+
+    def _save_model(self, policy: HFPolicy) -> None:
+        """Keep the model in ``out/checkpoints/best`` (temp folder, then rename)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / ".best.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        policy.save(tmp)
+        final = self.root / "best"
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+
+
+class CriticProbe:
+    """The critic's discrimination on fixed intact/corrupted seed questions, and the gate.
+
+    Args:
+        cfg: The run's config (``critic_probe_size``, ``gate_calibration``,
+            ``gate_seed_quantile``, the env's alpha and score rule, the review budget).
+        seeds: Seed tasks to draw the probe from (seeded by ``cfg.seed + 1``).
+    """
+
+    def __init__(self, cfg: TrainConfig, seeds: list[Task]) -> None:
+        self.cfg = cfg
+        self.items = []
+        if cfg.critic_probe_size > 0:
+            self.items = critic_probe.probe_set(
+                seeds, cfg.critic_probe_size, seed=cfg.seed + 1, config=cfg.env
+            )
+
+    @property
+    def task_ids(self) -> set[str]:
+        """Ids of the probe's tasks (kept out of the warm-up demonstrations)."""
+        return {it.task_id for it in self.items}
+
+    def __call__(self, policy: HFPolicy, envs: list) -> dict[str, float]:
+        """Probe the critic; with ``gate_calibration`` set alpha in every env.
+
+        Returns:
+            ``critic/*`` metrics (empty when the probe is off) and, when calibrating,
+            ``gate/alpha`` and ``gate/youden`` (1 when Youden's threshold was used, 0 when
+            the critic was at chance and the seed-quantile fallback or the configured alpha
+            applies).
+        """
+        if not self.items:
+            return {}
+        cfg, rules = self.cfg, self.cfg.env.rewards
+        budget = int(cfg.phase_max_new_tokens.get("review_question", cfg.max_new_tokens))
+        replies = critic_replies(policy, self.items, budget)
+        report = critic_probe.discrimination(
+            self.items, replies, rules.alpha, rules.critic_score_rule
+        ).as_dict()
+        if cfg.gate_calibration:
+            threshold = critic_probe.best_threshold(self.items, replies, rules.critic_score_rule)
+            alpha = rules.alpha if threshold is None else threshold
+            if threshold is None and cfg.gate_seed_quantile is not None:
+                level = critic_probe.seed_quantile(
+                    self.items, replies, cfg.gate_seed_quantile, rules.critic_score_rule
+                )
+                alpha = rules.alpha if level is None else min(rules.alpha, level)
+            report["gate/youden"] = float(threshold is not None)
+            for e in envs:
+                u = e.unwrapped
+                u.config = dataclasses.replace(
+                    u.config, rewards=dataclasses.replace(u.config.rewards, alpha=alpha)
+                )
+            report["gate/alpha"] = alpha
+        return report
