@@ -41,9 +41,37 @@ def _sandbox_pids() -> set[int]:
             continue
         if fields.get("State", "").strip()[:1] in ("Z", "X"):
             continue
-        if int(fields.get("Uid", "0").split()[0]) in uids:
+        if int(fields.get("Uid", "0").split()[0]) in uids and not _other_hosts(entry):
             found.add(int(entry))
     return found
+
+
+def _other_hosts(pid: str) -> bool:
+    """Whether ``pid`` belongs to ANOTHER host process (a concurrent session on a shared
+    machine), so it is not this test's leftover: it sits in another host's sandbox cgroup
+    (ours are named ``r<our pid>-N``), or it hangs below a live process tree that does not
+    contain this process. An orphan (parent 1) or anything below us counts as ours."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    owners = {
+        line.split("/sage-sandbox/r", 1)[1].split("-", 1)[0]
+        for line in text.splitlines()
+        if "/sage-sandbox/r" in line
+    }
+    if owners:
+        return str(os.getpid()) not in owners
+    chain, cur = [], int(pid)
+    while cur > 1 and len(chain) < 64:
+        try:
+            with open(f"/proc/{cur}/stat") as fh:
+                cur = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        chain.append(cur)
+    return bool(chain) and chain[0] != 1 and os.getpid() not in chain
 
 
 def _our_cgroups() -> list[str]:

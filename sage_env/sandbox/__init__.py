@@ -1,0 +1,87 @@
+"""Run untrusted Python behind an OS-level boundary.
+
+:func:`run` executes one program; :class:`SandboxPool` runs jobs without an interpreter start-up
+each: where :func:`zygotes_available`, a long-lived sandbox (the zygote) forks every job into its
+own mount and IPC namespaces and cgroup-contained process tree; otherwise whole sandboxed harness
+processes are kept pre-started. :class:`~sage_env.verifiers.CodeVerifier` is built on the same
+pieces.
+
+Layers (see ``docs/sandbox.md`` for the threat model):
+
+* **Isolation level**, chosen once per process by :func:`isolation_level` in the order
+  ``bwrap`` -> ``unshare`` -> ``rlimits`` (override with ``SAGE_SANDBOX_ISOLATION``):
+
+  - ``bwrap``: bubblewrap with a read-only root, private ``/tmp`` and working directory (size-
+    capped tmpfs), fresh ``/dev`` and ``/proc``, new PID, network, IPC and UTS namespaces,
+    ``--die-with-parent`` and ``--new-session``.
+  - ``unshare``: ``unshare --net --pid --fork --kill-child --mount-proc`` (no network, own PID
+    namespace), file system as seen by the dropped uid.
+  - ``rlimits``: resource limits, session, uid drop (when root) only.
+
+* **Privileges**: when running as root, the harness forks its worker and then both drop to
+  unprivileged uids (worker ``SANDBOX_UID`` = 65534, harness ``HARNESS_UID`` = 65533, so
+  untrusted code can neither signal nor ptrace its judge). ``no_new_privs`` is set.
+* **cgroups** (cgroup v1 ``pids`` and ``memory``, when writable): one cgroup per run with
+  ``pids.max`` and ``memory.limit_in_bytes``; everything in it is killed when the run ends,
+  daemonised grandchildren included. Without cgroups, the PID namespace plays that role.
+* **rlimits** in the worker: ``RLIMIT_AS``, ``RLIMIT_CPU``, ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``,
+  ``RLIMIT_NOFILE``, ``RLIMIT_CORE`` = 0.
+* Scrubbed environment, stdin at EOF, capped stdout/stderr, a fresh empty working directory
+  removed afterwards, a Python audit hook that refuses IPv4/IPv6 socket connects and binds
+  (a policy layer reporting ``blocked``; the namespace is the boundary).
+
+Modules: :mod:`~sage_env.sandbox.probe` (isolation level, interpreter),
+:mod:`~sage_env.sandbox.cgroups`, :mod:`~sage_env.sandbox.launch` (one sandboxed harness per
+job), :mod:`~sage_env.sandbox.zygote`, :mod:`~sage_env.sandbox.pool`,
+:mod:`~sage_env.sandbox.runner` (:func:`run`) on the host; the harness itself, which runs inside
+the sandbox, is :mod:`~sage_env.sandbox.harness` with :mod:`~sage_env.sandbox.judge`,
+:mod:`~sage_env.sandbox.worker`, :mod:`~sage_env.sandbox.rewrite`,
+:mod:`~sage_env.sandbox.confine` and the wire format :mod:`~sage_env.sandbox.report` (shared
+with the host).
+
+This package imports only the standard library.
+"""
+
+from sage_env.sandbox.cgroups import _Cgroup, cgroups_available
+from sage_env.sandbox.config import (
+    BLOCKED_ERRNOS,
+    HARNESS_UID,
+    ISOLATION_LEVELS,
+    SANDBOX_STATUSES,
+    SANDBOX_UID,
+    ZYGOTE_WORKDIR,
+    RawRun,
+    SandboxConfig,
+)
+from sage_env.sandbox.launch import HARNESS_MODULES, _Harness, harness_argv
+from sage_env.sandbox.pool import SandboxPool, _close_pools
+from sage_env.sandbox.probe import default_python, isolation_level
+from sage_env.sandbox.report import parse_report
+from sage_env.sandbox.runner import SandboxResult, describe_event, is_blocked, run
+from sage_env.sandbox.zygote import _Zygote, zygotes_available
+
+__all__ = [
+    "BLOCKED_ERRNOS",
+    "HARNESS_MODULES",
+    "HARNESS_UID",
+    "ISOLATION_LEVELS",
+    "SANDBOX_STATUSES",
+    "SANDBOX_UID",
+    "ZYGOTE_WORKDIR",
+    "RawRun",
+    "SandboxConfig",
+    "SandboxPool",
+    "SandboxResult",
+    "cgroups_available",
+    "default_python",
+    "describe_event",
+    "harness_argv",
+    "is_blocked",
+    "isolation_level",
+    "parse_report",
+    "run",
+    "zygotes_available",
+]
+
+# private names that tests and benchmarks reach for
+_PRIVATE = (_Cgroup, _Harness, _Zygote, _close_pools)

@@ -1,0 +1,129 @@
+"""Limits, statuses and constants shared by the host side of the sandbox."""
+
+from __future__ import annotations
+
+import errno as _errno
+import math
+import os
+from dataclasses import dataclass
+
+#: Fallback order, strongest first.
+ISOLATION_LEVELS = ("bwrap", "unshare", "rlimits")
+
+#: Statuses :func:`run` can return.
+SANDBOX_STATUSES = (
+    "passed",
+    "failed",
+    "timeout",
+    "memory",
+    "crashed",
+    "syntax_error",
+    "blocked",
+)
+
+#: uid/gid untrusted code runs as when the host process is root (``nobody``).
+SANDBOX_UID = 65534
+#: uid/gid the judging harness runs as when the host is root (differs from SANDBOX_UID so the
+#: untrusted worker cannot signal or ptrace it).
+HARNESS_UID = 65533
+
+#: errnos that mean "the sandbox refused": reported as status ``blocked``.
+BLOCKED_ERRNOS = frozenset(
+    {
+        _errno.EPERM,
+        _errno.EACCES,
+        _errno.EROFS,
+        _errno.ENETUNREACH,
+        _errno.ENETDOWN,
+        _errno.EFBIG,
+        _errno.ENOSPC,
+        _errno.EDQUOT,
+        _errno.EAGAIN,
+        _errno.EMFILE,
+    }
+)
+
+_CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+_REPORT_CAP_BYTES = 4 << 20
+_DRAIN_GRACE_S = 0.5
+_CG_ROOT = "/sys/fs/cgroup"
+_CG_DIR = "sage-sandbox"
+_HIDE_PATHS = ("/root", "/home", "/work", "/mnt", "/srv", "/media")
+
+#: Memory the harness itself needs on top of a job's ``memory_mb`` (cgroup limit), bytes.
+_HARNESS_OVERHEAD = 96 << 20
+
+#: Where a zygote-forked job runs (a fresh tmpfs per job, inside the job's own mount namespace).
+ZYGOTE_WORKDIR = "/tmp/sage-run"
+
+
+@dataclass
+class RawRun:
+    """What one harness job produced, before classification.
+
+    Attributes:
+        returncode: The harness's exit status as ``Popen.returncode`` (``-signal`` when
+            killed), or ``None`` if unknown.
+        timed_out: Whether the wall-clock limit ended the job.
+        oom_killed: Whether the memory cgroup's OOM killer fired during the job.
+        stdout: Captured standard output of the program (capped).
+        stderr: Captured standard error (capped).
+        report: The bytes the judge wrote to the report channel (JSON lines, see
+            :mod:`sage_env.sandbox.report`).
+        duration_s: Wall-clock seconds from hand-over to clean-up.
+    """
+
+    returncode: int | None
+    timed_out: bool
+    oom_killed: bool
+    stdout: bytes
+    stderr: bytes
+    report: bytes
+    duration_s: float
+
+
+@dataclass
+class SandboxConfig:
+    """Limits of one sandboxed run.
+
+    Attributes:
+        timeout_s: Wall-clock budget from the moment the job is handed over.
+        memory_mb: ``RLIMIT_AS`` per process and the run's memory cgroup limit (plus harness
+            overhead), MiB.
+        max_output_bytes: Cap on captured stdout and on captured stderr, bytes each.
+        max_processes: ``pids.max`` of the run's cgroup (and ``RLIMIT_NPROC`` without cgroups).
+        file_size_mb: ``RLIMIT_FSIZE``, MiB.
+        disk_mb: Size of the private tmpfs working directory and ``/tmp`` (bwrap only), MiB.
+        open_files: ``RLIMIT_NOFILE``.
+        python: Interpreter (must be executable by the dropped uid); default
+            :func:`default_python`.
+    """
+
+    timeout_s: float = 10.0
+    memory_mb: int = 1024
+    max_output_bytes: int = 65536
+    max_processes: int = 64
+    file_size_mb: int = 16
+    disk_mb: int = 64
+    open_files: int = 64
+    python: str | None = None
+
+    def limits(self, use_cgroup_pids: bool) -> list[tuple[str, int, int]]:
+        """The worker's rlimits as ``(RLIMIT_name, soft, hard)``; units as :mod:`resource`."""
+        cpu = math.ceil(self.timeout_s) + 1
+        mem = self.memory_mb << 20
+        fsize = self.file_size_mb << 20
+        # With a pids cgroup the per-run limit is the cgroup's; RLIMIT_NPROC (per uid, shared by
+        # parallel runs) is then only a generous backstop.
+        nproc = 4096 if use_cgroup_pids else self.max_processes
+        limits = [
+            ("RLIMIT_AS", mem, mem),
+            ("RLIMIT_CPU", cpu, cpu + 1),
+            ("RLIMIT_FSIZE", fsize, fsize),
+            ("RLIMIT_NOFILE", self.open_files, self.open_files),
+            ("RLIMIT_CORE", 0, 0),
+            ("RLIMIT_STACK", 16 << 20, 16 << 20),
+        ]
+        if os.geteuid() == 0 or not use_cgroup_pids:
+            limits.append(("RLIMIT_NPROC", nproc, nproc))
+        return limits

@@ -1,0 +1,146 @@
+"""The harness entry point: a one-job harness, or the zygote that forks one per job.
+
+A harness module (runs inside the sandbox): standard library only. Started by
+:func:`sage_env.sandbox.launch.harness_argv`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sage_env.sandbox.confine import _flush_exit, _seccomp, _write_all
+from sage_env.sandbox.judge import run_judge
+
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
+_MS_REC, _MS_PRIVATE = 1 << 14, 1 << 18
+
+
+def _job_process(hdr, fds, wuid, huid, libc):
+    # H, forked by the zygote as root (inside the zygote's bwrap namespaces and cgroups): take
+    # private mount and IPC namespaces with fresh size-capped tmpfs for the
+    # cwd, /tmp and /dev/shm (so nothing a run writes outlives it or reaches the next run),
+    # drop every capability from the bounding set, then judge exactly like a fresh harness.
+    import ctypes
+
+    os.setsid()
+    high = [os.dup(fd) for fd in fds]  # received fds may collide with 0..3
+    for fd in fds:
+        os.close(fd)
+    for dst, src in enumerate(high):  # job -> stdin, out -> 1, err -> 2, report -> 3
+        os.dup2(src, dst)
+    os.closerange(4, 1 << 16)
+    with open("/proc/self/oom_score_adj", "w") as fh:  # the OOM killer takes jobs, not the zygote
+        fh.write("1000")
+
+    def check(rc, what):
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    def tmpfs(path, opts):
+        check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0, opts.encode()), "mount " + path)
+
+    check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET), "unshare")
+    check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+    size = int(hdr["disk_bytes"])
+    tmpfs("/tmp", f"mode=1777,size={size}")
+    work = hdr["workdir"]
+    os.mkdir(work, 0o700)
+    owner = f",uid={wuid},gid={wuid}" if wuid >= 0 else ""
+    tmpfs(work, f"mode=0700,size={size}{owner}")
+    if os.path.isdir("/dev/shm"):
+        tmpfs("/dev/shm", f"mode=1777,size={size}")
+    os.chdir(work)
+    for cap in range(64):  # PR_CAPBSET_DROP
+        if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:
+            break
+    run_judge(wuid, huid, 0)
+
+
+def _zygote(ctl, wuid, huid):
+    # The zygote Z: a long-lived root process inside one bwrap/unshare sandbox. It never reads a
+    # job: for each request it forks H with the request's pipes and waits for it.
+    import ctypes
+    import gc
+    import json
+    import socket
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    sock = socket.socket(fileno=ctl)
+    os.set_inheritable(ctl, False)
+    _seccomp()  # once for every job forked from here (the zygote needs no keyrings either)
+    gc.freeze()  # forked children's collections skip (and so do not copy) inherited objects
+    sock.send(b'{"ev": "ready"}')
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 8)
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+        if not msg:
+            break
+        try:
+            hdr = json.loads(msg)
+            if len(fds) != 4:
+                raise ValueError(f"expected 4 fds, got {len(fds)}")
+        except BaseException as exc:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"ev": "refused", "msg": str(exc)[:200]}).encode())
+            continue
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                _job_process(hdr, fds, wuid, huid, libc)
+            except BaseException as exc:
+                try:
+                    _write_all(
+                        3,
+                        (
+                            json.dumps(
+                                {
+                                    "ev": "harness_error",
+                                    "exc": type(exc).__name__,
+                                    "msg": str(exc)[:200],
+                                }
+                            )
+                            + "\n"
+                        ).encode("ascii"),
+                    )
+                except BaseException:
+                    pass
+            _flush_exit()
+        for fd in fds:
+            os.close(fd)
+        while True:
+            try:
+                status = os.waitpid(pid, 0)[1]
+                break
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                status = -1
+                break
+        try:
+            sock.send(json.dumps({"ev": "exit", "status": status}).encode())
+        except OSError:
+            break
+
+
+def main(argv: list[str]) -> None:
+    """Run the harness.
+
+    ``argv`` is ``[prog, wuid, huid, report_fd]`` (one job) or ``[prog, "zygote", wuid, huid,
+    ctl_fd]``; a uid of -1 means no drop.
+    """
+    if argv[1] == "zygote":
+        _zygote(int(argv[4]), int(argv[2]), int(argv[3]))
+    else:
+        rfd = int(argv[3])
+        if rfd != 3:
+            os.dup2(rfd, 3)
+            os.close(rfd)
+        run_judge(int(argv[1]), int(argv[2]), 0)
+    _flush_exit()

@@ -1,0 +1,145 @@
+"""Platform probing: which isolation level works here, and which interpreter to run."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+
+from sage_env.sandbox.cgroups import cgroups_available
+from sage_env.sandbox.config import _CHILD_ENV, _HIDE_PATHS, ISOLATION_LEVELS
+
+log = logging.getLogger("sage_env.sandbox")
+
+_PROBE_LOCK = threading.Lock()
+_LEVEL: str | None = None
+
+
+def _reachable_by_others(path: str) -> bool:
+    """Whether ``path`` can be executed by an unprivileged other user (o+x on every parent)."""
+    try:
+        real = os.path.realpath(path)
+        if not os.stat(real).st_mode & stat.S_IXOTH:
+            return False
+        parent = os.path.dirname(real)
+        while True:
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+            if parent == "/":
+                return True
+            parent = os.path.dirname(parent)
+    except OSError:
+        return False
+
+
+def default_python() -> str:
+    """The interpreter the sandbox runs: ``sys.executable`` unless the dropped uid cannot reach it.
+
+    As root, an interpreter under a mode-700 directory (e.g. pyenv under ``/root``) is not
+    executable by uid 65534; then ``/usr/bin/python3`` is used.
+    """
+    if os.geteuid() != 0 or _reachable_by_others(sys.executable):
+        return sys.executable
+    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if _reachable_by_others(cand):
+            return cand
+    return sys.executable
+
+
+def _bwrap_argv(
+    workdir: str | None, python: str, disk_bytes: int, *, zygote: bool = False
+) -> list[str]:
+    """Build bubblewrap's argv up to ``--``.
+
+    ``workdir`` gets a private tmpfs and becomes the cwd; a ``zygote`` keeps the capabilities it
+    needs to give every job its own mounts.
+    """
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    keep = [os.path.realpath(python)] + ([os.path.realpath(workdir)] if workdir else [])
+    for path in _HIDE_PATHS:
+        if os.path.isdir(path) and not any(k == path or k.startswith(path + "/") for k in keep):
+            argv += ["--tmpfs", path]
+    argv += ["--perms", "1777", "--size", str(disk_bytes), "--tmpfs", "/tmp"]
+    if workdir:
+        argv += ["--perms", "0777", "--size", str(disk_bytes), "--tmpfs", workdir]
+    argv += ["--chdir", workdir or "/tmp"]
+    argv += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+    argv += ["--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+    if os.geteuid() == 0:
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if zygote:
+            argv += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+    return argv + ["--"]
+
+
+_UNSHARE_ARGV = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+
+
+def _probe_level(level: str, python: str) -> bool:
+    workdir = tempfile.mkdtemp(prefix="sage-probe-")
+    try:
+        code = "import socket; socket.socket().connect_ex(('127.0.0.1', 9)); print('ok')"
+        inner = [python, "-I", "-S", "-c", code]
+        if level == "bwrap":
+            if shutil.which("bwrap") is None:
+                return False
+            argv = _bwrap_argv(workdir, python, 1 << 20) + inner
+        elif level == "unshare":
+            if shutil.which("unshare") is None:
+                return False
+            argv = _UNSHARE_ARGV + inner
+        else:
+            return True
+        out = subprocess.run(
+            argv, capture_output=True, timeout=20, env=dict(_CHILD_ENV), cwd=workdir
+        )
+        return out.returncode == 0 and out.stdout.strip() == b"ok"
+    except Exception:
+        return False
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def isolation_level() -> str:
+    """The isolation level in use (``"bwrap"``, ``"unshare"`` or ``"rlimits"``).
+
+    Probed once per process, strongest first; ``SAGE_SANDBOX_ISOLATION`` forces a level (it is
+    still probed; an unusable forced level falls back with a warning). Logged with ``logging``.
+    """
+    global _LEVEL
+    with _PROBE_LOCK:
+        if _LEVEL is not None:
+            return _LEVEL
+        python = default_python()
+        forced = os.environ.get("SAGE_SANDBOX_ISOLATION", "").strip().lower()
+        order = list(ISOLATION_LEVELS)
+        if forced in ISOLATION_LEVELS:
+            order = order[order.index(forced) :]
+        if sys.platform != "linux":
+            order = ["rlimits"]
+        for level in order:
+            if _probe_level(level, python):
+                _LEVEL = level
+                break
+            log.warning("sandbox: isolation level %r unavailable here, falling back", level)
+        assert _LEVEL is not None
+        cg = cgroups_available()
+        log.info(
+            "sandbox: isolation=%s, cgroups(pids=%s, memory=%s), root=%s, python=%s",
+            _LEVEL,
+            cg["pids"],
+            cg["memory"],
+            os.geteuid() == 0,
+            python,
+        )
+        if _LEVEL == "rlimits":
+            log.warning(
+                "sandbox: no network/PID namespace; untrusted code keeps network access "
+                "(see docs/sandbox.md)"
+            )
+        return _LEVEL

@@ -1,0 +1,77 @@
+"""The harness's wire format, shared by the judging harness and the host.
+
+Every channel (worker -> judge, judge -> host) carries one JSON object per line. Values that a
+test computes travel as nested ``[tag, ...]`` lists that name their exact builtin type (see
+:func:`decode_value`). This module runs inside the sandbox too (it is one of the harness
+modules passed to the interpreter as source), so it imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["decode_value", "encode_line", "parse_line", "parse_report"]
+
+
+def encode_line(event: dict) -> bytes:
+    r"""One report line: ``event`` as ASCII JSON plus a newline.
+
+    Raises:
+        TypeError: If ``event`` holds a value JSON cannot encode.
+    """
+    return (json.dumps(event, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def parse_line(line: bytes) -> dict | None:
+    """The event on one line, or ``None`` for anything that is not a JSON object."""
+    if line[:1] != b"{":
+        return None
+    try:
+        event = json.loads(line)
+    except Exception:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def parse_report(report: bytes) -> list[dict]:
+    """Decode a whole channel (one JSON object per line); other lines are skipped."""
+    events = []
+    for line in report.split(b"\n"):
+        event = parse_line(line)
+        if event is not None:
+            events.append(event)
+    return events
+
+
+_CONTAINERS: dict[str, Any] = {"l": list, "t": tuple, "S": set, "F": frozenset}
+
+
+def decode_value(e: Any) -> Any:
+    """A test's value from its tagged encoding (the worker's ``enc``).
+
+    Tags: ``n`` None, ``o`` bool, ``I`` int (JSON number), ``i`` int (decimal string),
+    ``f`` float (repr), ``c`` complex, ``s`` str, ``b`` bytes (hex), ``l``/``t``/``S``/``F``
+    list/tuple/set/frozenset, ``d`` dict (list of key/value pairs).
+
+    Raises:
+        ValueError: On an unknown tag; other exceptions on malformed input.
+    """
+    tag = e[0]
+    if tag == "n":
+        return None
+    if tag in ("o", "I", "s"):
+        return e[1]
+    if tag == "i":
+        return int(e[1])
+    if tag == "f":
+        return float(e[1])
+    if tag == "c":
+        return complex(float(e[1]), float(e[2]))
+    if tag == "b":
+        return bytes.fromhex(e[1])
+    if tag in _CONTAINERS:
+        return _CONTAINERS[tag]([decode_value(x) for x in e[1]])
+    if tag == "d":
+        return {decode_value(k): decode_value(v) for k, v in e[1]}
+    raise ValueError(tag)

@@ -1,0 +1,367 @@
+"""CodeVerifier: a program against test snippets inside :mod:`sage_env.sandbox`."""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures as cf
+import logging
+import re
+import signal
+import textwrap
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from sage_env import sandbox
+from sage_env.verifiers.result import VerifierResult, _as_text
+
+log = logging.getLogger("sage_env.verifiers")
+
+_FENCE_RE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n", re.MULTILINE)
+_CLOSE_RE = re.compile(r"^[ \t]*```[ \t]*$", re.MULTILINE)
+_PY_LANGS = {"", "python", "py", "python3", "py3"}
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+        return True
+    except BaseException as exc:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        return False
+
+
+def _defines(code: str, name: str) -> bool:
+    """Return True if ``code`` defines ``name`` at top level (def / class / assignment / import)."""
+    try:
+        tree = ast.parse(code)
+    except Exception:
+        pattern = rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b"
+        return re.search(pattern, code, re.MULTILINE) is not None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == name:
+                return True
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return True
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name.split(".")[0]) == name for a in node.names):
+                return True
+    return False
+
+
+def extract_code(text: str, entry_point: str | None = None) -> str | None:
+    """Extract a Python program from model output.
+
+    Takes fenced blocks tagged ``python``, ``py``, ``python3`` or untagged (other languages are
+    ignored). With several blocks, the last one that defines ``entry_point`` wins, else the last
+    block. An unclosed final fence (truncated output) runs to the end of the text. Without any
+    fence, the whole text is returned if it parses as Python (``ast.parse``).
+
+    Args:
+        text: Model output.
+        entry_point: Name of the function the tests call, if known.
+
+    Returns:
+        The dedented program text, or ``None`` if there is no fenced block and the text is not
+        valid Python (or is blank). Never raises.
+    """
+    try:
+        text = _as_text(text)
+        blocks: list[str] = []
+        pos = 0
+        while True:
+            fence = _FENCE_RE.search(text, pos)
+            if fence is None:
+                break
+            close = _CLOSE_RE.search(text, fence.end())
+            reopen = _FENCE_RE.search(text, fence.end())
+            if (
+                reopen is not None
+                and reopen.group(1)
+                and (close is None or reopen.start() < close.start())
+            ):
+                # "```\n\n```python\n...": a bare fence followed by a tagged one before any
+                # close: the bare fence was stray; start over at the tagged one
+                pos = reopen.start()
+                continue
+            body = text[fence.end() : close.start() if close else len(text)]
+            if fence.group(1).lower() in _PY_LANGS:
+                blocks.append(textwrap.dedent(body).strip("\n"))
+            if close is None:
+                break
+            pos = close.end()
+        blocks = [b for b in blocks if b.strip()]
+        if blocks:
+            if entry_point:
+                for block in reversed(blocks):
+                    if _defines(block, entry_point):
+                        return block
+            return blocks[-1]
+        if "```" in text:
+            return None
+        code = textwrap.dedent(text).strip("\n")
+        if code.strip() and _parses(code):
+            return code
+        return None
+    except Exception:
+        return None
+
+
+class CodeVerifier:
+    """Runs a candidate program against independent test snippets inside :mod:`sage_env.sandbox`.
+
+    Semantics: ``setup`` then ``program`` are exec'd in one module namespace (named
+    ``"solution"``, so ``if __name__ == "__main__":`` blocks do not run); each test snippet then
+    runs in its OWN forked process holding a shallow copy of that namespace, and is judged
+    separately. Score = passed / total, as in HumanEval's functional-correctness evaluation
+    (Chen et al. 2021) but per test.
+
+    Anti-gaming rule (see ``docs/verifiers.md``): every ``assert`` in a test is rewritten before
+    the program runs. ``assert X == <literal>`` (or ``<literal> == X``) sends only the value of
+    ``X``, encoded by exact builtin type, to the judging process, which keeps the literal to
+    itself and compares it there; every other ``assert E`` sends ``E``'s truth, with a top-level
+    ``==`` made type-strict (exact builtin types compared structurally, so an object whose
+    ``__eq__`` is always true fails). A test passes only if its process finished normally, raised
+    nothing and every literal assertion was checked and matched. ``exit(0)``/``os._exit(0)``,
+    patched ``assert``/builtins, printed text and forged messages therefore cannot make a literal
+    assertion pass; see the docs for what remains forgeable.
+
+    Isolation: each call uses one fresh sandboxed process tree (``sandbox.isolation_level()``:
+    bubblewrap with read-only root and no network, or ``unshare``, or rlimits only), an
+    unprivileged uid when run as root, cgroups, rlimits, a private temp cwd, a scrubbed
+    environment and capped output. Where ``sandbox.zygotes_available()``, each call is forked
+    from a long-lived sandbox (one per concurrent call) into its own mount and IPC namespaces;
+    otherwise a small pool of pre-started sandboxed harnesses hides interpreter start-up. See
+    ``docs/sandbox.md``.
+
+    Args:
+        timeout_s: Wall-clock budget for the whole call (program + all tests), seconds.
+        memory_mb: Address-space limit per process and memory-cgroup limit of the run, MiB.
+        max_output_bytes: Cap on captured stdout and on captured stderr, bytes each.
+        python: Interpreter to run; default :func:`sage_env.sandbox.default_python` (an
+            interpreter the dropped uid can execute).
+        pool_size: Pre-started harnesses kept warm when zygotes are not available (0 = start
+            one per call).
+        max_processes: Process/thread limit per run.
+        executor: Anything with ``run_job(job: dict) -> sandbox.RawRun`` that runs the harness
+            (:func:`sage_env.sandbox.harness_argv`) on the job elsewhere (e.g. a remote
+            sandbox); default a local :class:`sage_env.sandbox.SandboxPool`.
+
+    Raises:
+        ValueError: On non-positive limits.
+    """
+
+    def __init__(
+        self,
+        timeout_s: float = 10.0,
+        memory_mb: int = 1024,
+        max_output_bytes: int = 65536,
+        python: str | None = None,
+        *,
+        pool_size: int = 2,
+        max_processes: int = 64,
+        executor: Any = None,
+    ) -> None:
+        if not timeout_s > 0 or memory_mb <= 0 or max_output_bytes < 0:
+            raise ValueError("timeout_s and memory_mb must be > 0, max_output_bytes >= 0")
+        self.timeout_s = float(timeout_s)
+        self.memory_mb = int(memory_mb)
+        self.max_output_bytes = int(max_output_bytes)
+        self.python = python or sandbox.default_python()
+        self.pool_size = int(pool_size)
+        self.max_processes = int(max_processes)
+        self._executor = executor
+        self._own_pool: sandbox.SandboxPool | None = None
+        self._pool_lock = threading.Lock()
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def verify(self, program: str, tests: Sequence[str], setup: str = "") -> VerifierResult:
+        """Run ``setup`` + ``program`` and each test; score the fraction of tests passed.
+
+        Args:
+            program: Candidate Python source (e.g. from :func:`extract_code`).
+            tests: Test snippets (e.g. ``"assert f(2) == 4"``), length T. A single string is
+                treated as one test.
+            setup: Trusted code run before the program (imports, helpers).
+
+        Returns:
+            A :class:`VerifierResult` with ``passed``/``total`` = number passed / T and
+            score = passed / T. T == 0 gives status ``"invalid"``. Never raises on input.
+        """
+        try:
+            program = _as_text(program)
+            setup = _as_text(setup)
+            if isinstance(tests, (str, bytes)):
+                tests = [tests]
+            test_list = [_as_text(t) for t in (tests or [])]
+        except Exception:
+            return VerifierResult(0.0, "invalid", "unreadable job")
+        total = len(test_list)
+        if total == 0:
+            return VerifierResult(0.0, "invalid", "no tests")
+        job = {"mode": "verify", "setup": setup, "program": program, "tests": test_list}
+        for attempt in (1, 2):
+            try:
+                raw = self._get_executor().run_job(job)
+            except Exception as exc:
+                return VerifierResult(
+                    0.0, "crashed", f"sandbox failed: {type(exc).__name__}: {exc}", 0, total
+                )
+            result = self._judge(raw, total)
+            # The harness runs under its own uid, out of the program's reach; a SIGKILL that is
+            # neither our timeout nor the memory cgroup comes from outside (it used to be
+            # bwrap's parent-death signal when the thread that started a sandbox exited, now
+            # fixed in sage_env.sandbox). Run the job once more rather than score the model.
+            if not (
+                attempt == 1
+                and result.status == "crashed"
+                and not raw.timed_out
+                and raw.returncode == -signal.SIGKILL
+            ):
+                return result
+            log.warning("code verifier: sandbox harness was SIGKILLed from outside; retrying")
+        return result
+
+    def verify_batch(
+        self, jobs: Sequence[tuple[str, Sequence[str], str]], max_parallel: int = 2
+    ) -> list[VerifierResult]:
+        """Run many ``(program, tests, setup)`` jobs, up to ``max_parallel`` sandboxes at a time.
+
+        Args:
+            jobs: Sequence of ``(program, tests)`` or ``(program, tests, setup)``, length N.
+            max_parallel: Maximum concurrent sandboxes.
+
+        Returns:
+            N results in input order. Never raises on input.
+        """
+
+        def one(job: Any) -> VerifierResult:
+            try:
+                program, tests, *rest = job
+                setup = rest[0] if rest else ""
+            except Exception:
+                return VerifierResult(0.0, "invalid", "job must be (program, tests[, setup])")
+            return self.verify(program, tests, setup)
+
+        jobs = list(jobs)
+        if not jobs:
+            return []
+        if max_parallel <= 1 or len(jobs) == 1:
+            return [one(j) for j in jobs]
+        pool = self._get_executor()
+        if isinstance(pool, sandbox.SandboxPool) and pool.size < max_parallel:
+            pool.size = max_parallel  # keep one warm harness per concurrent job
+        with cf.ThreadPoolExecutor(max_workers=min(max_parallel, len(jobs))) as ex:
+            return list(ex.map(one, jobs))
+
+    def close(self) -> None:
+        """Kill the pre-started sandboxes this verifier owns (it stays usable)."""
+        with self._pool_lock:
+            pool, self._own_pool = self._own_pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self) -> CodeVerifier:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _get_executor(self) -> Any:
+        if self._executor is not None:
+            return self._executor
+        with self._pool_lock:
+            if self._own_pool is None:
+                self._own_pool = sandbox.SandboxPool(
+                    self.pool_size,
+                    sandbox.SandboxConfig(
+                        timeout_s=self.timeout_s,
+                        memory_mb=self.memory_mb,
+                        max_output_bytes=self.max_output_bytes,
+                        max_processes=self.max_processes,
+                        python=self.python,
+                    ),
+                )
+            return self._own_pool
+
+    def _judge(self, run: sandbox.RawRun, total: int) -> VerifierResult:
+        """Turn the judging harness's report, exit status and timing into a result."""
+        events = sandbox.parse_report(run.report)
+        by_kind: dict[str, dict] = {}
+        verdicts: dict[int, dict] = {}
+        for event in events:
+            kind = str(event.get("ev"))
+            by_kind.setdefault(kind, event)
+            idx = event.get("i")
+            if kind == "test" and isinstance(idx, int) and 0 <= idx < total:
+                verdicts.setdefault(idx, event)
+        passed = sum(1 for ev in verdicts.values() if ev.get("ok") is True)
+        failures = [verdicts[i] for i in sorted(verdicts) if verdicts[i].get("ok") is not True]
+        score = passed / total
+        err = sandbox.describe_event
+
+        def result(status: str, reason: str, s: float = score, p: int = passed) -> VerifierResult:
+            return VerifierResult(s, status, reason, p, total)
+
+        if "syntax_error" in by_kind:
+            event = by_kind["syntax_error"]
+            status = "memory" if event.get("exc") == "MemoryError" else "syntax_error"
+            return result(status, f"program does not compile: {err(event)}", 0.0, 0)
+        if "setup_error" in by_kind:
+            return result("invalid", f"test setup failed: {err(by_kind['setup_error'])}", 0.0, 0)
+        worker_sig = by_kind.get("worker_signal", {}).get("signal")
+        if (
+            run.timed_out
+            or worker_sig == signal.SIGXCPU
+            or any(ev.get("signal") == signal.SIGXCPU for ev in failures)
+        ):
+            return result(
+                "timeout", f"timed out after {self.timeout_s:g} s; {passed}/{total} passed"
+            )
+        if "program_error" in by_kind:
+            event = by_kind["program_error"]
+            if event.get("exc") == "MemoryError":
+                status = "memory"
+            elif sandbox.is_blocked(event):
+                status = "blocked"
+            else:
+                status = "failed"
+            return result(status, f"program raised {err(event)}", 0.0, 0)
+        if run.oom_killed or any(ev.get("exc") == "MemoryError" for ev in failures):
+            return result("memory", f"out of memory (limit {self.memory_mb} MiB); {passed}/{total}")
+        if "done" not in by_kind:
+            return result(
+                "crashed", f"sandbox harness died (exit {run.returncode}); {passed}/{total} passed"
+            )
+        if "program_ok" not in by_kind:
+            where = f"killed by {_signal_name(worker_sig)}" if worker_sig else "exited early"
+            return result("failed", f"program {where} before the tests ran", 0.0, 0)
+        if passed == total:
+            return result("passed", f"all {total} tests passed")
+        for event in failures:
+            if event.get("signal") is not None:
+                return result(
+                    "crashed",
+                    f"test {event.get('i')} killed by {event.get('msg')}; {passed}/{total} passed",
+                )
+        status = "blocked" if any(sandbox.is_blocked(ev) for ev in failures) else "failed"
+        reason = f"{passed}/{total} passed"
+        if failures:
+            reason += f"; test {failures[0].get('i')}: {err(failures[0])}"
+        elif worker_sig:
+            reason += f"; worker killed by {_signal_name(worker_sig)}"
+        return result(status, reason)
+
+
+def _signal_name(sig: Any) -> str:
+    try:
+        return signal.Signals(int(sig)).name
+    except (TypeError, ValueError):
+        return f"signal {sig}"

@@ -1,0 +1,91 @@
+"""Unit tests of the harness modules, imported on the host (they also run inside the sandbox)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from sage_env import sandbox
+from sage_env.sandbox import report
+from sage_env.sandbox.launch import HARNESS_MODULES, harness_argv
+from sage_env.sandbox.rewrite import rewrite_asserts
+
+
+def test_literal_assert_keeps_the_expected_value_out_of_the_rewritten_test():
+    new, sites = rewrite_asserts("assert f(1) == [1, 'secret-literal']")
+    assert sites == [("eq", [1, "secret-literal"])]
+    assert "secret-literal" not in new
+    assert ast.unparse(ast.parse(new)) == "__sage_check__(0, f(1))"
+
+
+def test_literal_on_the_left_is_the_expected_value():
+    new, sites = rewrite_asserts("assert 7 == g()")
+    assert sites == [("eq", 7)]
+    assert new == "__sage_check__(0, g())"
+
+
+def test_other_asserts_become_type_strict_truthy_checks():
+    new, sites = rewrite_asserts("assert f(x) == g(x)\nassert ok(1), 'msg'")
+    assert sites == [("truthy", None), ("truthy", None)]
+    assert new.splitlines() == [
+        "__sage_check__(0, __sage_eq__(f(x), g(x)), True)",
+        "__sage_check__(1, ok(1), True)",
+    ]
+
+
+def test_nested_asserts_are_numbered_in_order():
+    src = "def check(c):\n    assert c(1) == 2\n    for i in range(3):\n        assert c(i)\n"
+    new, sites = rewrite_asserts(src)
+    assert sites == [("eq", 2), ("truthy", None)]
+    assert "assert" not in new
+
+
+def test_rewriter_raises_on_a_test_that_does_not_parse():
+    with pytest.raises(SyntaxError):
+        rewrite_asserts("assert (")
+
+
+@pytest.mark.parametrize(
+    ("encoded", "value"),
+    [
+        (["n"], None),
+        (["o", True], True),
+        (["I", 5], 5),
+        (["i", str(2**80)], 2**80),
+        (["f", "0.1"], 0.1),
+        (["c", "1.0", "-2.0"], complex(1, -2)),
+        (["s", "x"], "x"),
+        (["b", "6869"], b"hi"),
+        (["t", [["I", 1], ["l", [["s", "a"]]]]], (1, ["a"])),
+        (["S", [["I", 1]]], {1}),
+        (["F", [["I", 2]]], frozenset({2})),
+        (["d", [[["s", "k"], ["n"]]]], {"k": None}),
+    ],
+)
+def test_decode_value_restores_exact_builtin_types(encoded, value):
+    got = report.decode_value(encoded)
+    assert got == value and type(got) is type(value)
+
+
+def test_decode_value_rejects_unknown_tags():
+    with pytest.raises(ValueError):
+        report.decode_value(["?", 1])
+
+
+def test_one_report_parser_for_host_and_harness():
+    data = report.encode_line({"ev": "test", "i": 0, "ok": True}) + b"noise\n[1]\n{bad\n"
+    assert report.parse_report(data) == [{"ev": "test", "i": 0, "ok": True}]
+    assert sandbox.parse_report is report.parse_report
+    assert report.parse_line(b"[1, 2]") is None
+
+
+def test_harness_sources_travel_in_argv_so_no_file_must_be_readable():
+    argv = harness_argv("/usr/bin/python3", ["-1", "-1", "3"])
+    assert argv[:3] == ["/usr/bin/python3", "-I", "-c"]
+    assert argv[4] == str(len(HARNESS_MODULES))
+    names = argv[5:-3:2]
+    assert tuple(names) == HARNESS_MODULES
+    assert argv[-3:] == ["-1", "-1", "3"]
+    boot_lines = argv[3].strip().splitlines()
+    assert len(boot_lines) <= 40
