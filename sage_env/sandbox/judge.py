@@ -1,42 +1,272 @@
-"""The judge H: forks the worker, rewrites the tests, and judges what the worker reports.
+"""The judge H: forks the worker, rewrites the tests, and judges what each test reports.
 
 A harness module (runs inside the sandbox): standard library only. H never runs untrusted code
 and is the only process holding the report channel to the host (fd 3).
+
+Where a verdict comes from (see ``docs/sandbox.md``, threat model): W forks one process C_i
+per test and relays what C_i writes on a pipe of its own, tagged by W with i, then C_i's exit
+status; the last test runs in W itself on a second pipe, judged by W's exit status, which H
+collects. Untrusted code can therefore speak only about the one test whose process it runs
+in: an event that names another test, claims an exit status or arrives on another channel is
+not what H reads. :class:`Judge` holds the rules; :func:`run_judge` the plumbing.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import select
+import signal
+from collections.abc import Callable
 
 from sage_env.sandbox.confine import _drop, _flush_exit, _prctl, _read_all, _write_all
 from sage_env.sandbox.report import decode_value, encode_line, parse_line
 from sage_env.sandbox.rewrite import rewrite_asserts
 from sage_env.sandbox.worker import run_worker
 
+#: What H reads from W at most, bytes (64 MiB); the rest is dropped (those tests fail).
+_READ_CAP_BYTES = 64 << 20
+
+_PROGRAM_EVENTS = ("program_ok", "program_error")
+_FORWARD_KEYS = ("ev", "exc", "msg", "errno", "code")
+
+
+class Judge:
+    """The judging rules of one job, fed events as H reads them.
+
+    Args:
+        tests: Rewritten test sources, ``None`` where a test did not parse (length T).
+        sites: Per test, the ``(kind, expected)`` pairs of :func:`rewrite_asserts`.
+        report: Writes one event to the host.
+
+    A test passes iff its own process exited with status 0 after reporting that it finished
+    without raising, reported no failing assertion, and every literal assertion was checked at
+    least once with a value equal to the expected literal. Tests whose rewritten sources are
+    identical (they differ only in expected literals, which the program never sees) must also
+    report identical assertion values, or all of them fail: a program that answers the same
+    expression differently per test (to pass contradictory tests) is caught. Exactly one
+    verdict is reported per runnable test.
+    """
+
+    def __init__(self, tests: list, sites: list, report: Callable[..., None]) -> None:
+        self.tests, self.sites, self.report = tests, sites, report
+        runnable = [i for i, src in enumerate(tests) if src is not None]
+        self.first = runnable[0] if runnable else None
+        #: the test W runs itself (None: W runs the program alone, as in ``run`` mode)
+        self.last = runnable[-1] if runnable else None
+        self.state = {
+            i: {"end": None, "seen": set(), "bad": None, "setup": False, "trace": []}
+            for i in runnable
+        }
+        self.groups: dict[str, list[int]] = {}
+        for i in runnable:
+            self.groups.setdefault(tests[i], []).append(i)
+        self.pending: dict[int, dict | None] = {}  # judged, held until its group is complete
+        self.done: set[int] = set()
+        self.program_seen = False
+        self.program_state = {"setup": False}  # the program-only run (no runnable test)
+
+    # -- events -------------------------------------------------------------------------------
+
+    def from_worker(self, ev: dict) -> None:
+        """An event W wrote on its control pipe (W has run no untrusted code at that point)."""
+        kind, i = ev.get("ev"), ev.get("i")
+        if kind in ("syntax_error", "setup_error"):
+            self.report(**{k: v for k, v in ev.items() if k in _FORWARD_KEYS})
+        elif i not in self.state or i == self.last:
+            return
+        elif kind == "chan" and isinstance(ev.get("e"), dict):
+            self.from_test(i, ev["e"])
+        elif kind == "exit":
+            status = ev.get("status")
+            self.verdict(i, status if type(status) is int and 0 <= status < 1 << 16 else -1)
+        elif kind == "fork_error":
+            self.state[i]["end"] = {k: ev.get(k) for k in ("exc", "msg", "errno")}
+            self.state[i]["end"]["ok"] = False
+            self.verdict(i, 0)
+
+    def from_last(self, ev: dict) -> None:
+        """An event on the last test's channel (the test W runs itself)."""
+        if self.last is None:
+            self._program_event(self.program_state, ev, True)
+        else:
+            self.from_test(self.last, ev)
+
+    def from_test(self, i: int, ev: dict) -> None:
+        """An event test ``i``'s own process wrote (untrusted once it reported ``setup_ok``)."""
+        s = self.state[i]
+        if i in self.done or i in self.pending:
+            return
+        if self._program_event(s, ev, True):
+            return
+        kind = ev.get("ev")
+        if kind == "site" and s["setup"]:
+            self._site(i, s, ev)
+        elif kind == "test" and s["setup"]:
+            if s["end"] is None or not ev.get("ok"):
+                s["end"] = {k: ev.get(k) for k in ("ok", "exc", "msg", "errno")}
+
+    def _program_event(self, s: dict, ev: dict, forward: bool) -> bool:
+        kind = ev.get("ev")
+        if kind == "setup_ok":
+            s["setup"] = True
+        elif kind == "setup_error":
+            if not s["setup"]:  # trusted only before setup_ok
+                s["end"] = {"ok": False, **{k: ev.get(k) for k in ("exc", "msg", "errno")}}
+                if forward:
+                    self.report(**{k: v for k, v in ev.items() if k in _FORWARD_KEYS})
+        elif kind in _PROGRAM_EVENTS:
+            if not s["setup"]:
+                return True
+            if kind == "program_error" and s.get("end") is None:
+                s["end"] = {"ok": False, **{k: ev.get(k) for k in ("exc", "msg", "errno")}}
+            if forward and not self.program_seen:
+                self.program_seen = True
+                self.report(**{k: v for k, v in ev.items() if k in _FORWARD_KEYS})
+        else:
+            return False
+        return True
+
+    def _site(self, i: int, s: dict, ev: dict) -> None:
+        k = ev.get("k")
+        if type(k) is not int or not 0 <= k < len(self.sites[i]):
+            return
+        kind_k, expected = self.sites[i][k]
+        msg = f"assertion {k} failed"
+        if kind_k == "eq":
+            ok = False
+            if "v" in ev:
+                try:
+                    got = decode_value(ev["v"])
+                    ok = got == expected
+                    msg = f"assertion {k}: got {repr(got)[:120]}"
+                except BaseException:
+                    msg = f"assertion {k}: undecodable result"
+                s["trace"].append((k, json.dumps(ev["v"], sort_keys=True)))
+            else:
+                msg = f"assertion {k}: {str(ev.get('bad'))[:120]}"
+                s["trace"].append((k, "bad"))
+        else:
+            ok = ev.get("t") is True
+            s["trace"].append((k, ok))
+        if ok:
+            s["seen"].add(k)
+        elif s["bad"] is None:
+            s["bad"] = {"exc": "AssertionError", "msg": msg}
+
+    # -- verdicts -----------------------------------------------------------------------------
+
+    def verdict(self, i: int, status: int) -> None:
+        """Judge test ``i`` whose process ended with wait ``status`` (-1: unknown)."""
+        if i not in self.state or i in self.done or i in self.pending:
+            return
+        s = self.state[i]
+        fail = None
+        if s["end"] is not None and not s["end"].get("ok"):
+            fail = s["end"]
+        elif s["bad"] is not None:
+            fail = s["bad"]
+        elif status >= 0 and os.WIFSIGNALED(status):
+            try:
+                name = signal.Signals(os.WTERMSIG(status)).name
+            except ValueError:
+                name = str(os.WTERMSIG(status))
+            fail = {"exc": "Signal", "msg": name, "signal": os.WTERMSIG(status)}
+        elif s["end"] is None or status != 0:
+            code = os.WEXITSTATUS(status) if status >= 0 and os.WIFEXITED(status) else -1
+            fail = {"exc": "EarlyExit", "msg": f"test exited before finishing (status {code})"}
+        else:
+            missing = [
+                k
+                for k, (kind, _) in enumerate(self.sites[i])
+                if kind == "eq" and k not in s["seen"]
+            ]
+            if missing:
+                fail = {"exc": "AssertionError", "msg": f"assertion {missing[0]} was never checked"}
+        group = self.groups[self.tests[i]]
+        self.pending[i] = fail
+        if all(j in self.pending for j in group):
+            self._release(group)
+
+    def _release(self, group: list[int]) -> None:
+        traces = {json.dumps(self.state[j]["trace"]) for j in group if self.pending[j] is None}
+        for j in group:
+            fail = self.pending.pop(j)
+            if fail is None and len(traces) > 1:
+                fail = {
+                    "exc": "AssertionError",
+                    "msg": "identical tests got different results (a test-dependent program)",
+                }
+            self.done.add(j)
+            if fail is None:
+                self.report(ev="test", i=j, ok=True)
+            else:
+                keys = ("exc", "msg", "errno", "signal")
+                self.report(
+                    ev="test",
+                    i=j,
+                    ok=False,
+                    **{k: fail[k] for k in keys if fail.get(k) is not None},
+                )
+
+    def finish(self, w_status: int | None) -> None:
+        """W has exited with ``w_status``: judge the last test by it and report what is held.
+
+        A test W never got to (W died first) gets no verdict, which the host counts as failed.
+        """
+        status = w_status if w_status is not None else -1
+        if self.last is not None:
+            self.verdict(self.last, status)
+        for group in self.groups.values():
+            if any(j in self.pending for j in group):
+                self._release([j for j in group if j in self.pending])
+        if w_status is not None and w_status >= 0 and os.WIFSIGNALED(w_status):
+            self.report(ev="worker_signal", signal=os.WTERMSIG(w_status))
+        self.report(ev="done")
+
+
+def _feed(fd: int, bufs: dict, handler: Callable[[dict], None], total: list) -> bool:
+    """Read what is there on ``fd`` and hand each complete line's event to ``handler``.
+
+    Returns False at end of file.
+    """
+    try:
+        chunk = os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return True
+    if not chunk:
+        return False
+    total[0] += len(chunk)
+    if total[0] <= _READ_CAP_BYTES:
+        *lines, bufs[fd] = (bufs[fd] + chunk).split(b"\n")
+        for line in lines:
+            ev = parse_line(line)
+            if ev is not None:
+                try:
+                    handler(ev)
+                except Exception:  # a malformed event must not take the judge down
+                    pass
+    return True
+
 
 def run_judge(wuid: int, huid: int, job_in: int) -> None:
-    """Fork W, drop privileges, read ONE job from fd ``job_in``, report on fd 3."""
-    # H: fork W, drop privileges, read ONE job from fd job_in, report on fd 3.
+    """Fork W, drop privileges, read ONE job from fd ``job_in``, judge it, report on fd 3."""
     job_r, job_w = os.pipe()
-    out_r, out_w = os.pipe()
+    ctl_r, ctl_w = os.pipe()
+    last_r, last_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            os.close(3)
-            os.close(job_w)
-            os.close(out_r)
-            run_worker(job_r, out_w, wuid)
+            for fd in (3, job_w, ctl_r, last_r):
+                os.close(fd)
+            run_worker(job_r, ctl_w, last_w, wuid)
         except BaseException:
             pass
         _flush_exit()
-    os.close(job_r)
-    os.close(out_w)
+    for fd in (job_r, ctl_w, last_w):
+        os.close(fd)
     _drop(huid)
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem for same-uid processes
-    import json
-    import select
-    import signal
-
     os.set_inheritable(3, False)
     job = json.loads(_read_all(job_in).decode("ascii"))
     os.close(job_in)
@@ -57,6 +287,7 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
             tests.append(None)
             sites.append([])
             report(ev="test", i=i, ok=False, exc=type(exc).__name__, msg=str(exc)[:160])
+    judge = Judge(tests, sites, report)
     wjob = dict(job, tests=tests)
     wjob.pop("expected", None)
     try:
@@ -65,107 +296,13 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
         pass
     os.close(job_w)
 
-    state = {}  # i -> {"ok": bool|None, "fail": dict|None, "seen": set, "bad": dict|None}
-
-    def st(i):
-        return state.setdefault(i, {"end": None, "seen": set(), "bad": None})
-
-    inline = []
-
-    def verdict(i, status):
-        s = st(i)
-        s["judged"] = True
-        fail = None
-        if s["end"] is not None and not s["end"].get("ok"):
-            fail = s["end"]
-        elif s["bad"] is not None:
-            fail = s["bad"]
-        elif os.WIFSIGNALED(status):
-            try:
-                name = signal.Signals(os.WTERMSIG(status)).name
-            except ValueError:
-                name = str(os.WTERMSIG(status))
-            fail = {"exc": "Signal", "msg": name, "signal": os.WTERMSIG(status)}
-        elif s["end"] is None or status != 0:
-            code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
-            fail = {
-                "exc": "EarlyExit",
-                "msg": f"test exited before finishing (status {code})",
-            }
-        else:
-            missing = [
-                k for k, (kind, _) in enumerate(sites[i]) if kind == "eq" and k not in s["seen"]
-            ]
-            if missing:
-                fail = {
-                    "exc": "AssertionError",
-                    "msg": f"assertion {missing[0]} was never checked",
-                }
-        if fail is None:
-            report(ev="test", i=i, ok=True)
-        else:
-            report(
-                ev="test",
-                i=i,
-                ok=False,
-                **{
-                    k: fail.get(k)
-                    for k in ("exc", "msg", "errno", "signal")
-                    if fail.get(k) is not None
-                },
-            )
-
-    def handle(ev):
-        kind = ev.get("ev")
-        i = ev.get("i")
-        if kind in ("site", "test", "exit"):
-            if type(i) is not int or not 0 <= i < len(tests) or tests[i] is None:
-                return
-        if kind == "site":
-            s = st(i)
-            k = ev.get("k")
-            if type(k) is not int or not 0 <= k < len(sites[i]):
-                return
-            kind_k, expected = sites[i][k]
-            if kind_k == "eq":
-                ok = False
-                if "v" in ev:
-                    try:
-                        got = decode_value(ev["v"])
-                        ok = got == expected
-                        if not ok:
-                            msg = f"assertion {k}: got {repr(got)[:120]}"
-                    except BaseException:
-                        msg = f"assertion {k}: undecodable result"
-                else:
-                    msg = f"assertion {k}: {str(ev.get('bad'))[:120]}"
-            else:
-                ok = ev.get("t") is True
-                msg = f"assertion {k} failed"
-            if ok:
-                s["seen"].add(k)
-            elif s["bad"] is None:
-                s["bad"] = {"exc": "AssertionError", "msg": msg}
-        elif kind == "test":
-            s = st(i)
-            if s["end"] is None or not ev.get("ok"):
-                s["end"] = {k: ev.get(k) for k in ("ok", "exc", "msg", "errno")}
-        elif kind == "exit":
-            status = ev.get("status")
-            verdict(i, status if type(status) is int and 0 <= status < 1 << 16 else -1)
-        elif kind == "inline":
-            if type(i) is int and 0 <= i < len(tests) and tests[i] is not None:
-                inline.append(i)
-        elif kind in ("setup_error", "syntax_error", "program_error", "program_ok"):
-            report(**{k: v for k, v in ev.items() if k in ("ev", "exc", "msg", "errno", "code")})
-        elif kind == "done":
-            report(ev="done_w")
-
-    buf = b""
-    total = 0
-    os.set_blocking(out_r, False)
+    handlers = {ctl_r: judge.from_worker, last_r: judge.from_last}
+    bufs = {fd: b"" for fd in handlers}
+    total = [0]
+    for fd in handlers:
+        os.set_blocking(fd, False)
     w_status = None
-    while True:
+    while handlers:
         if w_status is None:
             try:
                 wpid, status = os.waitpid(pid, os.WNOHANG)
@@ -173,34 +310,15 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
                 wpid, status = pid, -1
             if wpid:
                 w_status = status
+        ready, _, _ = select.select(list(handlers), [], [], 0.05 if w_status is None else 0)
+        if not ready and w_status is not None:
+            break  # W is gone and its channels are drained (a leftover may hold them open)
+        for fd in ready:
+            if not _feed(fd, bufs, handlers[fd], total):
+                del handlers[fd]
+    if w_status is None:
         try:
-            chunk = os.read(out_r, 1 << 16)
-        except BlockingIOError:
-            chunk = None
-        if chunk:
-            total += len(chunk)
-            if total < (64 << 20):
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    ev = parse_line(line)
-                    if ev is not None:
-                        try:
-                            handle(ev)
-                        except Exception:  # a forged event must not take the judge down
-                            pass
-            continue
-        if chunk == b"" or w_status is not None:
-            if w_status is None:
-                try:
-                    w_status = os.waitpid(pid, 0)[1]
-                except ChildProcessError:
-                    w_status = -1
-            break
-        select.select([out_r], [], [], 0.05)
-    for i in inline:  # the test W ran itself: judged by W's own exit
-        if not st(i).get("judged"):
-            verdict(i, w_status if w_status is not None else -1)
-    if w_status is not None and os.WIFSIGNALED(w_status):
-        report(ev="worker_signal", signal=os.WTERMSIG(w_status))
-    report(ev="done")
+            w_status = os.waitpid(pid, 0)[1]
+        except ChildProcessError:
+            w_status = -1
+    judge.finish(w_status)

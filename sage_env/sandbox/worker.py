@@ -10,10 +10,25 @@ import os
 import sys
 
 from sage_env.sandbox.confine import _drop, _prctl, _read_all, _seccomp
+from sage_env.sandbox.report import parse_line
+
+#: What W relays of one test's channel at most, bytes (the rest is dropped: that test fails).
+_RELAY_CAP_BYTES = 64 << 20
 
 
-def run_worker(job_fd: int, out_fd: int, wuid: int) -> None:
-    """Run one job read from ``job_fd``; events go to ``out_fd``; drops to ``wuid`` first."""
+def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
+    """W: run the job read from ``job_fd``, one fresh process per test; never returns.
+
+    W drops to ``wuid`` and applies the job's limits, compiles setup and program (errors go
+    to ``ctl_fd``), then forks one process C_i per test except the last. C_i keeps only
+    stdin/stdout/stderr and a pipe of its own as fd 3 (every other inherited descriptor is
+    closed before setup runs), runs setup, the program and test i, and reports on fd 3. W
+    relays each C_i's lines to the judge on ``ctl_fd`` tagged with i (the index is W's, never
+    the program's), then C_i's exit status. W runs no untrusted code itself until it becomes
+    the last test: it then drops ``ctl_fd`` and reports on ``last_fd`` (the judge knows which
+    test that is, and judges it by W's exit status). In ``run`` mode, or with no runnable
+    test, W runs the program alone that way.
+    """
     # W: untrusted code runs here (and in per-test forks). Holds no secrets.
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -25,6 +40,7 @@ def run_worker(job_fd: int, out_fd: int, wuid: int) -> None:
     import builtins
     import json
     import resource
+    import select
     import signal
     import types
 
@@ -37,7 +53,8 @@ def run_worker(job_fd: int, out_fd: int, wuid: int) -> None:
             pass
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     _seccomp()
-    _dumps, _exec, _dict, _type, _getpid, _exit, _fork, _listdir, _os_write = (
+    _prctl(4, 0)  # PR_SET_DUMPABLE 0: a test (same uid) can neither ptrace W nor open its fds
+    _dumps, _exec, _dict, _type, _getpid, _exit, _fork, _os_write = (
         json.dumps,
         exec,
         dict,
@@ -45,20 +62,23 @@ def run_worker(job_fd: int, out_fd: int, wuid: int) -> None:
         os.getpid,
         os._exit,
         os.fork,
-        os.listdir,
         os.write,
     )
-    _NUM = (bool, int, float, complex)
 
-    def send(**ev):
+    def sender(fd):
         # writes through os.write as it was before the program ran (a program that patches
-        # os.write cannot filter what its tests report)
-        try:
-            data = ("\n" + _dumps(ev, ensure_ascii=True) + "\n").encode("ascii")
-            while data:
-                data = data[_os_write(out_fd, data) :]
-        except BaseException:
-            pass
+        # os.write cannot filter what its test reports)
+        def send(**ev):
+            try:
+                data = ("\n" + _dumps(ev, ensure_ascii=True) + "\n").encode("ascii")
+                while data:
+                    data = data[_os_write(fd, data) :]
+            except BaseException:
+                pass
+
+        return send
+
+    ctl = sender(ctl_fd)
 
     def describe(exc):
         try:
@@ -86,7 +106,7 @@ def run_worker(job_fd: int, out_fd: int, wuid: int) -> None:
     sys.addaudithook(audit)
 
     _SCALARS = (bool, int, float, complex, str, bytes)
-    _len, _range, _isinstance = len, range, isinstance
+    _range, _isinstance = range, isinstance
 
     def plain(v, depth=0):
         # The value as exact builtin types, read through the BASE types' own methods so that
@@ -182,96 +202,90 @@ def run_worker(job_fd: int, out_fd: int, wuid: int) -> None:
             return False
         return truth(b == a)
 
-    module = types.ModuleType("__main__" if job["mode"] == "run" else "solution")
-    ns = module.__dict__
-    ns["__builtins__"] = builtins
-    sys.modules[module.__name__] = module
+    run_mode = job["mode"] == "run"
     try:
         setup = compile(job["setup"], "<setup>", "exec")
     except BaseException as exc:
-        send(ev="setup_error", **describe(exc))
+        ctl(ev="setup_error", **describe(exc))
         return
     try:
         program = compile(job["program"], "<program>", "exec")
     except BaseException as exc:
-        send(ev="syntax_error", **describe(exc))
+        ctl(ev="syntax_error", **describe(exc))
         return
-    try:
-        _exec(setup, ns)
-    except BaseException as exc:
-        send(ev="setup_error", **describe(exc))
-        return
-    # The builtins as (trusted) setup left them. Each test gets them back, so a program that
-    # patches bool/abs/isinstance/... can fool neither its tests nor the checks made for them.
     _builtins_dict = builtins.__dict__
-    _pristine = _dict(_builtins_dict)
     _clear, _update = dict.clear, dict.update
-    wpid = _getpid()
-    try:
-        _exec(program, ns)
-        if _getpid() != wpid:  # a fork made by the program must not act as the worker
-            _exit(0)
-    except SystemExit as exc:
-        if _getpid() != wpid:
-            _exit(0)
-        if job["mode"] == "run" and exc.code in (None, 0):
-            send(ev="program_ok")
-        else:
-            send(ev="program_error", **describe(exc), code=str(exc.code)[:40])
-        return
-    except BaseException as exc:
-        if _getpid() != wpid:
-            _exit(0)
-        send(ev="program_error", **describe(exc))
-        return
-    if job["mode"] == "run" and "threading" in sys.modules:
-        try:
-            sys.modules["threading"]._shutdown()  # like interpreter exit: join non-daemon threads
-        except BaseException as exc:
-            send(ev="program_error", **describe(exc))
-            return
-    send(ev="program_ok")
-    last = max([i for i, src in enumerate(job["tests"]) if src is not None], default=-1)
-    for i, src in enumerate(job["tests"]):
-        if src is None:
-            continue
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        # The last test runs in W itself (no test runs after it, so it still has a namespace
-        # of its own) unless the program left threads running; H then judges it by W's exit.
-        try:
-            inline = i == last and _len(_listdir("/proc/self/task")) == 1
-        except BaseException:
-            inline = False
-        if inline:
-            send(ev="inline", i=i)
-            pid = 0
-        else:
-            try:
-                pid = _fork()
-            except BaseException as exc:
-                send(ev="test", i=i, ok=False, **describe(exc))
-                continue
-        if pid == 0:
-            me = _getpid()
 
-            def check(k, value, truthy=False, _i=i):
+    def finish(me):
+        if _getpid() == me:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except BaseException:
+                    pass
+        _exit(0)
+
+    def become(chan, src):
+        # This process runs setup, the program and one test (src; None: the program alone),
+        # holding no descriptor but 0-2 and its own channel (fd 3). Never returns.
+        if chan != 3:
+            os.dup2(chan, 3)
+        os.closerange(4, 1 << 16)
+        send = sender(3)
+        me = _getpid()
+        module = types.ModuleType("__main__" if run_mode else "solution")
+        ns = module.__dict__
+        ns["__builtins__"] = builtins
+        sys.modules[module.__name__] = module
+        try:
+            _exec(setup, ns)
+        except BaseException as exc:
+            send(ev="setup_error", **describe(exc))
+            finish(me)
+        send(ev="setup_ok")  # the last event trusted code writes: untrusted code runs next
+        # The builtins as (trusted) setup left them. The test gets them back, so a program that
+        # patches bool/abs/isinstance/... can fool neither its test nor the checks made for it.
+        pristine = _dict(_builtins_dict)
+        try:
+            _exec(program, ns)
+            if _getpid() != me:  # a fork made by the program must not act as the harness
+                _exit(0)
+        except SystemExit as exc:
+            if _getpid() != me:
+                _exit(0)
+            if run_mode and exc.code in (None, 0):
+                send(ev="program_ok")
+            else:
+                send(ev="program_error", **describe(exc), code=str(exc.code)[:40])
+            finish(me)
+        except BaseException as exc:
+            if _getpid() != me:
+                _exit(0)
+            send(ev="program_error", **describe(exc))
+            finish(me)
+        if run_mode and "threading" in sys.modules:
+            try:
+                sys.modules["threading"]._shutdown()  # like interpreter exit: join threads
+            except BaseException as exc:
+                send(ev="program_error", **describe(exc))
+                finish(me)
+        send(ev="program_ok")
+        if src is not None:
+
+            def check(k, value, truthy=False):
                 if truthy:
                     ok = truth(value)
-                    send(ev="site", i=_i, k=k, t=ok is True)
+                    send(ev="site", k=k, t=ok is True)
                     if ok is not True:
                         raise AssertionError(f"assertion {k} failed")
                     return
                 try:
-                    send(ev="site", i=_i, k=k, v=enc(plain(value)))
+                    send(ev="site", k=k, v=enc(plain(value)))
                 except BaseException as exc:
-                    send(ev="site", i=_i, k=k, bad=describe(exc)["msg"])
+                    send(ev="site", k=k, bad=describe(exc)["msg"])
 
             _clear(_builtins_dict)
-            _update(_builtins_dict, _pristine)
+            _update(_builtins_dict, pristine)
             tns = _dict(ns)
             tns["__builtins__"] = builtins
             tns["__sage_check__"] = check
@@ -283,18 +297,63 @@ def run_worker(job_fd: int, out_fd: int, wuid: int) -> None:
                 result = {"ok": False, **describe(exc)}
             if _getpid() != me:
                 _exit(0)
-            send(ev="test", i=i, **result)
-            for stream in (sys.stdout, sys.stderr):
+            send(ev="test", **result)
+        finish(me)
+
+    def relay(pid, r, i):
+        # C_i's lines -> the judge, tagged with i; until C_i's pipe closes, or C_i has exited
+        # and what it wrote is drained (a daemonised grandchild may hold the pipe open).
+        os.set_blocking(r, False)
+        buf, total, status = b"", 0, None
+        while True:
+            if status is None:
                 try:
-                    stream.flush()
-                except BaseException:
-                    pass
-            if inline:
+                    wpid, st = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    wpid, st = pid, -1
+                if wpid:
+                    status = st
+            try:
+                chunk = os.read(r, 1 << 16)
+            except BlockingIOError:
+                chunk = None
+            if chunk:
+                total += len(chunk)
+                if total <= _RELAY_CAP_BYTES:
+                    *lines, buf = (buf + chunk).split(b"\n")
+                    for line in lines:
+                        ev = parse_line(line)
+                        if ev is not None:
+                            ctl(ev="chan", i=i, e=ev)
+                continue
+            if chunk == b"" or status is not None:
                 break
-            _exit(0)
+            select.select([r], [], [], 0.05)
+        os.close(r)
+        if status is None:
+            try:
+                status = os.waitpid(pid, 0)[1]
+            except ChildProcessError:
+                status = -1
+        return status
+
+    tests = [] if run_mode else job["tests"]
+    runnable = [i for i, src in enumerate(tests) if src is not None]
+    for i in runnable[:-1]:
         try:
-            _, status = os.waitpid(pid, 0)
-        except BaseException:
-            status = -1
-        send(ev="exit", i=i, status=status)
-    send(ev="done")
+            r, w = os.pipe()
+        except BaseException as exc:
+            ctl(ev="fork_error", i=i, **describe(exc))
+            continue
+        try:
+            pid = _fork()
+        except BaseException as exc:
+            os.close(r)
+            os.close(w)
+            ctl(ev="fork_error", i=i, **describe(exc))
+            continue
+        if pid == 0:
+            become(w, tests[i])
+        os.close(w)
+        ctl(ev="exit", i=i, status=relay(pid, r, i))
+    become(last_fd, tests[runnable[-1]] if runnable else None)

@@ -116,9 +116,9 @@ class CodeVerifier:
 
     Semantics: ``setup`` then ``program`` are exec'd in one module namespace (named
     ``"solution"``, so ``if __name__ == "__main__":`` blocks do not run); each test snippet then
-    runs in its OWN forked process holding a shallow copy of that namespace, and is judged
-    separately. Score = passed / total, as in HumanEval's functional-correctness evaluation
-    (Chen et al. 2021) but per test.
+    runs in a shallow copy of that namespace, in its OWN process in which setup and program ran
+    afresh, and is judged separately. Score = passed / total, as in HumanEval's
+    functional-correctness evaluation (Chen et al. 2021) but per test.
 
     Anti-gaming rule (see ``docs/verifiers.md``): every ``assert`` in a test is rewritten before
     the program runs. ``assert X == <literal>`` (or ``<literal> == X``) sends only the value of
@@ -128,7 +128,9 @@ class CodeVerifier:
     ``__eq__`` is always true fails). A test passes only if its process finished normally, raised
     nothing and every literal assertion was checked and matched. ``exit(0)``/``os._exit(0)``,
     patched ``assert``/builtins, printed text and forged messages therefore cannot make a literal
-    assertion pass; see the docs for what remains forgeable.
+    assertion pass: a test's process holds only its own channel to the judge, which believes it
+    about that test alone, and exit statuses come from the waiting parent. See the docs for
+    what remains forgeable.
 
     Isolation: each call uses one fresh sandboxed process tree (``sandbox.isolation_level()``:
     bubblewrap with read-only root and no network, or ``unshare``, or rlimits only), an
