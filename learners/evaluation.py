@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from learners.rollout import action_text
+from sage_env import sandbox
 from sage_env.verifiers import CodeVerifier, MathVerifier, extract_code
 
 MATH_INSTRUCTION = "\n\nPlease reason step by step, and put your final answer within \\boxed{}."
@@ -247,30 +248,23 @@ def input_literal(value: object) -> str:
     return repr(value)
 
 
-_EQUAL = (
-    "import json, math, copy\n"
-    "def _equal(a, b, atol):\n"
-    "    if isinstance(a, float) or isinstance(b, float):\n"
-    "        try:\n"
-    "            return math.isclose(a, b, rel_tol=1e-6, abs_tol=max(atol, 1e-9)) or a == b\n"
-    "        except TypeError:\n"
-    "            return False\n"
-    "    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):\n"
-    "        return type(a) is type(b) and len(a) == len(b) and all(\n"
-    "            _equal(x, y, atol) for x, y in zip(a, b))\n"
-    "    return a == b\n"
-)
-
-
 def plus_tests(row: dict, plus_limit: int | None) -> tuple[str, list[str]]:
-    """EvalPlus-style tests: compare the candidate with the canonical solution on each input.
+    """EvalPlus-style tests: the candidate's output on each input against the reference's.
 
-    The canonical solution runs in its own namespace inside the sandbox (``test_setup``);
-    each input is one test snippet ``assert _equal(f(*inp), _reference(*inp), atol)``; floats
-    compare with ``math.isclose(rel_tol=1e-6, abs_tol=max(atol, 1e-9))``.
+    Each input becomes one test ``assert __sage_plus__(f(*inp), atol)``. The canonical
+    solution travels in ``test_setup`` after :data:`sage_env.sandbox.REFERENCE_MARKER`, so the
+    sandbox runs it only in a reference process of its own (setup, reference, every test),
+    never where the candidate runs; the candidate's outputs leave its process as plain builtin
+    values (any other type fails; an ``int``/``list`` subclass is read through its base type,
+    so an overridden ``__eq__`` is never called), and the judge, out of the program's reach,
+    compares them with the reference's by EvalPlus's type-aware rule
+    (:func:`sage_env.sandbox.compare.plus_equal`: exact, else the same type and
+    ``np.allclose``-style ``atol`` + ``rtol=1e-07``; ``atol`` 1e-6 for float outputs when the
+    task gives none). No name the program binds, builtin it patches or object it returns
+    decides the verdict.
 
     Returns:
-        ``(test_setup, tests)``.
+        ``(test_setup, tests)`` for :meth:`~sage_env.verifiers.CodeVerifier.verify`.
     """
     entry = row["entry_point"]
     reference = (
@@ -278,18 +272,13 @@ def plus_tests(row: dict, plus_limit: int | None) -> tuple[str, list[str]]:
         if "def " + entry not in (row["canonical_solution"])
         else row["canonical_solution"]
     )
-    setup = (
-        _EQUAL + f"_ref_ns = {{}}\nexec({reference!r}, _ref_ns)\n_reference = _ref_ns[{entry!r}]\n"
-    )
     inputs = list(row["base_input"]) + list(row["plus_input"])[:plus_limit]
     atol = float(row.get("atol") or 0)
     tests = [
-        f"_inp = {input_literal(inp)}\n"
-        f"assert _equal({entry}(*copy.deepcopy(_inp)), _reference(*copy.deepcopy(_inp)), "
-        f"{atol})"
+        f"_inp = {input_literal(inp)}\nassert __sage_plus__({entry}(*_inp), {atol!r})"
         for inp in inputs
     ]
-    return setup, tests
+    return "import json, math, copy" + sandbox.REFERENCE_MARKER + reference, tests
 
 
 def _humaneval_tests(row: dict) -> list[str]:

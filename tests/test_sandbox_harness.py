@@ -53,6 +53,7 @@ def test_rewriter_raises_on_a_test_that_does_not_parse():
         (["o", True], True),
         (["I", 5], 5),
         (["i", str(2**80)], 2**80),
+        (["x", hex(-(2**80))], -(2**80)),
         (["f", "0.1"], 0.1),
         (["c", "1.0", "-2.0"], complex(1, -2)),
         (["s", "x"], "x"),
@@ -150,3 +151,33 @@ def test_judge_fails_identical_tests_that_disagree():
     verdicts = [e for e in out if e["ev"] == "test"]
     assert [(e["i"], e["ok"]) for e in verdicts] == [(0, False), (1, False)]
     assert "identical tests got different results" in verdicts[0]["msg"]
+
+
+def test_plus_asserts_send_the_value_and_keep_the_tolerance():
+    new, sites = rewrite_asserts("assert __sage_plus__(f(*_inp), 1e-3)")
+    assert (new, sites) == ("__sage_check__(0, f(*_inp))", [("plus", 1e-3)])
+    # a malformed one is an ordinary truthy assert (and fails: __sage_plus__ is not defined)
+    assert rewrite_asserts("assert __sage_plus__(f(1))")[1] == [("truthy", None)]
+
+
+@pytest.mark.parametrize(
+    ("out", "exp", "atol", "equal"),
+    [
+        (2, 2.0, 0, True),  # exact == first, as EvalPlus
+        (0.5 + 1e-9, 0.5, 0, True),  # float output: atol 1e-6 when none is given
+        (0.5 + 1e-3, 0.5, 0, False),
+        (0, 0.5, 0, False),  # int for float: not the same type
+        ([1.0, 2.0000001], [1.0, 2.0], 0, True),
+        ([1.0, 2.1], [1.0, 2.0], 0.2, True),
+        ((1.0, 2.0), [1.0, 2.0], 0, False),
+        ([1.0], [1.0, 2.0], 0, False),
+        (float("nan"), float("nan"), 0, False),
+        (float("inf"), float("inf"), 0, True),
+        (3, 4, 0.5, False),  # an atol is for floats; ints of the same type compare by value
+        ("a", "b", 1.0, False),
+    ],
+)
+def test_plus_equal_follows_evalplus(out, exp, atol, equal):
+    from sage_env.sandbox.compare import plus_equal
+
+    assert plus_equal(out, exp, atol) is equal

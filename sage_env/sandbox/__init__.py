@@ -56,7 +56,7 @@ from sage_env.sandbox.config import (
 from sage_env.sandbox.launch import HARNESS_MODULES, _Harness, harness_argv
 from sage_env.sandbox.pool import SandboxPool, _close_pools
 from sage_env.sandbox.probe import default_python, isolation_level
-from sage_env.sandbox.report import parse_report
+from sage_env.sandbox.report import REFERENCE_MARKER, parse_report
 from sage_env.sandbox.runner import SandboxResult, describe_event, is_blocked, run
 from sage_env.sandbox.zygote import _Zygote, zygotes_available
 
@@ -65,6 +65,7 @@ __all__ = [
     "HARNESS_MODULES",
     "HARNESS_UID",
     "ISOLATION_LEVELS",
+    "REFERENCE_MARKER",
     "SANDBOX_STATUSES",
     "SANDBOX_UID",
     "ZYGOTE_WORKDIR",

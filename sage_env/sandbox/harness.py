@@ -7,6 +7,7 @@ A harness module (runs inside the sandbox): standard library only. Started by
 from __future__ import annotations
 
 import os
+import sys
 
 from sage_env.sandbox.confine import _flush_exit, _seccomp, _write_all
 from sage_env.sandbox.judge import run_judge
@@ -135,6 +136,8 @@ def main(argv: list[str]) -> None:
     ``argv`` is ``[prog, wuid, huid, report_fd]`` (one job) or ``[prog, "zygote", wuid, huid,
     ctl_fd]``; a uid of -1 means no drop.
     """
+    if hasattr(sys, "set_int_max_str_digits"):  # results are sent as decimal text
+        sys.set_int_max_str_digits(0)
     if argv[1] == "zygote":
         _zygote(int(argv[4]), int(argv[2]), int(argv[3]))
     else:

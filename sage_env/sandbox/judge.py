@@ -19,13 +19,24 @@ import select
 import signal
 from collections.abc import Callable
 
+from sage_env.sandbox.compare import plus_equal
 from sage_env.sandbox.confine import _drop, _flush_exit, _prctl, _read_all, _write_all
-from sage_env.sandbox.report import decode_value, encode_line, parse_line
+from sage_env.sandbox.report import REFERENCE_MARKER, decode_value, encode_line, parse_line
 from sage_env.sandbox.rewrite import rewrite_asserts
 from sage_env.sandbox.worker import run_worker
 
 #: What H reads from W at most, bytes (64 MiB); the rest is dropped (those tests fail).
 _READ_CAP_BYTES = 64 << 20
+#: What H reads from the reference process at most (it reports every test's values), bytes.
+_REFERENCE_CAP_BYTES = 256 << 20
+
+
+def _show(value: object) -> str:
+    """A short repr for a failure message (a huge int's repr would take quadratic time)."""
+    if type(value) is int and value.bit_length() > 4096:
+        return f"<int of {value.bit_length()} bits>"
+    return repr(value)[:120]
+
 
 _PROGRAM_EVENTS = ("program_ok", "program_error")
 _FORWARD_KEYS = ("ev", "exc", "msg", "errno", "code")
@@ -55,7 +66,7 @@ class Judge:
         #: the test W runs itself (None: W runs the program alone, as in ``run`` mode)
         self.last = runnable[-1] if runnable else None
         self.state = {
-            i: {"end": None, "seen": set(), "bad": None, "setup": False, "trace": []}
+            i: {"end": None, "seen": set(), "bad": None, "setup": False, "trace": [], "plus": {}}
             for i in runnable
         }
         self.groups: dict[str, list[int]] = {}
@@ -64,6 +75,7 @@ class Judge:
         self.pending: dict[int, dict | None] = {}  # judged, held until its group is complete
         self.done: set[int] = set()
         self.program_seen = False
+        self.expected: dict[tuple[int, int], list] = {}  # (i, k) -> the reference's values
         self.program_state = {"setup": False}  # the program-only run (no runnable test)
 
     # -- events -------------------------------------------------------------------------------
@@ -84,6 +96,16 @@ class Judge:
             self.state[i]["end"] = {k: ev.get(k) for k in ("exc", "msg", "errno")}
             self.state[i]["end"]["ok"] = False
             self.verdict(i, 0)
+
+    def from_reference(self, ev: dict) -> None:
+        """An event of the reference process (trusted code only: setup, reference, tests)."""
+        i, k = ev.get("i"), ev.get("k")
+        if ev.get("ev") == "site" and i in self.state and type(k) is int:
+            try:
+                value = ("v", decode_value(ev["v"])) if "v" in ev else ("bad", ev.get("bad"))
+            except BaseException:
+                value = ("bad", "undecodable")
+            self.expected.setdefault((i, k), []).append(value)
 
     def from_last(self, ev: dict) -> None:
         """An event on the last test's channel (the test W runs itself)."""
@@ -133,13 +155,18 @@ class Judge:
             return
         kind_k, expected = self.sites[i][k]
         msg = f"assertion {k} failed"
+        if kind_k == "plus":  # compared at the verdict, once the reference's values are in
+            s["plus"].setdefault(k, []).append(ev.get("v") if "v" in ev else None)
+            s["trace"].append((k, json.dumps(ev.get("v"), sort_keys=True)))
+            s["seen"].add(k)
+            return
         if kind_k == "eq":
             ok = False
             if "v" in ev:
                 try:
                     got = decode_value(ev["v"])
                     ok = got == expected
-                    msg = f"assertion {k}: got {repr(got)[:120]}"
+                    msg = f"assertion {k}: got {_show(got)}"
                 except BaseException:
                     msg = f"assertion {k}: undecodable result"
                 s["trace"].append((k, json.dumps(ev["v"], sort_keys=True)))
@@ -179,14 +206,32 @@ class Judge:
             missing = [
                 k
                 for k, (kind, _) in enumerate(self.sites[i])
-                if kind == "eq" and k not in s["seen"]
+                if kind in ("eq", "plus") and k not in s["seen"]
             ]
             if missing:
                 fail = {"exc": "AssertionError", "msg": f"assertion {missing[0]} was never checked"}
+        if fail is None:
+            fail = self._plus_failure(i, s)
         group = self.groups[self.tests[i]]
         self.pending[i] = fail
         if all(j in self.pending for j in group):
             self._release(group)
+
+    def _plus_failure(self, i: int, s: dict) -> dict | None:
+        for k, values in s["plus"].items():
+            atol = self.sites[i][k][1]
+            want = self.expected.get((i, k), [])
+            for n, raw in enumerate(values):
+                if n >= len(want) or want[n][0] != "v":
+                    return {"exc": "AssertionError", "msg": f"assertion {k}: no reference value"}
+                try:
+                    got = decode_value(raw) if raw is not None else None
+                    ok = raw is not None and plus_equal(got, want[n][1], atol)
+                except BaseException:
+                    ok, got = False, "<undecodable>"
+                if not ok:
+                    return {"exc": "AssertionError", "msg": f"assertion {k}: got {_show(got)}"}
+        return None
 
     def _release(self, group: list[int]) -> None:
         traces = {json.dumps(self.state[j]["trace"]) for j in group if self.pending[j] is None}
@@ -249,6 +294,48 @@ def _feed(fd: int, bufs: dict, handler: Callable[[dict], None], total: list) -> 
     return True
 
 
+def _run_reference(wuid: int, rjob: dict) -> list[dict]:
+    """Run the reference process R to its end and return its events.
+
+    R is forked before H drops privileges and before W gets the job, drops to ``wuid`` like W,
+    and runs only trusted code (setup, the reference solution, the tests), so the reference
+    never exists in a process that runs the program.
+    """
+    job_r, job_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for fd in (3, job_w, out_r):
+                os.close(fd)
+            run_worker(job_r, out_w, -1, wuid)
+        except BaseException:
+            pass
+        _flush_exit()
+    os.close(job_r)
+    os.close(out_w)
+    try:
+        _write_all(job_w, json.dumps(rjob, ensure_ascii=True).encode("ascii"))
+    except BaseException:
+        pass
+    os.close(job_w)
+    events, buf, total = [], b"", 0
+    while True:
+        chunk = os.read(out_r, 1 << 16)
+        if not chunk:
+            break
+        total += len(chunk)
+        if total <= _REFERENCE_CAP_BYTES:
+            *lines, buf = (buf + chunk).split(b"\n")
+            events += [ev for ev in map(parse_line, lines) if ev is not None]
+    os.close(out_r)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+    return events
+
+
 def run_judge(wuid: int, huid: int, job_in: int) -> None:
     """Fork W, drop privileges, read ONE job from fd ``job_in``, judge it, report on fd 3."""
     job_r, job_w = os.pipe()
@@ -265,11 +352,20 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
         _flush_exit()
     for fd in (job_r, ctl_w, last_w):
         os.close(fd)
-    _drop(huid)
-    _prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem for same-uid processes
     os.set_inheritable(3, False)
     job = json.loads(_read_all(job_in).decode("ascii"))
     os.close(job_in)
+    if job_in == 0:  # keep fd 0 taken, so no pipe below lands on it (W and R re-open it)
+        os.open(os.devnull, os.O_RDONLY)
+    setup_src, _, reference_src = str(job.get("setup", "")).partition(REFERENCE_MARKER)
+    job["setup"] = setup_src  # W, and so every process that runs the program, never sees it
+    expected = []
+    if reference_src and job.get("mode") == "verify":
+        expected = _run_reference(
+            wuid, dict(job, mode="reference", setup=setup_src + REFERENCE_MARKER + reference_src)
+        )
+    _drop(huid)
+    _prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem for same-uid processes
 
     def report(**ev):
         try:
@@ -288,6 +384,8 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
             sites.append([])
             report(ev="test", i=i, ok=False, exc=type(exc).__name__, msg=str(exc)[:160])
     judge = Judge(tests, sites, report)
+    for ev in expected:
+        judge.from_reference(ev)
     wjob = dict(job, tests=tests)
     wjob.pop("expected", None)
     try:

@@ -11,7 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["decode_value", "encode_line", "parse_line", "parse_report"]
+__all__ = ["REFERENCE_MARKER", "decode_value", "encode_line", "parse_line", "parse_report"]
+
+#: In a job's ``setup``, the code after this line is a reference solution: it runs only in a
+#: reference process of its own (setup, reference, then every test), never where the program
+#: runs, and gives the expected values of ``assert __sage_plus__(X, atol)`` sites.
+REFERENCE_MARKER = "\n# --- sage-env reference solution ---\n"
 
 
 def encode_line(event: dict) -> bytes:
@@ -51,8 +56,8 @@ def decode_value(e: Any) -> Any:
     """A test's value from its tagged encoding (the worker's ``enc``).
 
     Tags: ``n`` None, ``o`` bool, ``I`` int (JSON number), ``i`` int (decimal string),
-    ``f`` float (repr), ``c`` complex, ``s`` str, ``b`` bytes (hex), ``l``/``t``/``S``/``F``
-    list/tuple/set/frozenset, ``d`` dict (list of key/value pairs).
+    ``x`` int (``hex()`` string), ``f`` float (repr), ``c`` complex, ``s`` str, ``b`` bytes
+    (hex), ``l``/``t``/``S``/``F`` list/tuple/set/frozenset, ``d`` dict (list of key/value pairs).
 
     Raises:
         ValueError: On an unknown tag; other exceptions on malformed input.
@@ -64,6 +69,8 @@ def decode_value(e: Any) -> Any:
         return e[1]
     if tag == "i":
         return int(e[1])
+    if tag == "x":
+        return int(e[1], 16)
     if tag == "f":
         return float(e[1])
     if tag == "c":

@@ -15,14 +15,15 @@ def rewrite_asserts(src: str) -> tuple[str, list[tuple[str, object]]]:
     ``assert X == <literal>`` (or ``<literal> == X``): the call ``__sage_check__(k, X)`` sends
     only ``X``; or ``("truthy", None)`` for any other assert, sent as
     ``__sage_check__(k, E, True)`` with a top-level ``L == R`` in ``E`` made type-strict
-    (``__sage_eq__(L, R)``).
+    (``__sage_eq__(L, R)``); or ``("plus", atol)`` for ``assert __sage_plus__(X, <atol>)``:
+    ``X`` is sent like an ``eq`` value and compared, with EvalPlus's rule
+    (:func:`~sage_env.sandbox.compare.plus_equal`), against the value the same expression
+    takes in the reference process (the part of ``setup`` after
+    :data:`~sage_env.sandbox.report.REFERENCE_MARKER`).
 
     Raises:
         SyntaxError: If ``src`` does not parse.
     """
-    # Rewrite each assert of a test. Returns (new_source, sites) where sites[k] is
-    # ("eq", expected) for `assert X == <literal>` (X is sent, the literal stays here) or
-    # ("truthy", None) for any other assert (its value, with == made type-strict, is sent).
     tree = ast.parse(src, "<test>", "exec")
     sites = []
 
@@ -32,11 +33,31 @@ def rewrite_asserts(src: str) -> tuple[str, list[tuple[str, object]]]:
         except Exception:
             return False, None
 
+    def plus(test):
+        # ("plus", atol) for a well-formed __sage_plus__(X, <atol literal>), else None
+        if not (
+            isinstance(test, ast.Call)
+            and isinstance(test.func, ast.Name)
+            and test.func.id == "__sage_plus__"
+            and len(test.args) == 2
+            and not test.keywords
+        ):
+            return None
+        ok, atol = literal(test.args[1])
+        return ("plus", float(atol)) if ok and type(atol) in (int, float) else None
+
     class T(ast.NodeTransformer):
         def visit_Assert(self, node):
             self.generic_visit(node)
             test = node.test
             k = len(sites)
+            site = plus(test)
+            if site is not None:
+                sites.append(site)
+                call = ast.Call(
+                    ast.Name("__sage_check__", ast.Load()), [ast.Constant(k), test.args[0]], []
+                )
+                return ast.copy_location(ast.Expr(call), node)
             if (
                 isinstance(test, ast.Compare)
                 and len(test.ops) == 1

@@ -10,7 +10,8 @@ import os
 import sys
 
 from sage_env.sandbox.confine import _drop, _prctl, _read_all, _seccomp
-from sage_env.sandbox.report import parse_line
+from sage_env.sandbox.report import REFERENCE_MARKER, parse_line
+from sage_env.sandbox.rewrite import rewrite_asserts
 
 #: What W relays of one test's channel at most, bytes (the rest is dropped: that test fails).
 _RELAY_CAP_BYTES = 64 << 20
@@ -151,7 +152,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         if t is bool:
             return ["o", v]
         if t is int:
-            return ["i", str(v)] if abs(v) > 2**53 else ["I", v]
+            return ["x", hex(v)] if abs(v) > 2**53 else ["I", v]  # hex: linear in size
         if t is float:
             return ["f", repr(v)]
         if t is complex:
@@ -203,8 +204,12 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         return truth(b == a)
 
     run_mode = job["mode"] == "run"
+    setup_src, _, reference_src = job["setup"].partition(REFERENCE_MARKER)
+    if job["mode"] != "reference":
+        reference_src = ""  # the judge strips it; a program's process never holds it
     try:
-        setup = compile(job["setup"], "<setup>", "exec")
+        setup = compile(setup_src, "<setup>", "exec")
+        reference = compile(reference_src, "<reference>", "exec") if reference_src else None
     except BaseException as exc:
         ctl(ev="setup_error", **describe(exc))
         return
@@ -300,6 +305,41 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             send(ev="test", **result)
         finish(me)
 
+    def reference_run(chan, runnable):
+        # R: setup, the reference solution, then every test (trusted code only), reporting the
+        # values of the tests' assertion sites as the expected ones. Never returns.
+        if chan != 3:
+            os.dup2(chan, 3)
+        os.closerange(4, 1 << 16)
+        send = sender(3)
+        me = _getpid()
+        ns = {"__builtins__": builtins, "__name__": "reference"}
+        try:
+            _exec(setup, ns)
+            _exec(reference, ns)
+        except BaseException as exc:
+            send(ev="ref_error", **describe(exc))
+            finish(me)
+        for i in runnable:
+
+            def check(k, value, truthy=False, _i=i):
+                if not truthy:
+                    try:
+                        send(ev="site", i=_i, k=k, v=enc(plain(value)))
+                    except BaseException as exc:
+                        send(ev="site", i=_i, k=k, bad=describe(exc)["msg"])
+
+            tns = _dict(ns)
+            tns["__sage_check__"] = check
+            tns["__sage_eq__"] = same
+            try:
+                _exec(compile(tests[i], "<test>", "exec"), tns)
+            except BaseException:
+                pass
+            if _getpid() != me:
+                _exit(0)
+        finish(me)
+
     def relay(pid, r, i):
         # C_i's lines -> the judge, tagged with i; until C_i's pipe closes, or C_i has exited
         # and what it wrote is drained (a daemonised grandchild may hold the pipe open).
@@ -337,6 +377,16 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                 status = -1
         return status
 
+    if job["mode"] == "reference":  # R, forked by the judge (see judge._run_reference)
+        tests = []
+        for src in job["tests"]:
+            try:
+                tests.append(rewrite_asserts(src)[0])
+            except BaseException:
+                tests.append(None)
+        if reference is not None:
+            reference_run(ctl_fd, [i for i, src in enumerate(tests) if src is not None])
+        return
     tests = [] if run_mode else job["tests"]
     runnable = [i for i, src in enumerate(tests) if src is not None]
     for i in runnable[:-1]:
