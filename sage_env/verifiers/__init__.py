@@ -27,6 +27,10 @@ from sage_env.verifiers.code_verifier import CodeVerifier, extract_code
 from sage_env.verifiers.math_verifier import (
     ANSWER_WORDS,
     MathVerifier,
+    _check_answer,
+    _mv_parse,
+    _parse_gold,
+    _verify_math,
     _verify_math_chunk,
     extract_boxed,
 )
@@ -49,5 +53,6 @@ __all__ = [
     "extract_code",
 ]
 
-# the math worker's chunk function, which tests wrap (module level so it pickles)
-_WORKER_HOOKS = (_verify_math_chunk,)
+# private helpers that tests and the math guards reach for (the chunk function is module level
+# so it pickles into worker processes)
+_PRIVATE = (_check_answer, _mv_parse, _parse_gold, _verify_math, _verify_math_chunk)
