@@ -119,3 +119,27 @@ def test_numbers_disagree(gold, pred, disagree):
     from sage_env.verifiers import _parse_gold
 
     assert numbers_disagree(_parse_gold(gold)[0], _parse_gold(pred)[0]) is disagree
+
+
+@pytest.mark.parametrize(
+    "gold, prediction, score",
+    [
+        ("2", "The answer is 2 2/3", 0.0),  # Math-Verify PR #81: the whole part leaked
+        ("2", "\\boxed{2 2/3}", 0.0),
+        ("10", "\\boxed{4 10/3}", 0.0),  # PR #81: no fragment of a bad mixed form
+        ("\\frac{5}{4}", "\\boxed{1 1/4}", 1.0),  # #34: a right mixed number
+        ("\\frac{5}{4}", "So she needs 1 1/4", 1.0),
+        ("-\\frac{3}{2}", "\\boxed{-1 1/2}", 1.0),
+        ("\\frac{8}{3}", "\\boxed{2\\frac{2}{3}}", 1.0),
+        ("\\frac{1}{2^{99}}", "\\boxed{\\frac{1}{2^{98}}}", 0.0),  # #14: tiny magnitudes
+        ("\\frac{1}{2004!}", "\\boxed{\\frac{1}{2006!}}", 0.0),  # #14
+        ("0.0000001", "\\boxed{0.0000002}", 0.0),
+        ("\\frac{1}{2^{99}}", "\\boxed{2^{-99}}", 1.0),
+        ("1/3", "\\boxed{0.333333}", 1.0),  # math-verify's rounding kept on purpose
+        ("0,1", "\\boxed{(0,1)}", 1.0),  # a tuple gold stored without brackets
+        ("(0,1)", "\\boxed{0,1}", 1.0),
+    ],
+)
+def test_math_verifier_guarded_rows(gold, prediction, score):
+    res = MathVerifier().verify(prediction, gold)
+    assert res.score == score, res.reason

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from sage_env.math_guards import normalise_mixed_numbers, numbers_disagree
 from sage_env.verifiers.result import (
     MAX_GOLD_CHARS,
     MAX_PREDICTION_CHARS,
@@ -222,12 +223,13 @@ def _verify_math(prediction: Any, gold: Any, timeout_s: float) -> VerifierResult
         pred = pred[-MAX_PREDICTION_CHARS:]
         boxed = extract_boxed(pred)
         if boxed is not None:
-            pred_candidates = ["\\boxed{" + boxed + "}", "$" + boxed + "$"]
+            answer = normalise_mixed_numbers(boxed)
+            pred_candidates = ["\\boxed{" + answer + "}", "$" + answer + "$"]
         else:
-            pred_candidates = [pred]
+            pred_candidates = [normalise_mixed_numbers(pred)]
 
         def work() -> VerifierResult:
-            gold_parsed, _ = _parse_gold(gold_text)
+            gold_parsed, _ = _parse_gold(normalise_mixed_numbers(gold_text))
             if not gold_parsed:
                 return VerifierResult(0.0, "invalid", f"gold unparseable: {_clip(gold_text, 60)}")
             if boxed is not None and not boxed.strip():
@@ -240,6 +242,8 @@ def _verify_math(prediction: Any, gold: Any, timeout_s: float) -> VerifierResult
             gold_shown = _show(gold_parsed, gold_text)
             mv = _math_verify()
             if mv.verify(gold_parsed, pred_parsed, timeout_seconds=None):
+                if numbers_disagree(gold_parsed, pred_parsed):  # math-verify's tolerance
+                    return VerifierResult(0.0, "failed", f"{shown} != gold {gold_shown} exactly")
                 return VerifierResult(1.0, "passed", f"{shown} == gold {gold_shown}")
             return VerifierResult(0.0, "failed", f"{shown} != gold {gold_shown}")
 
