@@ -1,0 +1,97 @@
+"""Docs drift: every repository path the docs and docstrings name exists, and every config
+field has help text in ``--help``."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOP = ("sage_env", "learners", "benchmarks", "docs", "tests", "examples", "scripts", ".ci")
+PATH = re.compile(r"(?<![\w./-])((?:{})/[\w./-]*\w)".format("|".join(re.escape(t) for t in TOP)))
+GENERATED = ("benchmarks/results/", "runs/")  # written by runs; may be absent on a clone
+
+
+def _sources():
+    yield from [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for top in ("sage_env", "learners", "benchmarks", "examples"):
+        yield from sorted((ROOT / top).rglob("*.py"))
+
+
+def _named_paths():
+    for src in _sources():
+        text = src.read_text(encoding="utf-8")
+        for m in PATH.finditer(text):
+            path = m.group(1).rstrip(".")
+            if any(ch in path for ch in "*<>{}") or path.startswith(GENERATED):
+                continue
+            if re.fullmatch(r"tests/(s|second)", path):  # a unit, "tests/s"
+                continue
+            yield src.relative_to(ROOT).as_posix(), path
+
+
+NAMED = sorted(set(_named_paths()))
+
+
+def _exists(path: str) -> bool:
+    target = ROOT / path
+    if target.exists():
+        return True
+    # a module named by its dotted path's file form without .py (sage_env/verifiers)
+    return target.with_suffix(".py").exists()
+
+
+@pytest.mark.parametrize("source, path", NAMED)
+def test_named_repository_path_exists(source, path):
+    assert _exists(path), f"{source} names {path}, which does not exist"
+
+
+def test_the_scan_finds_paths():
+    assert len(NAMED) > 50  # the docs name many files; a broken regex would find none
+
+
+def _dict_fields(obj, prefix=""):
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from _dict_fields(value, f"{prefix}{f.name}.")
+        elif isinstance(value, dict):
+            yield prefix + f.name
+
+
+def _help_entries(text: str) -> dict[str, str]:
+    """``{flag line: help text}`` from tyro's boxed ``--help`` output."""
+    entries: dict[str, str] = {}
+    current = None
+    for raw in text.splitlines():
+        line = raw.rstrip().rstrip("│|").rstrip().lstrip("│|")
+        if re.match(r"^\s*(-h, )?--[a-z]", line):
+            current = line.strip()
+            entries[current] = ""
+        elif current is not None and re.match(r"^\s{4,}\S", line):
+            entries[current] += " " + line.strip()
+        else:
+            current = None
+    return entries
+
+
+@pytest.mark.parametrize("algorithm", ["trr", "ema"])
+def test_every_train_flag_has_help(capsys, monkeypatch, algorithm):
+    from learners.cli import main
+    from learners.train import TrainConfig
+
+    monkeypatch.setenv("COLUMNS", "120")
+    with pytest.raises(SystemExit):
+        main(["train", "--algorithm", algorithm, "--help"])
+    entries = _help_entries(capsys.readouterr().out)
+    assert len(entries) > 60
+    # tyro gives a dict field one flag per key; the field's help heads that group
+    groups = tuple(f"--{p.replace('_', '-')}." for p in _dict_fields(TrainConfig()))
+    bare = [
+        flag
+        for flag, text in entries.items()
+        if not re.sub(r"\((default|required|fixed)[^)]*\)", "", text).strip()
+        and not flag.startswith(groups)
+    ]
+    assert not bare, f"flags without help text: {bare}"
