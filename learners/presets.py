@@ -9,9 +9,9 @@ from sage_env import EnvConfig
 
 DEMO_BUDGETS = {
     "challenge": 160,
-    "challenge/code": 224,
+    "challenge/code": 192,
     "propose": 160,
-    "propose/code": 224,
+    "propose/code": 192,
     "review_question": 40,
     "review_plan": 40,
     "judge_question": 40,
@@ -36,7 +36,7 @@ parser reads (a code answer's prefix opens the fence, so the first fence closes 
 PRESETS: dict[str, TrainConfig] = {
     "demo": TrainConfig(
         steps=4,
-        rounds_per_step=6,
+        rounds_per_step=4,
         val_every=4,
         val_limit=16,
         val_max_new_tokens=128,
@@ -44,10 +44,10 @@ PRESETS: dict[str, TrainConfig] = {
         phase_max_new_tokens=dict(DEMO_BUDGETS),
         phase_stop_strings=dict(DEMO_STOPS),
         temperature=0.7,
-        critic_probe_size=48,
+        critic_probe_size=32,
         gate_calibration=True,
         warmup=WarmupConfig(
-            steps=20, mix={"challenger": 0.75, "critic": 0.25}, num_demonstrations=80, lr=1e-4
+            steps=12, mix={"challenger": 0.85, "critic": 0.15}, num_demonstrations=48, lr=1e-4
         ),
         env=EnvConfig(solver_samples=2),
         learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),

@@ -1,0 +1,454 @@
+"""Benchmark data: local loaders of the ten evaluation benchmarks, as :class:`EvalItem`.
+
+Used by :mod:`learners.evaluation` (scoring, pass@k, ``sage-env eval``).
+
+``sage-env eval --model PATH_OR_ID --benchmarks gsm8k,math500 --samples 4 --limit 50`` samples
+``samples`` completions per item, scores them with the project's verifiers
+(:class:`~sage_env.verifiers.MathVerifier`, :class:`~sage_env.verifiers.CodeVerifier`) and
+reports pass@1 and pass@k with the unbiased estimator of Chen et al. 2021 (arXiv 2107.03374).
+
+Local data layout (``--data-dir``, default ``$SAGE_ENV_DATA`` or ``../shared/data``)::
+
+    math/gsm8k_test.jsonl            question, answer ("... #### 18")
+    math/math500_test.jsonl          problem, answer
+    math/aime24_test.jsonl           problem, answer
+    math/aime25_test.jsonl           problem, answer
+    math/amc23_test.jsonl            problem, answer (float)
+    math/olympiadbench_test.jsonl.gz question, final_answer (list of LaTeX strings)
+    code/HumanEval.jsonl.gz          task_id, prompt, test, entry_point
+    code/HumanEvalPlus-v0.1.10.jsonl.gz  + canonical_solution, base_input, plus_input, atol
+    code/sanitized-mbpp.json         task_id, prompt, test_list, test_imports (test ids 11-510)
+    code/MbppPlus-v0.2.0.jsonl.gz    prompt, entry_point, canonical_solution, base_input, plus_input
+
+LiveCodeBench's test cases are not shipped locally; ``livecodebench`` loads
+``livecodebench/code_generation_lite`` from the Hugging Face hub and needs a network.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sage_env import sandbox
+
+MATH_INSTRUCTION = "\n\nPlease reason step by step, and put your final answer within \\boxed{}."
+CODE_INSTRUCTION = (
+    "Complete the following Python function. Reply with the whole function in one ```python "
+    "code block.\n\n"
+)
+BENCHMARKS = (
+    "gsm8k",
+    "math500",
+    "aime24",
+    "aime25",
+    "amc23",
+    "olympiadbench",
+    "humaneval",
+    "humaneval_plus",
+    "mbpp",
+    "mbpp_plus",
+    "livecodebench",
+)
+
+
+@dataclass
+class EvalItem:
+    """One benchmark problem, ready to prompt and score.
+
+    Attributes:
+        benchmark: Benchmark name.
+        item_id: Id within the benchmark.
+        domain: ``"math"`` or ``"code"``.
+        prompt: User message shown to the model.
+        answer: Math: gold answer.
+        tests: Code: independent test snippets (see :class:`~sage_env.tasks.Task`).
+        test_setup: Code: run before the program's tests (imports, reference solution).
+        entry_point: Code: the function under test.
+        code_prefix: Code: text a completion continues when it is not a whole function.
+        text: The problem text as the benchmark gives it (decontamination compares this).
+    """
+
+    benchmark: str
+    item_id: str
+    domain: str
+    prompt: str
+    answer: str | None = None
+    tests: list[str] = field(default_factory=list)
+    test_setup: str = ""
+    entry_point: str | None = None
+    code_prefix: str = ""
+    text: str = ""
+    """The benchmark's own problem text, without our instructions (used for decontamination)."""
+
+
+def default_data_dir() -> Path:
+    """``$SAGE_ENV_DATA`` if set, else ``../shared/data`` next to the working directory."""
+    return Path(os.environ.get("SAGE_ENV_DATA", Path.cwd().parent / "shared" / "data"))
+
+
+def _read(path: Path) -> list[dict]:
+    if not path.exists():
+        raise FileNotFoundError(
+            f"benchmark file {path} not found; pass --data-dir (layout: see learners/evaluation.py)"
+        )
+    if path.suffix == ".json":
+        return json.loads(path.read_text(encoding="utf-8"))
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def gsm8k_gold(answer: str) -> str:
+    """The number after ``####`` with thousands separators removed."""
+    return answer.split("####")[-1].strip().replace(",", "")
+
+
+def _math(name: str, rows: list[dict], q: str, a: Callable[[dict], str]) -> list[EvalItem]:
+    return [
+        EvalItem(
+            name,
+            str(r.get("id", r.get("unique_id", i))),
+            "math",
+            r[q] + MATH_INSTRUCTION,
+            answer=a(r),
+            text=r[q],
+        )
+        for i, r in enumerate(rows)
+    ]
+
+
+def _olympiad_answer(r: dict) -> str:
+    """OlympiadBench's gold: its ``final_answer`` values without ``$``, joined by ``", "``.
+
+    ``final_answer`` is a JSON list in the Qwen2.5-Math copy (``["$2^{1009}$"]``); a copy that
+    stores it as a stringified list (``"['$2^{1009}$']"``) or a bare string also works.
+    """
+    values = r["final_answer"]
+    if isinstance(values, str):
+        try:
+            values = ast.literal_eval(values)
+        except (ValueError, SyntaxError):
+            pass
+    values = list(values) if isinstance(values, (list, tuple)) else [values]
+    return ", ".join(_olympiad_value(v) for v in values)
+
+
+def _olympiad_value(value: object) -> str:
+    r"""One OlympiadBench answer as LaTeX: ``$`` delimiters and a closing period removed.
+
+    Some values hold several ``$...$`` spans (``"$69$,$84$"``) or stray ones (``"$221,$8$"``,
+    item 2349) and one ends in a period (``"$(-\infty, 0) \cup\{1\}$."``, item 1970).
+    """
+    return str(value).replace("$", "").strip().rstrip(".").strip()
+
+
+def _amc_answer(r: dict) -> str:
+    value = float(r["answer"])
+    return str(int(value)) if value.is_integer() else str(value)
+
+
+def _tuples(x: object) -> object:
+    """Every list inside ``x`` (and ``x`` itself) as a tuple, recursively."""
+    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
+
+
+def _each(f: Callable[[object], object]) -> Callable[[list], list]:
+    return lambda args: [f(a) for a in args]
+
+
+def _first(f: Callable[[object], object]) -> Callable[[list], list]:
+    return lambda args: [f(args[0]), *args[1:]]
+
+
+def _tuple(x: object) -> tuple:
+    return tuple(x)
+
+
+def _inner_tuples(x: list) -> list:
+    return [tuple(v) for v in x]
+
+
+_MBPP_PLUS_TYPES: dict[int, Callable[[list], list]] = {
+    **dict.fromkeys(
+        (2, 116, 132, 143, 222, 261, 273, 394, 399, 421, 424, 429, 470, 560, 579, 596, 616, 630)
+        + (726, 740, 744, 809),
+        _each(_tuple),
+    ),
+    **dict.fromkeys(
+        (63, 64, 70, 94, 120, 237, 272, 299, 400, 409, 417, 438, 473, 614, 780),
+        _each(_inner_tuples),
+    ),
+    **dict.fromkeys((75, 413, 444, 753), _first(_inner_tuples)),
+    **dict.fromkeys((106, 750), lambda args: [args[0], tuple(args[1]), *args[2:]]),
+    115: _first(lambda xs: [set(v) if isinstance(v, list) and v else {} for v in xs]),
+    124: lambda args: [float(args[0]), complex(args[1])],
+    **dict.fromkeys((250, 405, 446, 617, 720, 763, 808), _first(_tuple)),
+    **dict.fromkeys((259, 401, 445), _each(lambda a: tuple(tuple(v) for v in a))),
+    278: _first(lambda xs: tuple(tuple(v) if isinstance(v, list) else v for v in xs)),
+    307: _first(_tuple),
+    722: _first(lambda d: {k: tuple(v) for k, v in d.items()}),
+    252: _first(complex),
+    **dict.fromkeys((580, 615, 791), lambda args: list(_tuples(args))),
+}
+"""MBPP+ tasks whose inputs are not what JSON gives back, and how to restore each input's
+argument list. The facts are EvalPlus's (``evalplus/data/mbpp.py``,
+``mbpp_deserialize_inputs``, MBPP+ v0.2.0): JSON has no tuple, set or complex number, so
+EvalPlus rebuilds them per task before calling the function; so must we (Mbpp/106 appends a
+list to a tuple, Mbpp/580 walks nested tuples: fed lists, the canonical solution fails)."""
+
+
+def mbpp_plus_inputs(task_id: str, inputs: list) -> list:
+    """MBPP+ inputs with the Python types EvalPlus gives them (tuples, sets, complex numbers).
+
+    Args:
+        task_id: ``"Mbpp/106"``.
+        inputs: The task's ``base_input`` or ``plus_input`` as read from JSON: one argument
+            list per call.
+
+    Returns:
+        The argument lists, with the types restored for the tasks of
+        :data:`_MBPP_PLUS_TYPES` (the others unchanged).
+    """
+    restore = _MBPP_PLUS_TYPES.get(int(str(task_id).rsplit("/", 1)[-1]))
+    return [restore(list(inp)) for inp in inputs] if restore else list(inputs)
+
+
+def input_literal(value: object) -> str:
+    """Python source that evaluates to ``value``, keeping its types (unlike JSON).
+
+    Tuples stay tuples, sets sets (``set()`` when empty), complex numbers complex, and
+    non-finite floats are written ``float('inf')``, ``float('nan')``; finite floats by
+    ``repr`` (which round-trips exactly). Lists, dicts, str, int, bool and None as ``repr``.
+    Used to hand HumanEval+/MBPP+ inputs to the sandboxed tests.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str, bytes)):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+    if isinstance(value, complex):
+        return f"complex({input_literal(value.real)}, {input_literal(value.imag)})"
+    if isinstance(value, tuple):
+        inner = ", ".join(input_literal(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, list):
+        return "[" + ", ".join(input_literal(v) for v in value) + "]"
+    if isinstance(value, (set, frozenset)):
+        items = ", ".join(input_literal(v) for v in value)
+        body = f"{{{items}}}" if value else "set()"
+        return body if isinstance(value, set) else f"frozenset({body if value else ''})"
+    if isinstance(value, dict):
+        pairs = ", ".join(f"{input_literal(k)}: {input_literal(v)}" for k, v in value.items())
+        return "{" + pairs + "}"
+    return repr(value)
+
+
+def plus_tests(row: dict, plus_limit: int | None) -> tuple[str, list[str]]:
+    """EvalPlus-style tests: the candidate's output on each input against the reference's.
+
+    Each input becomes one test ``assert __sage_plus__(f(*inp), atol)``. The canonical
+    solution travels in ``test_setup`` after :data:`sage_env.sandbox.REFERENCE_MARKER`, so the
+    sandbox runs it only in a reference process of its own (setup, reference, every test),
+    never where the candidate runs; the candidate's outputs leave its process as plain builtin
+    values (any other type fails; an ``int``/``list`` subclass is read through its base type,
+    so an overridden ``__eq__`` is never called), and the judge, out of the program's reach,
+    compares them with the reference's by EvalPlus's type-aware rule
+    (:func:`sage_env.sandbox.compare.plus_equal`: exact, else the same type and
+    ``np.allclose``-style ``atol`` + ``rtol=1e-07``; ``atol`` 1e-6 for float outputs when the
+    task gives none). No name the program binds, builtin it patches or object it returns
+    decides the verdict.
+
+    Returns:
+        ``(test_setup, tests)`` for :meth:`~sage_env.verifiers.CodeVerifier.verify`.
+    """
+    entry = row["entry_point"]
+    reference = (
+        row["prompt"] + row["canonical_solution"]
+        if "def " + entry not in (row["canonical_solution"])
+        else row["canonical_solution"]
+    )
+    inputs = list(row["base_input"]) + list(row["plus_input"])[:plus_limit]
+    atol = float(row.get("atol") or 0)
+    tests = [
+        f"_inp = {input_literal(inp)}\nassert __sage_plus__({entry}(*_inp), {atol!r})"
+        for inp in inputs
+    ]
+    return "import json, math, copy" + sandbox.REFERENCE_MARKER + reference, tests
+
+
+def _humaneval_tests(row: dict) -> list[str]:
+    return [f"{row['test']}\ncheck({row['entry_point']})"]
+
+
+def load_benchmark(
+    name: str, data_dir: str | os.PathLike | None = None, plus_limit: int | None = 100
+) -> list[EvalItem]:
+    """Load one benchmark from the local data folder.
+
+    Args:
+        name: One of :data:`BENCHMARKS`.
+        data_dir: Data folder (default :func:`default_data_dir`).
+        plus_limit: HumanEval+/MBPP+: at most this many plus inputs per task (``None``: all).
+
+    Raises:
+        ValueError: on an unknown benchmark.
+        FileNotFoundError: if its file is missing.
+        RuntimeError: for ``livecodebench`` without the ``datasets`` package or a network.
+    """
+    d = Path(data_dir) if data_dir is not None else default_data_dir()
+    if name == "gsm8k":
+        return _math(
+            name, _read(d / "math/gsm8k_test.jsonl"), "question", lambda r: gsm8k_gold(r["answer"])
+        )
+    if name in ("math500", "aime24", "aime25"):
+        return _math(
+            name, _read(d / f"math/{name}_test.jsonl"), "problem", lambda r: str(r["answer"])
+        )
+    if name == "amc23":
+        return _math(name, _read(d / "math/amc23_test.jsonl"), "problem", _amc_answer)
+    if name == "olympiadbench":
+        return _math(
+            name, _read(d / "math/olympiadbench_test.jsonl.gz"), "question", _olympiad_answer
+        )
+    if name in ("humaneval", "humaneval_plus"):
+        rows = _read(
+            d
+            / (
+                "code/HumanEval.jsonl.gz"
+                if name == "humaneval"
+                else "code/HumanEvalPlus-v0.1.10.jsonl.gz"
+            )
+        )
+        items = []
+        for r in rows:
+            setup, tests = (
+                ("", _humaneval_tests(r)) if name == "humaneval" else plus_tests(r, plus_limit)
+            )
+            items.append(
+                EvalItem(
+                    name,
+                    r["task_id"],
+                    "code",
+                    CODE_INSTRUCTION + r["prompt"],
+                    tests=tests,
+                    test_setup=setup,
+                    entry_point=r["entry_point"],
+                    code_prefix=r["prompt"],
+                    text=r["prompt"],
+                )
+            )
+        return items
+    if name == "mbpp":
+        rows = [r for r in _read(d / "code/sanitized-mbpp.json") if 11 <= int(r["task_id"]) <= 510]
+        items = []
+        for r in rows:
+            tests = list(r["test_list"])
+            entry = _called(tests[0])
+            setup = "\n".join(r.get("test_imports") or [])
+            items.append(
+                EvalItem(
+                    name,
+                    str(r["task_id"]),
+                    "code",
+                    f"{r['prompt']}\nYour code should pass this test:\n{tests[0]}"
+                    "\n\nReply with the function in one ```python code block.",
+                    tests=tests,
+                    test_setup=setup,
+                    entry_point=entry,
+                    text=r["prompt"],
+                )
+            )
+        return items
+    if name == "mbpp_plus":
+        items = []
+        for r in _read(d / "code/MbppPlus-v0.2.0.jsonl.gz"):
+            r = {
+                **r,
+                "base_input": mbpp_plus_inputs(r["task_id"], r["base_input"]),
+                "plus_input": mbpp_plus_inputs(r["task_id"], r["plus_input"]),
+            }
+            setup, tests = plus_tests(r, plus_limit)
+            items.append(
+                EvalItem(
+                    name,
+                    r["task_id"],
+                    "code",
+                    r["prompt"].strip().strip('"').strip()
+                    + "\n\nReply with the function in one ```python code block.",
+                    tests=tests,
+                    test_setup=setup,
+                    entry_point=r["entry_point"],
+                    text=r["prompt"],
+                )
+            )
+        return items
+    if name == "livecodebench":
+        return _livecodebench()
+    raise ValueError(f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}")
+
+
+def _called(assert_src: str) -> str | None:
+    """The function under test in an assert.
+
+    The first non-builtin name called, else the first name called (MBPP 126 names its
+    function ``sum``).
+    """
+    import builtins
+
+    try:
+        tree = ast.parse(assert_src)
+    except SyntaxError:
+        return None
+    names = [
+        n.func.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    ]
+    return next((n for n in names if not hasattr(builtins, n)), names[0] if names else None)
+
+
+def _livecodebench() -> list[EvalItem]:  # pragma: no cover - needs a network
+    try:
+        from datasets import load_dataset
+    except ImportError as exc:
+        raise RuntimeError(
+            "livecodebench needs `pip install datasets` and a network: its "
+            "test cases are not shipped locally"
+        ) from exc
+    try:
+        rows = load_dataset(
+            "livecodebench/code_generation_lite",
+            split="test",
+            version_tag="release_v5",
+            trust_remote_code=True,
+        )
+    except Exception as exc:
+        raise RuntimeError(f"could not load livecodebench from the hub: {exc}") from exc
+    items = []
+    for r in rows:
+        tests = []
+        for case in json.loads(r["public_test_cases"]):
+            if case.get("testtype") == "stdin":
+                tests.append(
+                    f"import subprocess, sys\n_out = subprocess.run([sys.executable, "
+                    f"'solution.py'], input={case['input']!r}, capture_output=True, "
+                    f"text=True, timeout=10).stdout\n"
+                    f"assert _out.split() == {case['output']!r}.split()"
+                )
+        if tests:
+            items.append(
+                EvalItem(
+                    "livecodebench",
+                    r["question_id"],
+                    "code",
+                    r["question_content"] + "\n\nWrite a Python program that "
+                    "reads stdin and writes stdout, in one ```python block.",
+                    tests=tests,
+                )
+            )
+    return items
