@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from learners.evaluation import (  # noqa: E402
+    BENCHMARKS,
     EvalConfig,
     EvalItem,
     default_data_dir,
@@ -43,18 +44,7 @@ from learners.evaluation import (  # noqa: E402
 )
 from sage_env.verifiers import CodeVerifier, MathVerifier  # noqa: E402
 
-LOCAL_BENCHMARKS = (
-    "gsm8k",
-    "math500",
-    "aime24",
-    "aime25",
-    "amc23",
-    "olympiadbench",
-    "humaneval",
-    "humaneval_plus",
-    "mbpp",
-    "mbpp_plus",
-)
+LOCAL_BENCHMARKS = tuple(b for b in BENCHMARKS if b != "livecodebench")
 """Every benchmark with local data (``livecodebench`` needs the hub and is not checked)."""
 
 FILES = {

@@ -96,16 +96,12 @@ def group_normalised_advantages(
     Raises:
         ValueError: if the lengths differ or a reward is not finite.
     """
-    members = _check(rewards, groups)
-    adv = [0.0] * len(rewards)
-    for idx in members.values():
-        vals = [float(rewards[i]) for i in idx]
-        if is_constant(vals, rtol):
-            continue
-        mean = math.fsum(vals) / len(vals)
-        std = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / len(vals))
-        for i, v in zip(idx, vals):
-            adv[i] = (v - mean) / (std + eps)
+    adv = group_centred_advantages(rewards, groups, rtol)
+    for idx in _check(rewards, groups).values():
+        std = math.sqrt(math.fsum(adv[i] ** 2 for i in idx) / len(idx))
+        if std > 0.0:  # a constant group is already exactly 0
+            for i in idx:
+                adv[i] /= std + eps
     return adv
 
 

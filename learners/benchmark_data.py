@@ -2,11 +2,6 @@
 
 Used by :mod:`learners.evaluation` (scoring, pass@k, ``sage-env eval``).
 
-``sage-env eval --model PATH_OR_ID --benchmarks gsm8k,math500 --samples 4 --limit 50`` samples
-``samples`` completions per item, scores them with the project's verifiers
-(:class:`~sage_env.verifiers.MathVerifier`, :class:`~sage_env.verifiers.CodeVerifier`) and
-reports pass@1 and pass@k with the unbiased estimator of Chen et al. 2021 (arXiv 2107.03374).
-
 Local data layout (``--data-dir``, default ``$SAGE_ENV_DATA`` or ``../shared/data``)::
 
     math/gsm8k_test.jsonl            question, answer ("... #### 18")

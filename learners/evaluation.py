@@ -5,21 +5,8 @@
 (:class:`~sage_env.verifiers.MathVerifier`, :class:`~sage_env.verifiers.CodeVerifier`) and
 reports pass@1 and pass@k with the unbiased estimator of Chen et al. 2021 (arXiv 2107.03374).
 
-Local data layout (``--data-dir``, default ``$SAGE_ENV_DATA`` or ``../shared/data``)::
-
-    math/gsm8k_test.jsonl            question, answer ("... #### 18")
-    math/math500_test.jsonl          problem, answer
-    math/aime24_test.jsonl           problem, answer
-    math/aime25_test.jsonl           problem, answer
-    math/amc23_test.jsonl            problem, answer (float)
-    math/olympiadbench_test.jsonl.gz question, final_answer (list of LaTeX strings)
-    code/HumanEval.jsonl.gz          task_id, prompt, test, entry_point
-    code/HumanEvalPlus-v0.1.10.jsonl.gz  + canonical_solution, base_input, plus_input, atol
-    code/sanitized-mbpp.json         task_id, prompt, test_list, test_imports (test ids 11-510)
-    code/MbppPlus-v0.2.0.jsonl.gz    prompt, entry_point, canonical_solution, base_input, plus_input
-
-LiveCodeBench's test cases are not shipped locally; ``livecodebench`` loads
-``livecodebench/code_generation_lite`` from the Hugging Face hub and needs a network.
+The benchmark loaders and the local data layout are in :mod:`learners.benchmark_data`
+(re-exported here).
 """
 
 from __future__ import annotations

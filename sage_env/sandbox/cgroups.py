@@ -6,7 +6,6 @@ import itertools
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -64,26 +63,6 @@ def _sweep_stale(base: str) -> None:
 def _write(path: str, value: str) -> None:
     with open(path, "w") as fh:
         fh.write(value)
-
-
-def _kill_and_reap(proc: subprocess.Popen) -> None:
-    """SIGKILL a sandbox wrapper started with ``start_new_session`` (its group too), then reap it.
-
-    Only while the child is unreaped: until then its pid (= its process group) cannot be reused.
-    After ``wait`` the number may already belong to someone else (``pid_max`` can be as low as
-    32768), e.g. another sandbox, so a reaped child is left alone.
-    """
-    if proc.returncode is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
-        proc.kill()
-    except OSError:
-        pass
-    proc.wait()
 
 
 def _kill_members(cgroup: _Cgroup, pids: list[int]) -> None:
