@@ -2,9 +2,11 @@
 
 At each tick the driver collects every live environment's current (agent, observation), makes
 one :meth:`Policy.generate` call for all of them (the backbone is shared, so roles mix in one
-batch), and steps each environment with its completion. Rewards are read with ``env.last()``
-at the agent's next turn, which under PettingZoo AEC semantics is exactly the reward of its
-previous action (``sage_env`` delivers every reward before the agent acts again).
+batch), and steps each environment with its completion. When the environment announces that
+an agent will act several times in a row on one observation (``infos[agent]["repeats"]``,
+e.g. k solver attempts), all those samples are drawn in the first call. Rewards are read with
+``env.last()`` at the agent's next turn, which under PettingZoo AEC semantics is exactly the
+reward of its previous action (``sage_env`` delivers every reward before the agent acts again).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from typing import Any
 from pettingzoo import AECEnv
 
 from learners.policy import Policy, SamplingConfig
+
+MAX_REPEATS = 16
+"""Most completions sampled ahead for one announced run of repeats (``infos["repeats"]``)."""
 
 
 def action_text(completion: Any) -> str:
@@ -171,6 +176,7 @@ class RolloutDriver:
         env_time += time.perf_counter() - t0
         transitions: list[Transition] = []
         awaiting: dict[tuple[int, str], Transition] = {}
+        ahead: dict[tuple[int, str], tuple[Any, list]] = {}  # pre-sampled repeats
         live = set(range(len(self.envs)))
         while live:
             t0 = time.perf_counter()
@@ -185,7 +191,7 @@ class RolloutDriver:
             if not requests:
                 break
             t0 = time.perf_counter()
-            completions = self._generate(requests)
+            completions = self._generate_with_repeats(requests, ahead)
             gen_time += time.perf_counter() - t0
             ticks += 1
             t0 = time.perf_counter()
@@ -213,6 +219,43 @@ class RolloutDriver:
             text = e.render() if getattr(e, "render_mode", None) == "ansi" else None
             transcripts.append(text or "")
         return RolloutResult(transitions, transcripts, gen_time, env_time, tokens, ticks)
+
+    def _generate_with_repeats(
+        self,
+        requests: list[tuple[int, str, Any, dict]],
+        ahead: dict[tuple[int, str], tuple[Any, list]],
+    ) -> list:
+        """Completions for ``requests``, sampling announced repeats in the same batch.
+
+        A request whose ``info["repeats"]`` is n > 1 (the environment will ask the same
+        agent n times in a row on this observation, e.g. k solver attempts) gets n samples
+        now: the first is returned, the others wait in ``ahead`` and answer the next
+        requests of that (env, agent) while the observation is unchanged. Weights do not
+        change inside a rollout, so these are the same i.i.d. samples that n separate calls
+        would draw, at one call's decoding steps.
+        """
+        completions: list = [None] * len(requests)
+        wanted: list[tuple[int, int]] = []  # (request index, samples)
+        for j, (i, agent, obs, info) in enumerate(requests):
+            key = (i, agent)
+            cached = ahead.pop(key, None)
+            if cached is not None and cached[0] == obs and cached[1]:
+                completions[j] = cached[1].pop(0)
+                if cached[1]:
+                    ahead[key] = cached
+                continue
+            n = min(max(1, int(info.get("repeats", 1) or 1)), MAX_REPEATS)
+            wanted.append((j, n))
+        if wanted:
+            expanded = [requests[j] for j, n in wanted for _ in range(n)]
+            out = iter(self._generate(expanded))
+            for j, n in wanted:
+                batch = [next(out) for _ in range(n)]
+                completions[j] = batch[0]
+                if n > 1:
+                    i, agent, obs, _info = requests[j]
+                    ahead[(i, agent)] = (dict(obs), batch[1:])
+        return completions
 
     def _advance(
         self, i: int, awaiting: dict[tuple[int, str], Transition]

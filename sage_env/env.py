@@ -238,6 +238,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._cumulative_rewards[agent] = 0.0
         self.rewards = {a: 0.0 for a in self.agents}
         phase = self.infos[agent]["phase"]
+        self.infos[agent]["repeats"] = max(1, int(self.infos[agent].get("repeats", 1)) - 1)
         prefix = self._obs[agent].get("prefix", "")
         self._log(
             f"=== {phase}: {agent} ===\n--- observation ---\n{self._obs[agent]['user']}\n"
@@ -263,12 +264,21 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         """The task the selected agent acts on (the seed for a proposer), for debugging."""
         return self._current_task
 
-    def select(self, agent: str, phase: str, task: Task, obs: dict[str, str]) -> None:
+    def select(
+        self, agent: str, phase: str, task: Task, obs: dict[str, str], repeats: int = 1
+    ) -> None:
         """Give the turn to ``agent`` in ``phase`` on ``task`` with observation ``obs``.
 
         ``obs`` holds ``system`` and ``user``; its ``prefix`` is set here by
         :meth:`prefix_for` (a ``prefix`` the protocol put in ``obs`` is kept unless
         ``config.prefix_overrides`` names the phase or ``config.prefixes`` is False).
+
+        ``repeats`` is a hint for rollout drivers, published as ``infos[agent]["repeats"]``:
+        how many actions in a row ``agent`` will be asked for on this same observation (the
+        k attempts of a solver). The environment counts it down by one at every step of the
+        agent (never below 1); a driver may sample that many completions in one batch and
+        feed them in turn, since samples drawn from one observation under fixed weights are
+        i.i.d. It never changes the game.
         """
         self._current_task = task
         self._obs[agent] = {
@@ -276,7 +286,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             "user": str(obs.get("user", "")),
             "prefix": self.prefix_for(phase, task, obs.get("prefix")),
         }
-        self.infos[agent].update(phase=phase, task_id=task.task_id, domain=task.domain)
+        self.infos[agent].update(
+            phase=phase, task_id=task.task_id, domain=task.domain, repeats=max(1, int(repeats))
+        )
         self.agent_selection = agent
 
     def deliver(self, agent: str, reward: float, terms: dict, **details: Any) -> None:

@@ -359,3 +359,32 @@ def test_copying_the_prompt_example_is_rejected():
     ((_, reward, info),) = rec["challenge"]
     assert info["parsed"]["reason"] == "copies the example question of the prompt"
     assert reward == 0.0 and len(env.unwrapped.pool) == 1
+
+
+def test_repeats_hint_counts_down_the_solver_attempts():
+    env = sage_env.env(
+        EnvConfig(domains=("math",), solver_samples=3), seeds=[MATH_SEED], render_mode="ansi"
+    )
+    script = math_script(probe=("42", "41", "40"))
+    env.reset(seed=0)
+    seen = []
+    for agent in env.agent_iter(max_iter=200):
+        obs, _r, term, trunc, info = env.last()
+        if term or trunc:
+            env.step(None)
+            continue
+        seen.append((info["phase"], info["repeats"]))
+        n = sum(1 for p, _ in seen[:-1] if p == info["phase"])
+        env.step(script(agent, info["phase"], obs, n))
+    assert seen == [
+        ("challenge", 1),
+        ("review_question", 1),
+        ("probe", 3),
+        ("probe", 2),
+        ("probe", 1),
+        ("plan", 1),
+        ("review_plan", 1),
+        ("solve", 3),
+        ("solve", 2),
+        ("solve", 1),
+    ]

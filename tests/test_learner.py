@@ -115,7 +115,10 @@ def test_rollout_driver_batches_envs_and_credits_rewards(policy):
     policy.generate = spy
     result = RolloutDriver(envs, policy, SamplingConfig(max_new_tokens=6)).collect([0, 1, 2])
     assert calls[0] == 3  # one batched call for the three challengers
-    assert len(calls) == result.ticks and sum(calls) == len(result.transitions)
+    assert sum(calls) == len(result.transitions)  # every completion sampled once, used once
+    assert len(calls) <= result.ticks  # a tick answered from pre-sampled repeats calls nothing
+    solves = [t for t in result.transitions if t.phase == "solve"]
+    assert len(solves) == 6 and 6 in calls  # k = 2 attempts x 3 envs in one call
     roles = {t.role for t in result.transitions}
     assert {"challenger", "planner", "solver"} <= roles
     assert all(t.details for t in result.transitions)  # every action was credited
@@ -372,3 +375,69 @@ def test_rollout_metrics_proposal_rates_and_solved_acceptances():
     assert m["challenger/accepted_solved_rate"] == pytest.approx(1 / 2)
     assert m["truncated/challenger"] == pytest.approx(1 / 5)
     assert m["reward_std/challenger"] == 0.0
+
+
+class _RepeatEnv:
+    """A minimal AEC-shaped env: one agent acts ``n`` times, announcing ``repeats``.
+
+    With ``change_at`` the observation changes before that action, so samples drawn ahead
+    for the old observation must be thrown away.
+    """
+
+    render_mode = None
+
+    def __init__(self, n: int, change_at: int | None = None) -> None:
+        self.n, self.change_at = n, change_at
+
+    def reset(self, seed=None):
+        self.done, self.agents, self.agent_selection = 0, ["solver_0"], "solver_0"
+        self.seen: list[str] = []
+
+    def last(self):
+        version = int(self.change_at is not None and self.done >= self.change_at)
+        obs = {"system": "", "user": f"task v{version}", "prefix": ""}
+        info = {"phase": "solve", "domain": "math", "repeats": self.n - self.done}
+        finished = self.done >= self.n
+        return obs, float(self.done), finished, False, info
+
+    def step(self, action):
+        if self.done >= self.n:
+            self.agents = []
+            return
+        self.seen.append(action)
+        self.done += 1
+
+
+def test_rollout_driver_samples_announced_repeats_in_one_call():
+    from learners.policy import Completion
+
+    calls: list[list[str]] = []
+    counter = iter(range(10_000))
+
+    class Counting:
+        def generate(self, observations, sampling):
+            calls.append([o["user"] for o in observations])
+            return [
+                Completion(
+                    text=f"{o['user']}#{next(counter)}",
+                    prompt_ids=[1],
+                    completion_ids=[2],
+                    logprobs=[-0.1],
+                )
+                for o in observations
+            ]
+
+    env = _RepeatEnv(3)
+    result = RolloutDriver([env], Counting(), SamplingConfig()).collect([0])
+    assert calls == [["task v0"] * 3]  # three attempts, one call
+    assert env.seen == ["task v0#0", "task v0#1", "task v0#2"]  # each sample used once
+    assert result.ticks == 3 and len(result.transitions) == 3
+
+    calls.clear()
+    env = _RepeatEnv(3, change_at=1)
+    RolloutDriver([env], Counting(), SamplingConfig()).collect([0])
+    # the observation changed after one action: the two samples ahead are dropped and
+    # the new observation is sampled afresh (two repeats left, both in one call)
+    assert calls == [["task v0"] * 3, ["task v1"] * 2]
+    assert env.seen[0].startswith("task v0#")
+    assert all(a.startswith("task v1#") for a in env.seen[1:])

@@ -63,7 +63,13 @@ class AZRProtocol(Protocol):
             self.task = candidate
             env.pool.add(candidate)
         self.scores = []
-        env.select("solver_0", "solve", self.task, prompts.solver(self.task))
+        env.select(
+            "solver_0",
+            "solve",
+            self.task,
+            prompts.solver(self.task),
+            repeats=env.config.solver_samples,
+        )
 
     def on_solve(self, env: raw_env, text: str) -> None:
         """One attempt; after k, credit the proposer with the learnability reward."""

@@ -4,7 +4,9 @@ A protocol owns the turn order and the rewards of one round; the environment own
 bookkeeping (spaces, rewards, infos, rendering), the verifiers and the pool. A protocol talks
 to the environment only through its *protocol API*:
 
-- ``env.select(agent, phase, task, observation)``: give the turn to ``agent``;
+- ``env.select(agent, phase, task, observation, repeats=1)``: give the turn to ``agent``
+  (``repeats``: how many actions in a row it will give on this observation, e.g. k solver
+  attempts; drivers then sample them in one batch);
 - ``env.deliver(agent, reward, terms, **details)``: credit the agent's last action;
 - ``env.finish()``: end the round;
 - ``env.verify(task, text)`` -> ``(s_gt, format, verdict)``: score an answer externally;

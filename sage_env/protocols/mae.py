@@ -90,7 +90,9 @@ class MAEProtocol(Protocol):
     def _start_solve(self, env: raw_env, task) -> None:
         self.task = task
         self.judged = []
-        env.select("solver_0", "solve", task, prompts.solver(task))
+        env.select(
+            "solver_0", "solve", task, prompts.solver(task), repeats=env.config.solver_samples
+        )
 
     def on_solve(self, env: raw_env, text: str) -> None:
         """Record the answer (and the verifier's view of it); the judge scores it next."""
@@ -123,7 +125,8 @@ class MAEProtocol(Protocol):
             verdict=self.answer_verdict,
         )
         if len(self.judged) < env.config.solver_samples:
-            env.select("solver_0", "solve", self.task, prompts.solver(self.task))
+            left = env.config.solver_samples - len(self.judged)
+            env.select("solver_0", "solve", self.task, prompts.solver(self.task), repeats=left)
             return
         if self.accepted:
             d = 1.0 - sum(self.judged) / len(self.judged)

@@ -27,7 +27,13 @@ class RLVRProtocol(Protocol):
         """Draw a seed task for the solver."""
         self.task = env.draw_reference()
         self.solves = 0
-        env.select("solver_0", "solve", self.task, prompts.solver(self.task))
+        env.select(
+            "solver_0",
+            "solve",
+            self.task,
+            prompts.solver(self.task),
+            repeats=env.config.solver_samples,
+        )
 
     def on_solve(self, env: raw_env, text: str) -> None:
         """Score one attempt; the round ends after k."""

@@ -73,7 +73,13 @@ class SAGEProtocol(Protocol):
         self.q = review(env, "critic_0", text, "question", "q")
         if rewards.quality_gate(self.q, cfg):
             self.probe_scores = []
-            env.select("solver_0", "probe", self.new_task, prompts.solver(self.new_task))
+            env.select(
+                "solver_0",
+                "probe",
+                self.new_task,
+                prompts.solver(self.new_task),
+                repeats=env.config.solver_samples,
+            )
             return
         env.deliver(
             "challenger_0",
@@ -146,7 +152,13 @@ class SAGEProtocol(Protocol):
         )
         self.solves = 0
         plan = self.plan if self.plan_shown else None
-        env.select("solver_0", "solve", self.task, prompts.solver(self.task, plan))
+        env.select(
+            "solver_0",
+            "solve",
+            self.task,
+            prompts.solver(self.task, plan),
+            repeats=env.config.solver_samples,
+        )
 
     def on_solve(self, env: raw_env, text: str) -> None:
         """One solve attempt; the round ends after k."""
