@@ -5,7 +5,7 @@ from __future__ import annotations
 from learners.pg import PGConfig
 from learners.train_config import TrainConfig
 from learners.warmup import WarmupConfig
-from sage_env import EnvConfig
+from sage_env import EnvConfig, RewardConfig
 
 DEMO_BUDGETS = {
     "challenge": 160,
@@ -49,7 +49,9 @@ PRESETS: dict[str, TrainConfig] = {
         warmup=WarmupConfig(
             steps=12, mix={"challenger": 0.85, "critic": 0.15}, num_demonstrations=48, lr=1e-4
         ),
-        env=EnvConfig(solver_samples=2),
+        # the critic's plan reviews are half format, half how well p predicted the solver
+        # (not in the paper: a critic whose every reply parses otherwise gets no gradient)
+        env=EnvConfig(solver_samples=2, rewards=RewardConfig(critic_plan_grounding=0.5)),
         learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
     ),
     "paper": TrainConfig(

@@ -44,6 +44,12 @@ class RewardConfig:
     ``"binary"``: 1 only when fully well-formed, else 0."""
     critic_score_rule: Literal["minus_one_over_nine", "over_ten"] = "minus_one_over_nine"
     """How the critic's 1-10 score becomes [0, 1]: ``(s - 1) / 9`` (default) or ``s / 10``."""
+    critic_plan_grounding: float = 0.0
+    """Weight w of a grounded term in the critic's reward for a plan review, in [0, 1]:
+    ``(1 - w) f + w (1 - |p - s|)``, s the mean external verifier score of the k solver
+    attempts on the planned task (paid when they end). 0 (default, the paper): format only,
+    so a critic whose every reply parses gets no gradient. The term never touches the
+    correctness of anything: the verifier decides s, the critic is paid for predicting it."""
     mae_solver_weights: tuple[float, float] = (0.8, 0.2)
     """Protocol ``"mae"``: weights (w_j, w_f) of the solver reward ``w_j j + w_f f``, j the
     judge's normalised score of the answer."""
@@ -116,6 +122,10 @@ class EnvConfig:
         r = self.rewards
         if not 0.0 <= r.alpha <= 1.0 or not 0.0 <= r.beta <= 1.0:
             raise ValueError(f"alpha and beta must be in [0, 1], got {r.alpha}, {r.beta}")
+        if not 0.0 <= r.critic_plan_grounding <= 1.0:
+            raise ValueError(
+                f"critic_plan_grounding must be in [0, 1], got {r.critic_plan_grounding}"
+            )
         if self.solver_samples < 1:
             raise ValueError(f"solver_samples must be >= 1, got {self.solver_samples}")
         if not isinstance(self.prefix_overrides, dict) or not all(

@@ -87,3 +87,23 @@ def solver_reward(p: float | None, s_gt: float, f: float, cfg: RewardConfig) -> 
 def critic_reward(f: float) -> tuple[float, dict]:
     """Critic reward: its format score (the critic never judges correctness)."""
     return f, {"f": f}
+
+
+def critic_plan_reward(f: float, p: float | None, s_mean: float, w: float) -> tuple[float, dict]:
+    """Critic reward for a plan review with a grounded term of weight ``w``.
+
+    ``(1 - w) f + w (1 - |p - s_mean|)`` (``RewardConfig.critic_plan_grounding``; not in the
+    SAGE paper, whose critic earns its format score only, which is ``w = 0``). A review
+    whose score does not parse predicts nothing and gets agreement 0, so silence never
+    earns what an honest low score earns.
+
+    Args:
+        f: The review's format score in [0, 1].
+        p: Its normalised plan score in [0, 1], ``None`` when the score did not parse.
+        s_mean: Mean external verifier score of the solver attempts on the planned task,
+            in [0, 1].
+        w: Weight of the grounded term in [0, 1].
+    """
+    agreement = 0.0 if p is None else 1.0 - abs(p - s_mean)
+    terms = {"f": f, "p": p, "s_mean": s_mean, "agreement": agreement}
+    return (1.0 - w) * f + w * agreement, terms

@@ -388,3 +388,47 @@ def test_repeats_hint_counts_down_the_solver_attempts():
         ("solve", 2),
         ("solve", 1),
     ]
+
+
+def test_critic_plan_grounding_pays_the_review_after_the_solves():
+    env = sage_env.env(
+        EnvConfig(domains=("math",), solver_samples=2, rewards={"critic_plan_grounding": 0.5}),
+        seeds=[MATH_SEED],
+        render_mode="ansi",
+    )
+    rec = by_phase(play_round(env, math_script(plan_score="4")))
+    # p = (4 - 1) / 9 = 1/3; both solves right (s = 1): agreement 1 - |1/3 - 1| = 1/3
+    ((_, reward, info),) = rec["review_plan"]
+    assert reward == pytest.approx(0.5 * 1.0 + 0.5 / 3)
+    assert info["terms"] == pytest.approx({"f": 1.0, "p": 1 / 3, "s_mean": 1.0, "agreement": 1 / 3})
+    # the question review is still paid its format score alone
+    assert rec["review_question"][0][1] == 1.0
+    # a plan score of 10 on a task the solver always gets right: agreement 1
+    rec = by_phase(play_round(env, math_script(plan_score="10")))
+    assert rec["review_plan"][0][1] == pytest.approx(1.0)
+
+
+def test_critic_plan_grounding_with_unparseable_review_and_failed_solves():
+    env = sage_env.env(
+        EnvConfig(domains=("math",), solver_samples=2, rewards={"critic_plan_grounding": 1.0}),
+        seeds=[MATH_SEED],
+        render_mode="ansi",
+    )
+
+    def script(agent, phase, obs, n):
+        if phase == "review_plan":
+            return "no score here"
+        if phase == "solve":
+            return "\\boxed{0}"
+        return math_script()(agent, phase, obs, n)
+
+    rec = by_phase(play_round(env, script))
+    # unparseable review: f = 0 and no prediction (agreement 0), although the solver failed
+    # both times (s = 0): silence never earns what an honest "this will fail" would
+    ((_, reward, info),) = rec["review_plan"]
+    assert reward == 0.0 and info["terms"]["agreement"] == 0.0 and info["terms"]["p"] is None
+
+
+def test_critic_plan_grounding_out_of_range_is_a_clear_error():
+    with pytest.raises(ValueError, match="critic_plan_grounding"):
+        EnvConfig(rewards={"critic_plan_grounding": 1.5})

@@ -188,6 +188,17 @@ def _copies_example(question: str) -> str | None:
     return None
 
 
+def review_parts(env: raw_env, text: str) -> tuple[float | None, float, float]:
+    """Parse a critic/judge reply: ``(raw 1-10 score or None, format score, normalised score)``.
+
+    The format score follows ``format_rule``; the score is normalised by
+    ``critic_score_rule`` (0 when unparseable).
+    """
+    raw = parsing.parse_critic_score(text)
+    f = env.soft(parsing.critic_format_score(text), parsing.critic_format_binary(text))
+    return raw, f, rewards.normalise_critic_score(raw, env.config.rewards.critic_score_rule)
+
+
 def review(env: raw_env, agent: str, text: str, kind: str, key: str) -> float:
     """Score a critic/judge action: parse its 1-10 score, credit its format, return the score.
 
@@ -204,10 +215,7 @@ def review(env: raw_env, agent: str, text: str, kind: str, key: str) -> float:
     Returns:
         The normalised score in [0, 1].
     """
-    cfg = env.config.rewards
-    raw = parsing.parse_critic_score(text)
-    f = env.soft(parsing.critic_format_score(text), parsing.critic_format_binary(text))
-    score = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
+    raw, f, score = review_parts(env, text)
     env.deliver(agent, *rewards.critic_reward(f), raw_score=raw, review=kind, **{key: score})
     return score
 

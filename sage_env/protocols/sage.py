@@ -9,7 +9,9 @@
    ``p > beta``.
 
 Steps 2-3 are skipped when the proposal does not parse or its verifier fails its check, and
-step 3 when the question fails the quality gate. Rewards: ``docs/rewards.md``.
+step 3 when the question fails the quality gate. Rewards: ``docs/rewards.md``; with
+``critic_plan_grounding > 0`` the plan review is paid after step 6, from how well ``p``
+predicted the solver's mean verifier score.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sage_env import parsing, prompts, rewards
-from sage_env.protocols.base import Protocol, propose, public, review
+from sage_env.protocols.base import Protocol, propose, public, review, review_parts
 
 if TYPE_CHECKING:
     from sage_env.env import raw_env
@@ -42,7 +44,8 @@ class SAGEProtocol(Protocol):
         self.plan_format = 0.0
         self.p = 0.0
         self.plan_shown = False
-        self.solves = 0
+        self.plan_review: tuple[float | None, float] | None = None
+        self.solve_scores: list[float] = []
         env.select("challenger_0", "challenge", self.reference, prompts.challenger(self.reference))
 
     # phase handlers --------------------------------------------------------------
@@ -133,7 +136,11 @@ class SAGEProtocol(Protocol):
     def on_review_plan(self, env: raw_env, text: str) -> None:
         """Score the plan, credit critic and planner, open the plan gate."""
         cfg = env.config.rewards
-        self.p = review(env, "critic_0", text, "plan", "p")
+        if cfg.critic_plan_grounding > 0:  # paid after the solves (critic_plan_reward)
+            raw, f, self.p = review_parts(env, text)
+            self.plan_review = (raw, f)
+        else:
+            self.p = review(env, "critic_0", text, "plan", "p")
         plan_ok = self.plan is not None
         self.plan_shown = plan_ok and rewards.plan_gate(self.p, cfg)
         env.deliver(
@@ -150,7 +157,7 @@ class SAGEProtocol(Protocol):
                 else "no parseable plan: plan not shown"
             ),
         )
-        self.solves = 0
+        self.solve_scores = []
         plan = self.plan if self.plan_shown else None
         env.select(
             "solver_0",
@@ -170,6 +177,22 @@ class SAGEProtocol(Protocol):
             verdict=verdict,
             plan_shown=self.plan_shown,
         )
-        self.solves += 1
-        if self.solves >= env.config.solver_samples:
-            env.finish()
+        self.solve_scores.append(s_gt)
+        if len(self.solve_scores) < env.config.solver_samples:
+            return
+        if self.plan_review is not None:
+            raw, f = self.plan_review
+            s_mean = sum(self.solve_scores) / len(self.solve_scores)
+            env.deliver(
+                "critic_0",
+                *rewards.critic_plan_reward(
+                    f,
+                    None if raw is None else self.p,
+                    s_mean,
+                    env.config.rewards.critic_plan_grounding,
+                ),
+                raw_score=raw,
+                review="plan",
+                p=self.p,
+            )
+        env.finish()
