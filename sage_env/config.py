@@ -95,6 +95,11 @@ class EnvConfig:
     """Address-space limit of the code verification process, MiB."""
     seed: int | None = None
     """Default seed when :meth:`reset` is called without one."""
+    critic_sees_verifier: bool = False
+    """The critic's question review shows the proposal's verifier too: its final answer
+    (math) or its tests (code), so a wrong answer or impossible tests can be scored down.
+    False (default): the question alone, as in the paper's description of the quality
+    score. Measured on the default model in ``docs/results.md``."""
     prefixes: bool = True
     """Response prefixes: every observation carries ``"prefix"``, the start of the assistant
     turn the protocol chooses for the phase (an opening tag such as ``"<question>"``). The

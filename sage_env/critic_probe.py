@@ -21,9 +21,12 @@ from sage_env.protocols.base import DEFAULT_PREFIXES
 from sage_env.tasks import Task
 
 CORRUPTIONS = ("shuffled", "truncated", "spliced")
+"""How a corrupted probe question is made from a seed question."""
+VERIFIER_CORRUPTION = "wrong_verifier"
+"""With ``EnvConfig.critic_sees_verifier`` the probe adds this corruption: an intact question
+shown with the answer or tests of another seed task of its domain."""
 MIN_FALLBACK_ALPHA = 1e-6
 """Floor of :func:`seed_quantile`: q = 0 (no parse, or the lowest score) never passes."""
-"""How a corrupted probe question is made from a seed question."""
 
 
 @dataclass
@@ -33,7 +36,7 @@ class ProbeItem:
     Attributes:
         observation: The critic's observation ``{"system", "user", "prefix"}``.
         intact: True for an unmodified seed question, False for a corrupted one.
-        corruption: ``""`` or one of :data:`CORRUPTIONS`.
+        corruption: ``""``, one of :data:`CORRUPTIONS` or :data:`VERIFIER_CORRUPTION`.
         task_id: The seed the question came from.
     """
 
@@ -104,6 +107,13 @@ def corrupt(question: str, kind: str, other: str, rng: random.Random) -> str:
     raise ValueError(f"unknown corruption {kind!r}; known: {CORRUPTIONS}")
 
 
+def _other_with_verifier(task: Task, tasks: list[Task], rng: random.Random) -> Task:
+    """Another task of ``task``'s domain whose verifier differs (``task`` itself if none)."""
+    mine = prompts.verifier_text(task)
+    others = [t for t in tasks if t.domain == task.domain and prompts.verifier_text(t) != mine]
+    return others[rng.randrange(len(others))] if others else task
+
+
 def probe_set(
     tasks: list[Task], n: int = 24, seed: int = 0, config: EnvConfig | None = None
 ) -> list[ProbeItem]:
@@ -126,20 +136,23 @@ def probe_set(
     if n < 2 or len(tasks) < 3:
         raise ValueError(f"need n >= 2 and at least 3 tasks, got n={n}, {len(tasks)} tasks")
     rng = random.Random(seed)
-    prefix = (config or EnvConfig()).resolve_prefix(
-        "review_question", DEFAULT_PREFIXES["review_question"]
-    )
+    config = config or EnvConfig()
+    prefix = config.resolve_prefix("review_question", DEFAULT_PREFIXES["review_question"])
+    kinds = CORRUPTIONS + ((VERIFIER_CORRUPTION,) if config.critic_sees_verifier else ())
     half = n // 2
     picks = [tasks[rng.randrange(len(tasks))] for _ in range(2 * half)]
     items = []
     for i, task in enumerate(picks):
         intact = i < half
-        kind = "" if intact else CORRUPTIONS[i % len(CORRUPTIONS)]
+        kind = "" if intact else kinds[i % len(kinds)]
         question = task.prompt
-        if not intact:
+        verifier = prompts.verifier_text(task) if config.critic_sees_verifier else None
+        if kind == VERIFIER_CORRUPTION:
+            verifier = prompts.verifier_text(_other_with_verifier(task, tasks, rng))
+        elif not intact:
             other = tasks[rng.randrange(len(tasks))].prompt
             question = corrupt(task.prompt, kind, other, rng)
-        obs = dict(prompts.critic_question(question, task.domain), prefix=prefix)
+        obs = dict(prompts.critic_question(question, task.domain, verifier), prefix=prefix)
         items.append(ProbeItem(obs, intact, kind, task.task_id))
     rng.shuffle(items)
     return items

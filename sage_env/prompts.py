@@ -91,12 +91,37 @@ def challenger(reference: Task) -> Observation:
     return {"system": CHALLENGER_SYSTEM, "user": template.format(prompt=reference.prompt)}
 
 
-def critic_question(question: str, domain: str) -> Observation:
-    """Observation of the Critic reviewing a newly proposed question."""
-    return {
-        "system": CRITIC_SYSTEM,
-        "user": CRITIC_QUESTION.format(domain=domain, question=question),
-    }
+CRITIC_VERIFIER = {
+    "math": "\n\nProposed answer: {verifier}\n\nCheck that this answer is right.",
+    "code": "\n\nProposed tests:\n{verifier}\n\nCheck that these tests are right.",
+}
+"""Appended to the question review when the critic sees the proposal's verifier
+(``EnvConfig.critic_sees_verifier``)."""
+MAX_VERIFIER_CHARS = 1500
+"""A verifier shown to the critic is cut to this many characters."""
+
+
+def verifier_text(task: Task) -> str:
+    """The verifier of ``task`` as the critic sees it: the answer (math) or the tests (code)."""
+    text = (task.answer or "") if task.domain == "math" else "\n".join(task.tests)
+    return text[:MAX_VERIFIER_CHARS]
+
+
+def critic_question(question: str, domain: str, verifier: str | None = None) -> Observation:
+    """Observation of the Critic reviewing a newly proposed question.
+
+    Args:
+        question: The proposed question.
+        domain: ``"math"`` or ``"code"``.
+        verifier: The proposal's answer or tests (:func:`verifier_text`) when the critic
+            sees them (``EnvConfig.critic_sees_verifier``); ``None``: the question alone.
+    """
+    user = CRITIC_QUESTION.format(domain=domain, question=question)
+    if verifier is not None:
+        head, sep, rubric = user.partition(CRITIC_RUBRIC)
+        user = head.rstrip("\n") + CRITIC_VERIFIER[domain].format(verifier=verifier)
+        user += "\n\n" + sep + rubric
+    return {"system": CRITIC_SYSTEM, "user": user}
 
 
 def critic_plan(task: Task, plan: str) -> Observation:

@@ -92,3 +92,18 @@ def test_learning_signal_records_every_figure_per_arm(tmp_path, tiny_path):
     for png in ("pool_growth.png", "validation.png", "rewards.png"):
         assert (out / png).stat().st_size > 0
     assert "| rlvr | 1 |" in (out / "table.md").read_text()
+
+
+def test_critic_verifier_reports_both_arms(tmp_path, tiny_path):
+    import critic_verifier
+
+    out = tmp_path / "cv.json"
+    result = critic_verifier.main(
+        ["--model", tiny_path, "--items", "8", "--repeats", "1", "--out", str(out)]
+    )
+    assert json.loads(out.read_text()) == result
+    plain, shown = result["draws"]["question only"][0], result["draws"]["question+verifier"][0]
+    assert plain["n"] == shown["n"] == 8
+    assert "wrong_verifier" in shown["auc_by_corruption"]
+    assert "wrong_verifier" not in plain["auc_by_corruption"]
+    assert 0.0 <= shown["auc"] <= 1.0

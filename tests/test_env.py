@@ -432,3 +432,43 @@ def test_critic_plan_grounding_with_unparseable_review_and_failed_solves():
 def test_critic_plan_grounding_out_of_range_is_a_clear_error():
     with pytest.raises(ValueError, match="critic_plan_grounding"):
         EnvConfig(rewards={"critic_plan_grounding": 1.5})
+
+
+@pytest.mark.parametrize("sees", [False, True])
+def test_critic_sees_the_proposed_answer_only_when_configured(sees):
+    env = sage_env.env(
+        EnvConfig(domains=("math",), solver_samples=1, critic_sees_verifier=sees),
+        seeds=[MATH_SEED],
+    )
+    env.reset(seed=0)
+    env.step("<question>What is 7*6?</question>\n<answer>42</answer>")
+    assert env.agent_selection == "critic_0"
+    user = env.observe("critic_0")["user"]
+    assert "What is 7*6?" in user
+    assert ("Proposed answer: 42" in user) is sees
+
+
+def test_critic_probe_adds_wrong_verifier_items_when_the_critic_sees_verifiers():
+    from sage_env import critic_probe
+    from sage_env.tasks import load_seeds
+
+    seeds = load_seeds()
+    plain = critic_probe.probe_set(seeds, 24)
+    assert {it.corruption for it in plain} == {"", *critic_probe.CORRUPTIONS}
+    assert not any("Proposed answer" in it.observation["user"] for it in plain)
+    shown = critic_probe.probe_set(seeds, 24, config=EnvConfig(critic_sees_verifier=True))
+    wrong = [it for it in shown if it.corruption == critic_probe.VERIFIER_CORRUPTION]
+    assert wrong and not any(it.intact for it in wrong)
+    by_id = {t.task_id: t for t in seeds}
+    for it in wrong:  # the question is intact, the verifier belongs to another task
+        task = by_id[it.task_id]
+        assert task.prompt in it.observation["user"]
+        mine = (
+            f"Proposed answer: {task.answer}\n\n"
+            if task.domain == "math"
+            else sage_env.prompts.verifier_text(task)
+        )
+        assert mine not in it.observation["user"]
+    for it in shown:
+        if it.intact and by_id[it.task_id].domain == "math":
+            assert f"Proposed answer: {by_id[it.task_id].answer}" in it.observation["user"]

@@ -65,7 +65,11 @@ class MAEProtocol(Protocol):
             "judge_0",
             "judge_question",
             candidate,
-            prompts.critic_question(candidate.prompt, candidate.domain),
+            prompts.critic_question(
+                candidate.prompt,
+                candidate.domain,
+                prompts.verifier_text(candidate) if env.config.critic_sees_verifier else None,
+            ),
         )
 
     def on_judge_question(self, env: raw_env, text: str) -> None:

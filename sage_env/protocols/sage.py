@@ -67,7 +67,11 @@ class SAGEProtocol(Protocol):
             "critic_0",
             "review_question",
             self.new_task,
-            prompts.critic_question(self.new_task.prompt, self.new_task.domain),
+            prompts.critic_question(
+                self.new_task.prompt,
+                self.new_task.domain,
+                prompts.verifier_text(self.new_task) if env.config.critic_sees_verifier else None,
+            ),
         )
 
     def on_review_question(self, env: raw_env, text: str) -> None:
