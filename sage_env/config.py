@@ -82,6 +82,13 @@ class EnvConfig:
     require_code_solution: bool = True
     """A proposed code task must carry a ``<solution>`` that passes its own tests; without it,
     impossible tests would earn difficulty d = 1 for free."""
+    pool_admission: Literal["gate", "solvable"] = "gate"
+    """Which accepted questions join the pool. ``"gate"`` (default, the paper): every question
+    with ``q >= alpha``, and the challenger earns d = 1 - mean probe score, so a question that
+    no probe solves earns d = 1 whether it is hard or wrong. ``"solvable"``: a question joins
+    only when at least one of the k difficulty probes solves it (AZR's learnability idea);
+    one that none solves stays out of the pool and its d counts as 0, as for a gated
+    question, so an unsolvable (often wrong) task is never paid as hard."""
     pool_near_duplicate_threshold: float | None = 0.9
     """A generated question whose word-3-gram Jaccard similarity with a pool task of the same
     domain reaches this is rejected as a near duplicate (``None`` disables)."""
@@ -138,6 +145,10 @@ class EnvConfig:
         ):
             raise ValueError(
                 f"prefix_overrides must map phase names to strings, got {self.prefix_overrides!r}"
+            )
+        if self.pool_admission not in ("gate", "solvable"):
+            raise ValueError(
+                f"pool_admission must be 'gate' or 'solvable', got {self.pool_admission!r}"
             )
         bad = set(self.domains) - {"math", "code"}
         if bad or not self.domains:

@@ -472,3 +472,36 @@ def test_critic_probe_adds_wrong_verifier_items_when_the_critic_sees_verifiers()
     for it in shown:
         if it.intact and by_id[it.task_id].domain == "math":
             assert f"Proposed answer: {by_id[it.task_id].answer}" in it.observation["user"]
+
+
+def test_solvable_admission_keeps_unsolved_questions_out_and_unpaid():
+    def make(admission):
+        return sage_env.env(
+            EnvConfig(domains=("math",), solver_samples=2, pool_admission=admission),
+            seeds=[MATH_SEED],
+            render_mode="ansi",
+        )
+
+    # no probe solves "What is 7*6?" (gold 42): under "gate" it joins and earns d = 1
+    env = make("gate")
+    rec = by_phase(play_round(env, math_script(probe=("41", "40"))))
+    ((_, reward, info),) = rec["challenge"]
+    assert reward == pytest.approx(3.0 / 3) and info["accepted"]
+    assert env.unwrapped.pool.num_generated == 1
+    # under "solvable" it stays out, and d counts as 0: (q + f) / 3 with q = f = 1
+    env = make("solvable")
+    rec = by_phase(play_round(env, math_script(probe=("41", "40"))))
+    ((_, reward, info),) = rec["challenge"]
+    assert reward == pytest.approx(2.0 / 3) and not info["accepted"]
+    assert "no difficulty probe solved it" in info["gate"]
+    assert env.unwrapped.pool.num_generated == 0
+    # one probe of two solves it: it joins with d = 0.5
+    rec = by_phase(play_round(env, math_script(probe=("42", "40"))))
+    ((_, reward, info),) = rec["challenge"]
+    assert reward == pytest.approx(2.5 / 3) and info["accepted"]
+    assert env.unwrapped.pool.num_generated == 1
+
+
+def test_unknown_pool_admission_is_a_clear_error():
+    with pytest.raises(ValueError, match="pool_admission"):
+        EnvConfig(pool_admission="always")

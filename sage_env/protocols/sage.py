@@ -9,9 +9,10 @@
    ``p > beta``.
 
 Steps 2-3 are skipped when the proposal does not parse or its verifier fails its check, and
-step 3 when the question fails the quality gate. Rewards: ``docs/rewards.md``; with
-``critic_plan_grounding > 0`` the plan review is paid after step 6, from how well ``p``
-predicted the solver's mean verifier score.
+step 3 when the question fails the quality gate. With ``pool_admission="solvable"`` a
+question that no probe solves stays out of the pool and earns no difficulty term.
+Rewards: ``docs/rewards.md``; with ``critic_plan_grounding > 0`` the plan review is paid
+after step 6, from how well ``p`` predicted the solver's mean verifier score.
 """
 
 from __future__ import annotations
@@ -113,6 +114,18 @@ class SAGEProtocol(Protocol):
             return
         d = 1.0 - sum(self.probe_scores) / len(self.probe_scores)
         task = self.new_task
+        if env.config.pool_admission == "solvable" and max(self.probe_scores) <= 0.0:
+            env.deliver(
+                "challenger_0",
+                *rewards.challenger_reward(self.q, None, 1.0, cfg),
+                parsed=public(self.proposal),
+                verifier_check=self.check,
+                accepted=False,
+                probe_scores=list(self.probe_scores),
+                gate="no difficulty probe solved it (pool_admission='solvable'): rejected",
+            )
+            self._start_plan(env)
+            return
         task.meta.update({"q": self.q, "d": d, "probe_scores": list(self.probe_scores)})
         added = env.pool.add(task)
         env.deliver(
