@@ -107,3 +107,22 @@ def test_critic_verifier_reports_both_arms(tmp_path, tiny_path):
     assert "wrong_verifier" in shown["auc_by_corruption"]
     assert "wrong_verifier" not in plain["auc_by_corruption"]
     assert 0.0 <= shown["auc"] <= 1.0
+
+
+def test_gpu_check_cpu_variant_records_every_figure(tmp_path):
+    import gpu_check
+
+    out = tmp_path / "g.json"
+    result = gpu_check.main(
+        "--shapes tiny --device cpu --dtype float32 --engines hf,vllm --batch 2 --prompt 8 "
+        f"--tokens 4 --seq 32 --micro 2 --lora-r 4 --rounds 1 --out {out}".split()
+    )
+    assert json.loads(out.read_text()) == result
+    tiny = result["shapes"]["tiny"]
+    assert tiny["rollout"]["hf"]["tokens"] == 2 * 4  # EOS suppressed: every row makes 4
+    assert "error" in tiny["rollout"]["vllm"] or tiny["rollout"]["vllm"]["tokens"] == 8
+    full, lora = tiny["update"]["full"], tiny["update"]["lora_r4"]
+    assert full["trainable_params"] == tiny["params"]
+    # LoRA r = 4 on 7 projections of 2 layers: r x (in + out) per projection
+    assert 0 < lora["trainable_params"] < full["trainable_params"]
+    assert result["trr_iteration"]["rollout/tokens"] > 0

@@ -1,0 +1,341 @@
+"""GPU check: rollout speed per engine, update time and memory, one TRR++ iteration.
+
+Builds Qwen2.5-1.5B- and 7B-shaped causal LMs from their published configurations with random
+weights (no download, no network), in bf16 on CUDA, and measures for each shape:
+
+1. **Rollout tokens/s per engine** at batch ``--batch`` (64): ``hf`` (batched
+   ``model.generate``, the default engine), ``hf-cb`` (transformers' continuous batching,
+   ``generate_batch``) and ``vllm`` when it is installed (the model is saved with a byte-level
+   tokenizer and loaded by ``vllm.LLM``). EOS is suppressed, so every row makes exactly
+   ``--tokens`` tokens. An engine that fails records its error instead of a figure.
+2. **One update step**, full fine-tuning vs LoRA (peft, r = ``--lora-r``, 128 as in the paper)
+   with gradient checkpointing, AdamW: seconds and peak CUDA memory (GiB) for ``--micro``
+   sequences of ``--seq`` tokens. A configuration that runs out of memory records ``"oom"``.
+3. **One whole TRR++ iteration** (``learners.train``: ``--rounds`` SAGE rounds of rollout,
+   verification and update) on the smallest shape, from a saved copy of the model. With random
+   weights the rewards are mostly zero, so this times the loop's machinery, not learning.
+
+One command, no network, under 8 minutes on one H200-class GPU::
+
+    python benchmarks/gpu_check.py                     # CUDA, writes results/gpu_check.json
+
+A CPU-sized variant (a tiny shape, a few tokens) runs in the tests::
+
+    python benchmarks/gpu_check.py --shapes tiny --device cpu --dtype float32 --engines hf \\
+        --batch 2 --prompt 8 --tokens 4 --seq 32 --micro 2 --lora-r 4 --rounds 1 --out /tmp/g.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+RESULTS = Path(__file__).parent / "results"
+
+SHAPES: dict[str, dict] = {
+    # Qwen2.5-1.5B-Instruct and Qwen2.5-7B-Instruct config.json (architecture fields only)
+    "qwen2.5-1.5b": dict(
+        vocab_size=151936,
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        max_position_embeddings=32768,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+    ),
+    "qwen2.5-7b": dict(
+        vocab_size=152064,
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        max_position_embeddings=32768,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+    ),
+    # CPU-sized stand-in for tests
+    "tiny": dict(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+    ),
+}
+"""Architecture fields of each shape (``transformers.Qwen2Config`` keyword arguments)."""
+
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def build(shape: str, device: str, dtype: torch.dtype, seed: int = 0):
+    """A randomly initialised Qwen2-architecture model of ``shape`` on ``device``.
+
+    Raises:
+        KeyError: for an unknown shape.
+    """
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    cfg = Qwen2Config(**SHAPES[shape], pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    return model
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _peak_gib(device: str) -> float | None:
+    if device.startswith("cuda"):
+        return round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    return None
+
+
+def _reset_peak(device: str) -> None:
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _error(exc: BaseException) -> str:
+    if isinstance(exc, torch.OutOfMemoryError):
+        return "oom"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+
+def rollout_hf(model, batch: int, prompt: int, tokens: int, device: str) -> dict:
+    """Tokens/s of batched ``model.generate`` (sampling, EOS suppressed)."""
+    vocab = model.config.vocab_size
+    ids = torch.randint(3, vocab, (batch, prompt), device=device)
+    kw = dict(
+        max_new_tokens=tokens,
+        min_new_tokens=tokens,
+        do_sample=True,
+        top_k=0,
+        pad_token_id=0,
+        eos_token_id=None,
+        attention_mask=torch.ones_like(ids),
+    )
+    model.generate(ids[:, :8], **{**kw, "max_new_tokens": 2, "min_new_tokens": 2})  # warm-up
+    _sync(device)
+    t0 = time.perf_counter()
+    out = model.generate(ids, **kw)
+    _sync(device)
+    seconds = time.perf_counter() - t0
+    made = int((out.shape[1] - prompt) * batch)
+    return {"tokens": made, "seconds": round(seconds, 3), "tokens_per_s": round(made / seconds, 1)}
+
+
+def rollout_hf_cb(model, batch: int, prompt: int, tokens: int, device: str) -> dict:
+    """Tokens/s of transformers' continuous batching (``generate_batch``)."""
+    from transformers import GenerationConfig
+
+    vocab = model.config.vocab_size
+    g = torch.Generator().manual_seed(0)
+    inputs = torch.randint(3, vocab, (batch, prompt), generator=g).tolist()
+    gc_ = GenerationConfig(
+        max_new_tokens=tokens, do_sample=True, top_k=0, eos_token_id=-1, pad_token_id=0
+    )
+    _sync(device)
+    t0 = time.perf_counter()
+    out = model.generate_batch(inputs, generation_config=gc_)
+    _sync(device)
+    seconds = time.perf_counter() - t0
+    made = sum(len(r.generated_tokens) for r in out.values())
+    return {"tokens": made, "seconds": round(seconds, 3), "tokens_per_s": round(made / seconds, 1)}
+
+
+def rollout_vllm(model, batch: int, prompt: int, tokens: int, device: str) -> dict:
+    """Tokens/s of vLLM on a saved copy of ``model`` (raises ImportError without vLLM)."""
+    import vllm  # noqa: F401  (optional; ImportError is recorded)
+
+    from learners.tiny import build_tiny_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        build_tiny_model(tmp)  # byte-level tokenizer files; the weights are replaced below
+        model.save_pretrained(tmp)
+        llm = vllm.LLM(model=tmp, dtype=str(model.dtype).removeprefix("torch."), seed=0)
+        vocab = model.config.vocab_size
+        g = torch.Generator().manual_seed(0)
+        prompts = [
+            {"prompt_token_ids": p}
+            for p in torch.randint(3, vocab, (batch, prompt), generator=g).tolist()
+        ]
+        params = vllm.SamplingParams(max_tokens=tokens, min_tokens=tokens, ignore_eos=True)
+        t0 = time.perf_counter()
+        outs = llm.generate(prompts, params)
+        seconds = time.perf_counter() - t0
+        made = sum(len(o.outputs[0].token_ids) for o in outs)
+        del llm
+    return {"tokens": made, "seconds": round(seconds, 3), "tokens_per_s": round(made / seconds, 1)}
+
+
+ENGINES = {"hf": rollout_hf, "hf-cb": rollout_hf_cb, "vllm": rollout_vllm}
+
+
+def update_step(model, micro: int, seq: int, device: str, lora_r: int) -> dict:
+    """Seconds and peak memory of one AdamW step (gradient checkpointing), full or LoRA."""
+    target = model
+    if lora_r > 0:
+        from peft import LoraConfig, get_peft_model
+
+        target = get_peft_model(
+            model, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules=LORA_TARGETS)
+        )
+    target.gradient_checkpointing_enable()
+    target.config.use_cache = False
+    target.train()
+    params = [p for p in target.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-6)
+    ids = torch.randint(3, model.config.vocab_size, (micro, seq), device=device)
+    _reset_peak(device)
+    _sync(device)
+    t0 = time.perf_counter()
+    out = target(input_ids=ids, labels=ids)
+    out.loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    _sync(device)
+    seconds = time.perf_counter() - t0
+    result = {
+        "seconds": round(seconds, 3),
+        "peak_gib": _peak_gib(device),
+        "trainable_params": sum(p.numel() for p in params),
+    }
+    del opt, out
+    if lora_r > 0:
+        target.unload()  # back to the plain model for the next configuration
+    model.gradient_checkpointing_disable()
+    model.config.use_cache = True
+    model.eval()
+    return result
+
+
+def trr_iteration(shape: str, device: str, dtype: str, rounds: int, tokens: int) -> dict:
+    """One ``learners.train`` step (SAGE rounds + TRR++ update) on a saved ``shape`` model."""
+    from learners.pg import PGConfig
+    from learners.plots import read_metrics
+    from learners.tiny import build_tiny_model
+    from learners.train import train
+    from learners.train_config import TrainConfig
+    from sage_env import EnvConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp) / "model"
+        build_tiny_model(model_dir)  # byte-level tokenizer; weights replaced below
+        m = build(shape, "cpu" if device == "cpu" else device, getattr(torch, dtype))
+        m.save_pretrained(model_dir)
+        del m
+        _reset_peak(device)
+        cfg = TrainConfig(
+            model=str(model_dir),
+            out=str(Path(tmp) / "run"),
+            steps=1,
+            rounds_per_step=rounds,
+            device=device,
+            dtype=dtype,
+            max_new_tokens=tokens,
+            val_every=0,
+            env=EnvConfig(solver_samples=2),
+            learner=PGConfig(lr=1e-6, micro_batch_size=8, gradient_checkpointing=True),
+        )
+        t0 = time.perf_counter()
+        train(cfg, progress=False)
+        seconds = time.perf_counter() - t0
+        row = read_metrics(Path(cfg.out) / "metrics.jsonl")[-1]
+    keys = ("time/generate_s", "time/update_s", "time/step_s", "rollout/tokens")
+    return {
+        "seconds_with_load": round(seconds, 2),
+        **{k: round(float(row[k]), 3) for k in keys if k in row},
+        "peak_gib": _peak_gib(device),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run every check; write and return the figures."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--shapes", default="qwen2.5-1.5b,qwen2.5-7b", help="comma-separated SHAPES")
+    p.add_argument("--device", default="cuda", help="torch device")
+    p.add_argument("--dtype", default="bfloat16", help="torch dtype name")
+    p.add_argument("--engines", default="hf,hf-cb,vllm", help="comma-separated ENGINES")
+    p.add_argument("--batch", type=int, default=64, help="rollout batch (rows)")
+    p.add_argument("--prompt", type=int, default=256, help="prompt tokens per row")
+    p.add_argument("--tokens", type=int, default=256, help="new tokens per row")
+    p.add_argument("--micro", type=int, default=8, help="sequences in the update step")
+    p.add_argument("--seq", type=int, default=1024, help="tokens per sequence in the update")
+    p.add_argument("--lora-r", type=int, default=128, help="LoRA rank of the LoRA update arm")
+    p.add_argument("--rounds", type=int, default=16, help="SAGE rounds of the TRR++ iteration")
+    p.add_argument("--out", default=str(RESULTS / "gpu_check.json"), help="JSON output path")
+    args = p.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit("gpu_check: no CUDA device; use --device cpu with --shapes tiny")
+    dtype = getattr(torch, args.dtype)
+    result: dict = {
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
+        "host": platform.node(),
+        "settings": vars(args),
+        "shapes": {},
+    }
+    t_start = time.perf_counter()
+    shapes = [s for s in args.shapes.split(",") if s]
+    for shape in shapes:
+        entry: dict = {"rollout": {}, "update": {}}
+        model = build(shape, args.device, dtype)
+        model.eval()
+        entry["params"] = sum(p.numel() for p in model.parameters())
+        for engine in [e for e in args.engines.split(",") if e]:
+            try:
+                with torch.no_grad():
+                    entry["rollout"][engine] = ENGINES[engine](
+                        model, args.batch, args.prompt, args.tokens, args.device
+                    )
+            except Exception as exc:  # noqa: BLE001  (an engine's failure is a figure)
+                entry["rollout"][engine] = {"error": _error(exc)}
+            _reset_peak(args.device)
+        for name, r in (("full", 0), (f"lora_r{args.lora_r}", args.lora_r)):
+            try:
+                entry["update"][name] = update_step(model, args.micro, args.seq, args.device, r)
+            except Exception as exc:  # noqa: BLE001
+                entry["update"][name] = {"error": _error(exc)}
+                traceback.print_exc()
+            _reset_peak(args.device)
+        del model
+        _reset_peak(args.device)
+        result["shapes"][shape] = entry
+        print(shape, json.dumps(entry))
+    try:
+        result["trr_iteration"] = {
+            "shape": shapes[0],
+            **trr_iteration(shapes[0], args.device, args.dtype, args.rounds, args.tokens),
+        }
+    except Exception as exc:  # noqa: BLE001
+        result["trr_iteration"] = {"shape": shapes[0], "error": _error(exc)}
+        traceback.print_exc()
+    result["seconds"] = round(time.perf_counter() - t_start, 1)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print("->", args.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()
