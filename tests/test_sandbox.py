@@ -230,7 +230,7 @@ def test_disk_fill_one_file(host_unharmed):
     assert r.status == "blocked", r  # RLIMIT_FSIZE: EFBIG
 
 
-@pytest.mark.skipif(LEVEL != "bwrap", reason="a size-capped working directory needs bwrap")
+@pytest.mark.skipif(LEVEL == "rlimits", reason="a size-capped working directory needs a mount ns")
 def test_disk_fill_many_files(host_unharmed):
     code = (
         "for i in range(10000):\n"
@@ -249,12 +249,53 @@ def test_write_outside_temp_dir(host_unharmed):
     assert not os.path.exists(target)
 
 
-@pytest.mark.skipif(LEVEL != "bwrap", reason="world-writable host dirs are only protected by bwrap")
-def test_write_to_world_writable_host_dir(host_unharmed):
+@pytest.mark.skipif(LEVEL == "rlimits", reason="host dirs are protected only in a mount namespace")
+def test_write_to_world_writable_host_dir(host_unharmed, tmp_path):
     target = "/var/tmp/sage_sandbox_evil"
     r = run(f"open({target!r}, 'w').write('pwned')")
     assert r.status == "blocked", r
     assert not os.path.exists(target)
+    # a host file the sandbox uid could write by its mode is read-only too (the whole root is)
+    open_file = f"/var/tmp/sage_sandbox_open_{os.getpid()}"
+    with open(open_file, "w"):
+        pass
+    try:
+        os.chmod(open_file, 0o666)
+        r = run(f"open({open_file!r}, 'a').write('pwned')")
+        assert r.status == "blocked" and "Read-only" in r.reason, r
+        assert os.path.getsize(open_file) == 0
+    finally:
+        os.unlink(open_file)
+
+
+TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", ".")
+
+
+@pytest.mark.skipif(LEVEL == "rlimits", reason="private temp dirs need a mount namespace")
+def test_temp_dirs_are_private_to_the_run(host_unharmed):
+    """Files a run writes to any temp dir reach neither the host nor the next run."""
+    name = f"sage_sandbox_left_{os.getpid()}"
+    write = (
+        "import os\n"
+        f"for d in {TEMP_DIRS!r}:\n"
+        "    try:\n"
+        f"        open(os.path.join(d, {name!r}), 'w').write('x')\n"
+        "        print(d, 'written')\n"
+        "    except OSError as exc:\n"
+        "        print(d, exc.errno)\n"
+    )
+    look = (
+        "import os\n"
+        f"print([d for d in {TEMP_DIRS!r} if os.path.exists(os.path.join(d, {name!r}))])\n"
+    )
+    first = run(write)
+    assert first.status == "passed", first
+    lines = dict(line.split(" ", 1) for line in first.stdout.decode().splitlines())
+    # private writable /tmp and cwd; the host's /var/tmp and /run/lock are read-only (EROFS)
+    assert (lines["/tmp"], lines["."], lines["/var/tmp"]) == ("written", "written", "30"), lines
+    second = run(look)
+    assert (second.status, second.stdout) == ("passed", b"[]\n"), second
+    assert not [d for d in TEMP_DIRS[:-1] if os.path.exists(os.path.join(d, name))]
 
 
 def test_environment_secrets_do_not_leak(monkeypatch, host_unharmed):

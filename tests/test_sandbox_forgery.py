@@ -147,7 +147,7 @@ def _level_available(level: str) -> bool:
     return probe._probe_level(level, sandbox.default_python())
 
 
-@pytest.fixture(params=["unshare", "rlimits", "bwrap", "bwrap-zygote"])
+@pytest.fixture(params=["unshare", "unshare-zygote", "rlimits", "bwrap", "bwrap-zygote"])
 def level(request, monkeypatch):
     """Force an isolation level (and the zygote fast path on or off) for one test."""
     name = request.param
@@ -158,8 +158,8 @@ def level(request, monkeypatch):
         pytest.skip(f"isolation level {base} is unavailable here")
     sandbox._close_pools()
     monkeypatch.setattr(probe, "_LEVEL", base)
-    monkeypatch.setenv("SAGE_SANDBOX_ZYGOTE", "1" if name == "bwrap-zygote" else "0")
-    if name == "bwrap-zygote" and not sandbox.zygotes_available():
+    monkeypatch.setenv("SAGE_SANDBOX_ZYGOTE", "1" if name.endswith("-zygote") else "0")
+    if name.endswith("-zygote") and not sandbox.zygotes_available():
         pytest.skip("the zygote fast path needs root and a pids cgroup")
     yield name
     sandbox._close_pools()

@@ -21,7 +21,7 @@ from sage_env import sandbox
 from sage_env.verifiers import CodeVerifier
 
 pytestmark = pytest.mark.skipif(
-    not sandbox.zygotes_available(), reason="zygotes need Linux, root, bwrap and a pids cgroup"
+    not sandbox.zygotes_available(), reason="zygotes need Linux, root, bwrap/unshare, a pids cgroup"
 )
 
 ROOT_DIR = Path(__file__).resolve().parents[1]

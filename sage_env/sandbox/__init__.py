@@ -14,8 +14,10 @@ Layers (see ``docs/sandbox.md`` for the threat model):
   - ``bwrap``: bubblewrap with a read-only root, private ``/tmp`` and working directory (size-
     capped tmpfs), fresh ``/dev`` and ``/proc``, new PID, network, IPC and UTS namespaces,
     ``--die-with-parent`` and ``--new-session``.
-  - ``unshare``: ``unshare --net --pid --fork --kill-child --mount-proc`` (no network, own PID
-    namespace), file system as seen by the dropped uid.
+  - ``unshare``: ``unshare --net --pid --fork --kill-child --mount-proc --ipc --uts`` (util-
+    linux, root only); the harness, still root in the new mount namespace, gives itself
+    bubblewrap's file system view: every mount read-only, the same directories hidden, private
+    size-capped tmpfs for ``/tmp``, ``/dev/shm`` and the working directory. No fresh ``/dev``.
   - ``rlimits``: resource limits, session, uid drop (when root) only.
 
 * **Privileges**: when running as root, the harness forks its worker and then both drop to

@@ -1,4 +1,4 @@
-"""Process confinement used inside the sandbox: privilege drop, prctl, seccomp, raw I/O.
+"""Process confinement used inside the sandbox: privilege drop, prctl, seccomp, mounts, raw I/O.
 
 A harness module (runs inside the sandbox, passed to the interpreter as source): standard
 library only.
@@ -97,3 +97,105 @@ def _seccomp():
             _SECCOMP.append(True)  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
     except Exception:
         pass
+
+
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 1 << 14, 1 << 18
+_PROC_FLAGS = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+_MS_KEEP = {  # per-mount flags a read-only remount must keep (dropping nosuid would arm suid)
+    "nosuid": _MS_NOSUID,
+    "nodev": _MS_NODEV,
+    "noexec": _MS_NOEXEC,
+    "noatime": 1024,
+    "nodiratime": 2048,
+    "relatime": 1 << 21,
+}
+
+
+def _c(value):
+    return value if value is None or isinstance(value, bytes) else os.fsencode(value)
+
+
+def _mount(libc, source, target, fstype, flags, data):
+    # mount(2) through libc; raises OSError naming the target
+    import ctypes
+
+    if libc.mount(_c(source), _c(target), _c(fstype), flags, _c(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _tmpfs(libc, path, opts, flags=_MS_NOSUID | _MS_NODEV):
+    _mount(libc, "tmpfs", path, "tmpfs", flags, opts)
+
+
+def _mountinfo():
+    # [(mount point, per-mount options)] of this mount namespace, in mount order
+    out = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+        for line in fh:
+            fields = line.split()
+            point = fields[4]
+            for esc, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n")):
+                point = point.replace(esc, char)
+            out.append((point.replace("\\134", "\\"), fields[5].split(",")))
+    return out
+
+
+def _private_fs(spec, wuid):
+    """Give this process (root, in a fresh mount namespace) the file system bubblewrap gives.
+
+    ``spec`` is ``{"size": bytes, "hide": [dir, ...], "workdir": dir or None}``. Mount
+    propagation becomes private, then every mount is remounted read-only (keeping nosuid, nodev,
+    noexec) except the fresh ``/proc``, of which ``sys``, ``sysrq-trigger``, ``irq`` and ``bus``
+    are made read-only (as bwrap's ``--proc``). Each ``hide`` directory is covered by an empty
+    read-only tmpfs; ``/tmp`` and ``/dev/shm`` become fresh tmpfs of ``size`` bytes (mode 1777)
+    and ``workdir`` one of its own owned by ``wuid`` (mode 0700), which becomes the cwd (else
+    ``/tmp``). Nothing written there reaches the host's disk or another run.
+
+    Raises:
+        OSError: If a mount fails (the level's probe runs this too, so it then falls back).
+    """
+    import ctypes
+    import errno
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    # first: no mount made below may propagate back to the host's namespace
+    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)
+    for point, opts in _mountinfo():
+        if point == "/proc" or point.startswith("/proc/"):
+            continue  # the fresh procfs of this PID namespace (bwrap's is writable too)
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
+        for name in opts:
+            flags |= _MS_KEEP.get(name, 0)
+        try:
+            _mount(libc, None, point, None, flags, None)
+        except OSError as exc:
+            # EINVAL/ENOENT: a mount shadowed by a later one at (or above) its path, out of reach
+            if point == "/" or exc.errno not in (errno.EINVAL, errno.ENOENT, errno.ENOTDIR):
+                raise
+    for path in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"):
+        if os.path.exists(path):  # the kernel-wide parts of /proc read-only, as bwrap's --proc
+            _mount(libc, path, path, None, _MS_BIND | _MS_REC, None)
+            _mount(libc, None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _PROC_FLAGS, None)
+    for path in spec["hide"]:
+        _tmpfs(libc, path, "mode=0755,size=4k", _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    size = int(spec["size"])
+    _tmpfs(libc, "/tmp", f"mode=1777,size={size}")
+    if os.path.isdir("/dev/shm"):
+        _tmpfs(libc, "/dev/shm", f"mode=1777,size={size}")
+    work = spec.get("workdir")
+    if work:
+        os.makedirs(work, exist_ok=True)
+        owner = f",uid={wuid},gid={wuid}" if wuid >= 0 else ""
+        _tmpfs(libc, work, f"mode=0700,size={size}{owner}")
+    os.chdir(work or "/tmp")
+
+
+def _drop_bounding_set(libc):
+    # PR_CAPBSET_DROP for every capability the kernel knows (EINVAL past the last one)
+    import ctypes
+
+    for cap in range(64):
+        if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:
+            break

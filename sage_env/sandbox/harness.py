@@ -9,11 +9,20 @@ from __future__ import annotations
 import os
 import sys
 
-from sage_env.sandbox.confine import _flush_exit, _seccomp, _write_all
+from sage_env.sandbox.confine import (
+    _MS_PRIVATE,
+    _MS_REC,
+    _drop_bounding_set,
+    _flush_exit,
+    _mount,
+    _private_fs,
+    _seccomp,
+    _tmpfs,
+    _write_all,
+)
 from sage_env.sandbox.judge import run_judge
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
-_MS_REC, _MS_PRIVATE = 1 << 14, 1 << 18
 
 
 def _job_process(hdr, fds, wuid, huid, libc):
@@ -33,28 +42,20 @@ def _job_process(hdr, fds, wuid, huid, libc):
     with open("/proc/self/oom_score_adj", "w") as fh:  # the OOM killer takes jobs, not the zygote
         fh.write("1000")
 
-    def check(rc, what):
-        if rc != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"{what}: {os.strerror(err)}")
-
-    def tmpfs(path, opts):
-        check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0, opts.encode()), "mount " + path)
-
-    check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET), "unshare")
-    check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+    if libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)
     size = int(hdr["disk_bytes"])
-    tmpfs("/tmp", f"mode=1777,size={size}")
+    _tmpfs(libc, "/tmp", f"mode=1777,size={size}")
     work = hdr["workdir"]
     os.mkdir(work, 0o700)
     owner = f",uid={wuid},gid={wuid}" if wuid >= 0 else ""
-    tmpfs(work, f"mode=0700,size={size}{owner}")
+    _tmpfs(libc, work, f"mode=0700,size={size}{owner}")
     if os.path.isdir("/dev/shm"):
-        tmpfs("/dev/shm", f"mode=1777,size={size}")
+        _tmpfs(libc, "/dev/shm", f"mode=1777,size={size}")
     os.chdir(work)
-    for cap in range(64):  # PR_CAPBSET_DROP
-        if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:
-            break
+    _drop_bounding_set(libc)
     run_judge(wuid, huid, 0)
 
 
@@ -130,20 +131,55 @@ def _zygote(ctl, wuid, huid):
             break
 
 
+def _init(child, ctl):
+    # PID 1 of an `unshare` PID namespace (bwrap brings its own): reap every orphan a job leaves
+    # (the host kills them through the cgroup) and exit with the zygote ``child``'s status.
+    os.close(ctl)
+    while True:
+        try:
+            pid, status = os.wait()
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(1)
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
+
+
 def main(argv: list[str]) -> None:
     """Run the harness.
 
     ``argv`` is ``[prog, wuid, huid, report_fd]`` (one job) or ``[prog, "zygote", wuid, huid,
-    ctl_fd]``; a uid of -1 means no drop.
+    ctl_fd]``; a uid of -1 means no drop. An optional ``fs=<json>`` right after ``prog`` (the
+    ``unshare`` level) first gives this process a private file system view, see
+    :func:`~sage_env.sandbox.confine._private_fs`.
     """
     if hasattr(sys, "set_int_max_str_digits"):  # results are sent as decimal text
         sys.set_int_max_str_digits(0)
+    fs = None
+    if argv[1].startswith("fs="):
+        import json
+
+        fs = json.loads(argv.pop(1)[3:])
     if argv[1] == "zygote":
-        _zygote(int(argv[4]), int(argv[2]), int(argv[3]))
+        ctl, wuid = int(argv[4]), int(argv[2])
+        if fs is not None:
+            _private_fs(fs, wuid)
+            if os.getpid() == 1:
+                child = os.fork()
+                if child:
+                    _init(child, ctl)
+        _zygote(ctl, wuid, int(argv[3]))
     else:
         rfd = int(argv[3])
         if rfd != 3:
             os.dup2(rfd, 3)
             os.close(rfd)
+        if fs is not None:
+            import ctypes
+
+            _private_fs(fs, int(argv[1]))
+            _drop_bounding_set(ctypes.CDLL(None, use_errno=True))
         run_judge(int(argv[1]), int(argv[2]), 0)
     _flush_exit()

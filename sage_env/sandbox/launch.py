@@ -27,7 +27,13 @@ from sage_env.sandbox.config import (
     RawRun,
     SandboxConfig,
 )
-from sage_env.sandbox.probe import _UNSHARE_ARGV, _bwrap_argv, default_python, isolation_level
+from sage_env.sandbox.probe import (
+    _UNSHARE_ARGV,
+    _bwrap_argv,
+    _unshare_fs_arg,
+    default_python,
+    isolation_level,
+)
 
 log = logging.getLogger("sage_env.sandbox")
 
@@ -67,7 +73,8 @@ def harness_argv(python: str, args: list[str]) -> list[str]:
     """The command line that runs the harness under ``python`` with ``args``.
 
     ``args`` are the harness's own: ``[worker_uid, harness_uid]`` (then the report fd, appended
-    by the caller) for a one-job harness, or ``["zygote", worker_uid, harness_uid, ctl_fd]``.
+    by the caller) for a one-job harness, or ``["zygote", worker_uid, harness_uid, ctl_fd]``;
+    at the ``unshare`` level they start with the ``fs=`` argument of the file system view.
     The modules of :data:`HARNESS_MODULES` are read from this package once per process and
     passed as source text (``python -I -c``), so the interpreter needs no access to this
     repository and nothing from ``sys.path``.
@@ -242,13 +249,14 @@ class _Harness:
                 os.chown(self.workdir, SANDBOX_UID, SANDBOX_UID)
             os.chmod(self.workdir, 0o700 if root else 0o700)
             uids = [str(SANDBOX_UID), str(HARNESS_UID)] if root else ["-1", "-1"]
-            inner = harness_argv(python, uids)
             if level == "bwrap":
-                argv = _bwrap_argv(self.workdir, python, cfg.disk_mb << 20) + inner
+                argv = _bwrap_argv(self.workdir, python, cfg.disk_mb << 20)
+                argv += harness_argv(python, uids)
             elif level == "unshare":
-                argv = _UNSHARE_ARGV + inner
+                fs = _unshare_fs_arg(self.workdir, python, cfg.disk_mb << 20)
+                argv = _UNSHARE_ARGV + harness_argv(python, [fs, *uids])
             else:
-                argv = inner
+                argv = harness_argv(python, uids)
             cg = cgroups_available()
             if cg["pids"] or cg["memory"]:
                 self.cgroup = _Cgroup(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -51,6 +52,16 @@ def default_python() -> str:
     return sys.executable
 
 
+def _hidden_paths(workdir: str | None, python: str) -> list[str]:
+    """The directories of ``_HIDE_PATHS`` that exist, less those holding the interpreter/workdir."""
+    keep = [os.path.realpath(python)] + ([os.path.realpath(workdir)] if workdir else [])
+    return [
+        path
+        for path in _HIDE_PATHS
+        if os.path.isdir(path) and not any(k == path or k.startswith(path + "/") for k in keep)
+    ]
+
+
 def _bwrap_argv(
     workdir: str | None, python: str, disk_bytes: int, *, zygote: bool = False
 ) -> list[str]:
@@ -60,10 +71,8 @@ def _bwrap_argv(
     needs to give every job its own mounts.
     """
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    keep = [os.path.realpath(python)] + ([os.path.realpath(workdir)] if workdir else [])
-    for path in _HIDE_PATHS:
-        if os.path.isdir(path) and not any(k == path or k.startswith(path + "/") for k in keep):
-            argv += ["--tmpfs", path]
+    for path in _hidden_paths(workdir, python):
+        argv += ["--tmpfs", path]
     argv += ["--perms", "1777", "--size", str(disk_bytes), "--tmpfs", "/tmp"]
     if workdir:
         argv += ["--perms", "0777", "--size", str(disk_bytes), "--tmpfs", workdir]
@@ -77,7 +86,31 @@ def _bwrap_argv(
     return argv + ["--"]
 
 
-_UNSHARE_ARGV = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+#: The ``unshare`` level's wrapper (util-linux): new network, PID (its first child is PID 1),
+#: mount (``--mount-proc``), IPC and UTS namespaces. The harness then gives itself the rest
+#: of bubblewrap's file system view (see :func:`_unshare_fs_arg`).
+_UNSHARE_ARGV = [
+    "unshare",
+    "--net",
+    "--pid",
+    "--fork",
+    "--kill-child",
+    "--mount-proc",
+    "--ipc",
+    "--uts",
+]
+
+
+def _unshare_fs_arg(workdir: str | None, python: str, disk_bytes: int) -> str:
+    """The harness argument (``fs=<json>``) that asks for bubblewrap's file system view.
+
+    Inside its fresh mount namespace the harness (still root) remounts every mount read-only,
+    covers the hidden directories with empty tmpfs and mounts private size-capped tmpfs on
+    ``/tmp``, ``/dev/shm`` and ``workdir`` (the cwd), as
+    :func:`sage_env.sandbox.confine._private_fs` describes.
+    """
+    spec = {"size": int(disk_bytes), "hide": _hidden_paths(workdir, python), "workdir": workdir}
+    return "fs=" + json.dumps(spec)
 
 
 def _probe_level(level: str, python: str) -> bool:
@@ -92,7 +125,13 @@ def _probe_level(level: str, python: str) -> bool:
         elif level == "unshare":
             if shutil.which("unshare") is None:
                 return False
-            argv = _UNSHARE_ARGV + inner
+            # the level includes the private file system view: set it up exactly as a harness
+            here = os.path.dirname(os.path.abspath(__file__))
+            with open(os.path.join(here, "confine.py"), encoding="utf-8") as fh:
+                confine = fh.read()
+            spec = _unshare_fs_arg(workdir, python, 1 << 20)[3:]
+            setup = f"\nimport json\n_private_fs(json.loads({spec!r}), -1)\n"
+            argv = _UNSHARE_ARGV + [python, "-I", "-S", "-c", confine + setup + code]
         else:
             return True
         out = subprocess.run(
@@ -126,7 +165,13 @@ def isolation_level() -> str:
             if _probe_level(level, python):
                 _LEVEL = level
                 break
-            log.warning("sandbox: isolation level %r unavailable here, falling back", level)
+            hint = ""
+            if level in ("bwrap", "unshare") and shutil.which(level) is None:
+                package = "bubblewrap" if level == "bwrap" else "util-linux"
+                hint = f" ({level} is not installed: apt-get install {package})"
+            elif level == "unshare" and os.geteuid() != 0:
+                hint = " (it needs root)"
+            log.warning("sandbox: isolation level %r unavailable here%s, falling back", level, hint)
         assert _LEVEL is not None
         cg = cgroups_available()
         log.info(

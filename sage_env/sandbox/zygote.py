@@ -25,7 +25,13 @@ from sage_env.sandbox.config import (
     SandboxConfig,
 )
 from sage_env.sandbox.launch import _kill_and_reap, _popen, _pump, harness_argv
-from sage_env.sandbox.probe import _bwrap_argv, default_python, isolation_level
+from sage_env.sandbox.probe import (
+    _UNSHARE_ARGV,
+    _bwrap_argv,
+    _unshare_fs_arg,
+    default_python,
+    isolation_level,
+)
 
 log = logging.getLogger("sage_env.sandbox")
 
@@ -39,16 +45,17 @@ _ZYGOTE_LOGGED: list[bool] = []
 def zygotes_available() -> bool:
     """Whether :class:`SandboxPool` forks jobs from long-lived zygotes (see :class:`_Zygote`).
 
-    Needs Linux, root (the zygote gives each job its own mounts), the ``bwrap`` isolation level
-    (whose init reaps orphans) and a writable ``pids`` cgroup (which is what kills a job's
-    leftovers once jobs no longer get their own PID namespace). ``SAGE_SANDBOX_ZYGOTE=0`` turns
-    zygotes off; a pool whose zygote fails to start falls back for its lifetime, with a warning.
+    Needs Linux, root (the zygote gives each job its own mounts), the ``bwrap`` or ``unshare``
+    isolation level (bwrap's init, or at ``unshare`` the harness's own PID 1, reaps orphans)
+    and a writable ``pids`` cgroup (which is what kills a job's leftovers once jobs no longer
+    get their own PID namespace). ``SAGE_SANDBOX_ZYGOTE=0`` turns zygotes off; a pool whose
+    zygote fails to start falls back for its lifetime, with a warning.
     """
     return (
         sys.platform == "linux"
         and os.environ.get("SAGE_SANDBOX_ZYGOTE", "1") != "0"
         and os.geteuid() == 0
-        and isolation_level() == "bwrap"
+        and isolation_level() in ("bwrap", "unshare")
         and cgroups_available()["pids"]
     )
 
@@ -69,7 +76,7 @@ def _wait_status_code(status: Any) -> int | None:
 
 
 class _Zygote:
-    """A long-lived bwrap sandbox (as root) that forks one judging harness per job.
+    """A long-lived bwrap or unshare sandbox (as root) that forks one judging harness per job.
 
     Start-up (bwrap, interpreter, imports) is paid once per zygote. The zygote lives in its own
     ``pids`` (and, when available, ``memory``) cgroup, so each job is born in it by ``fork``
@@ -99,10 +106,12 @@ class _Zygote:
         try:
             if "pids" not in self.cgroup.paths:
                 raise RuntimeError("a zygote needs a pids cgroup")
-            inner = harness_argv(
-                python, ["zygote", str(SANDBOX_UID), str(HARNESS_UID), str(child.fileno())]
-            )
-            argv = _bwrap_argv(None, python, 1 << 20, zygote=True) + inner
+            args = ["zygote", str(SANDBOX_UID), str(HARNESS_UID), str(child.fileno())]
+            if isolation_level() == "bwrap":
+                argv = _bwrap_argv(None, python, 1 << 20, zygote=True) + harness_argv(python, args)
+            else:  # unshare: the harness sets up bubblewrap's file system view itself
+                fs = _unshare_fs_arg(None, python, 1 << 20)
+                argv = _UNSHARE_ARGV + harness_argv(python, [fs, *args])
             self.proc = _popen(
                 _join_cgroup_argv(self.cgroup) + argv,
                 stdin=subprocess.DEVNULL,

@@ -133,7 +133,7 @@ class CodeVerifier:
     what remains forgeable.
 
     Isolation: each call uses one fresh sandboxed process tree (``sandbox.isolation_level()``:
-    bubblewrap with read-only root and no network, or ``unshare``, or rlimits only), an
+    bubblewrap, or ``unshare`` with the same read-only root and no network, or rlimits only), an
     unprivileged uid when run as root, cgroups, rlimits, a private temp cwd, a scrubbed
     environment and capped output. Where ``sandbox.zygotes_available()``, each call is forked
     from a long-lived sandbox (one per concurrent call) into its own mount and IPC namespaces;
