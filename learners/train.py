@@ -119,8 +119,8 @@ def _run(
     t_load = time.perf_counter()
     main = distributed.is_main()
     device = cfg.device
-    if device == "auto" and distributed.world_size() > 1:
-        device = str(distributed.device())
+    if device in ("auto", "cuda") and distributed.world_size() > 1:
+        device = str(distributed.device())  # this rank's GPU (cuda:LOCAL_RANK) or the CPU
     seed = distributed.rank_sampling_seed(cfg.seed)  # rank-distinct sampling
     policy = HFPolicy(cfg.model, device=device, dtype=cfg.dtype, seed=seed)
     n_params = sum(p.numel() for p in policy.model.parameters())

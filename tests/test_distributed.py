@@ -10,6 +10,7 @@ import os
 import pickle
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -191,11 +192,17 @@ learner: {lr: 0.001, gradient_checkpointing: false}
 """
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _torchrun(tiny_path: str, out: Path, *extra: str) -> list[str]:
     config = out.parent / "tiny_run.yaml"
     config.write_text(f"model: {tiny_path}\n{TINY_RUN}")
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
-    launcher += ["--master_port", str(29_500 + os.getpid() % 1000)]
+    launcher += ["--master_port", str(_free_port())]
     train = ["-m", "learners", "train", "--no-progress", "--config", str(config)]
     return launcher + train + ["--out", str(out), *extra]
 
@@ -211,6 +218,23 @@ def _env() -> dict[str, str]:
     }
 
 
+TIMEOUT_S = 900  # about 30 s on 2 idle cores; generous for a loaded CI machine
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    """Run a launcher in its own session; on a timeout kill it *and* its workers."""
+    proc = subprocess.Popen(
+        cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{cmd[:8]} timed out after {TIMEOUT_S} s: {err.decode()[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out.decode(), err.decode())
+
+
 def _rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
@@ -221,7 +245,7 @@ def test_torchrun_two_processes_train_two_steps_with_one_writer(tiny_path, tmp_p
     extra = ["--warmup.steps", "2", "--warmup.no-cache", "--val-every", "2", "--val-limit", "2"]
     extra += ["--val-max-new-tokens", "8", "--critic-probe-size", "4"]
     cmd = _torchrun(tiny_path, out, "--steps", "2", *extra)
-    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    proc = _run(cmd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = _rows(out)
     assert [r["step"] for r in rows] == [0, 1, 2]  # one writer: two would write 6 rows
@@ -237,13 +261,15 @@ def test_torchrun_two_processes_train_two_steps_with_one_writer(tiny_path, tmp_p
 def test_torchrun_killed_with_sigkill_resumes(tiny_path, tmp_path):
     out = tmp_path / "run"
     cmd = _torchrun(tiny_path, out, "--steps", "100")
-    proc = subprocess.Popen(
-        cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-    )
+    log = tmp_path / "stderr.txt"
+    with open(log, "wb") as err:  # a file, not a pipe: nobody reads it while the run goes on
+        proc = subprocess.Popen(
+            cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + TIMEOUT_S
         while not (out / "checkpoints/step_000001/state.json").exists():
-            assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+            assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "no checkpoint in time"
             time.sleep(0.2)
     finally:
@@ -251,7 +277,7 @@ def test_torchrun_killed_with_sigkill_resumes(tiny_path, tmp_path):
         proc.wait()
     done = max(int(d.name.split("_")[1]) for d in (out / "checkpoints").glob("step_*"))
     cmd = _torchrun(tiny_path, out, "--steps", str(done + 1), "--resume")
-    res = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    res = _run(cmd)
     assert res.returncode == 0, res.stderr[-3000:]
     assert [r["step"] for r in _rows(out)] == list(range(1, done + 2))
     assert (out / f"checkpoints/step_{done + 1:06d}/ranks.pt").exists()
