@@ -28,6 +28,7 @@ import dataclasses
 import math
 import os
 import random
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -61,10 +62,30 @@ def init(device: str = "auto") -> Any:
     """
     if not launched():
         return None
+    _die_with_launcher()
     from accelerate import Accelerator
 
     cpu = device == "cpu" or not torch.cuda.is_available()
     return Accelerator(cpu=cpu)
+
+
+def _die_with_launcher() -> None:
+    """Have the kernel kill this rank when its launcher dies (Linux ``PR_SET_PDEATHSIG``).
+
+    torchrun starts every worker in its own session, so a ``kill -9`` of the launcher (or of
+    its process group) leaves the workers training on, and writing into the run folder that a
+    ``--resume`` then shares. Elsewhere than Linux this does nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent:  # the launcher died before the call
+        os._exit(1)
 
 
 def shutdown() -> None:
