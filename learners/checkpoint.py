@@ -43,11 +43,14 @@ def save_checkpoint(
     pool: TaskPool,
     rng: random.Random,
     keep: int,
+    rank_states: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write ``out/checkpoints/step_<step>`` atomically (temp folder, then rename).
 
     Holds the model (safetensors), tokenizer, optimizer, pool, Python/torch RNG and step.
     A process killed mid-write leaves only a ``.tmp`` folder, which resume ignores.
+    ``rank_states`` (a multi-process run's per-rank RNG states,
+    :func:`learners.distributed.rank_states`) go to ``ranks.pt``.
     """
     root = out / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
@@ -66,6 +69,8 @@ def save_checkpoint(
         tmp / "learner.pt",
     )
     pool.save(tmp / "pool.jsonl")
+    if rank_states is not None:
+        torch.save(rank_states, tmp / "ranks.pt")
     (tmp / "state.json").write_text(json.dumps({"step": step, "rng": rng.getstate()}))
     if final.exists():
         shutil.rmtree(final)

@@ -12,7 +12,6 @@ micro-batching, truncation handling — lives here once. ``examples/dapo_clip_hi
 from __future__ import annotations
 
 import copy
-import math
 import random
 from collections import defaultdict
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from typing import Literal
 
 import torch
 
+from learners import distributed
 from learners.losses import clipped_policy_loss, kl_penalty, token_logprobs
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import Transition
@@ -93,8 +93,10 @@ class LossInputs:
         mask: 1.0 on real completion tokens, 0.0 on padding.
         ref_logp: Log-probs under the reference (initial) model, or ``None`` when
             ``kl_coef = 0`` (no reference forward pass is made).
-        num_tokens: Completion tokens of the whole minibatch (``token_mean``'s normaliser).
-        num_sequences: Sequences of the whole minibatch (``seq_mean``'s normaliser).
+        num_tokens: Completion tokens of the whole minibatch (``token_mean``'s normaliser),
+            summed over ranks in a multi-process run (``learners.distributed``).
+        num_sequences: Sequences of the whole minibatch (``seq_mean``'s normaliser), also
+            summed over ranks.
     """
 
     logp: torch.Tensor
@@ -188,17 +190,20 @@ class PolicyGradientLearner:
             forward/backward), plus what :meth:`loss` returns.
         """
         batch, self.buffer = self.buffer, []
-        if not batch:
-            return {"num_sequences": 0.0}
         cfg = self.config
-        truncated_share = sum(t.truncated for t in batch) / len(batch)
         if cfg.truncation == "zero":
             batch = [replace(t, reward=0.0) if t.truncated else t for t in batch]
-        adv = self.advantages(batch)
+        # several ranks: statistics over every rank's batch (learners.distributed)
+        adv, everyone, adv_all = distributed.global_advantages(self.advantages, batch)
+        if not everyone:
+            return {"num_sequences": 0.0}
+        truncated_share = sum(t.truncated for t in everyone) / len(everyone)
         if cfg.truncation == "mask":
             keep = [i for i, t in enumerate(batch) if not t.truncated]
             batch, adv = [batch[i] for i in keep], [adv[i] for i in keep]
-            if not batch:
+            kept = [i for i, t in enumerate(everyone) if not t.truncated]
+            everyone, adv_all = [everyone[i] for i in kept], [adv_all[i] for i in kept]
+            if not everyone:
                 return {"num_sequences": 0.0, "truncated_share": truncated_share}
         trimmed = []
         for t in batch:  # keep the tail of overlong prompts (a copy: callers keep theirs)
@@ -211,16 +216,16 @@ class PolicyGradientLearner:
         order = list(range(len(batch)))
         for _ in range(cfg.ppo_epochs):
             self.rng.shuffle(order)
-            for mb in _chunks(order, max(1, math.ceil(len(order) / cfg.num_minibatches))):
+            for mb in distributed.minibatches(order, cfg.num_minibatches, len(everyone)):
                 stats = self._step([batch[i] for i in mb], [adv[i] for i in mb])
                 for k, v in stats.items():
                     totals[k] += v
                 n_steps += 1
         metrics = {k: v / max(n_steps, 1) for k, v in totals.items()}
         metrics.update(
-            num_sequences=float(len(batch)),
-            num_tokens=float(sum(len(t.completion_ids) for t in batch)),
-            adv_abs_mean=sum(abs(a) for a in adv) / len(adv),
+            num_sequences=float(len(everyone)),
+            num_tokens=float(sum(len(t.completion_ids) for t in everyone)),
+            adv_abs_mean=sum(abs(a) for a in adv_all) / len(adv_all),
             truncated_share=truncated_share,
         )
         return metrics
@@ -292,7 +297,6 @@ class PolicyGradientLearner:
         cfg = self.config
         device = next(self.model.parameters()).device
         pad = self.policy.tokenizer.pad_token_id
-        n_tokens = sum(len(t.completion_ids) for t in batch)
         self.optimizer.zero_grad(set_to_none=True)
         stats = defaultdict(float)
         # A sequence whose advantage is exactly 0 adds exactly 0 to the loss when there is no
@@ -300,7 +304,11 @@ class PolicyGradientLearner:
         # len(batch)) still count it, so the gradient is the same as with it.
         skip = self.skip_zero_advantage and self.reference is None
         active = [i for i in range(len(batch)) if adv[i] != 0.0 or not skip]
-        stats["skipped_share"] = 1.0 - len(active) / max(len(batch), 1)
+        # normalisers of the whole minibatch: on several ranks, summed over them
+        n_tokens, n_seqs, n_active = distributed.global_counts(
+            sum(len(t.completion_ids) for t in batch), len(batch), len(active)
+        )
+        skipped_share = 1.0 - n_active / max(n_seqs, 1)
         # micro-batches of similar length waste little padding; the minibatch's gradient is
         # a sum over its micro-batches, so their order and grouping do not change it
         by_length = sorted(
@@ -325,11 +333,14 @@ class PolicyGradientLearner:
                         self.reference, prompts, comps, pad, self.temperature, device
                     )
             a = torch.tensor([adv[i] for i in mb], device=device, dtype=logp.dtype).unsqueeze(1)
-            loss, parts = self.loss(LossInputs(logp, old, a, mask, ref_logp, n_tokens, len(batch)))
+            loss, parts = self.loss(LossInputs(logp, old, a, mask, ref_logp, n_tokens, n_seqs))
             loss.backward()
             stats["loss"] += float(loss.detach())
             for key, value in parts.items():
                 stats[key] += float(value)
+        distributed.all_reduce_gradients(self.model.parameters())  # no-op on one process
+        stats = distributed.sum_metrics(dict(stats))
+        stats["skipped_share"] = skipped_share
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
         stats["grad_norm"] = float(grad_norm)
         self.optimizer.step()

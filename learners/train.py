@@ -29,6 +29,7 @@ import torch
 import yaml
 
 import sage_env
+from learners import distributed
 from learners.base import learner_spec, make_learner
 from learners.checkpoint import (
     checkpoint_dirs,
@@ -77,17 +78,23 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
         )
     learner_spec(cfg.algorithm)  # an unknown algorithm fails before the model loads
     out = Path(cfg.out)
-    existing = checkpoint_dirs(out)
-    if (existing or (out / "metrics.jsonl").exists()) and not cfg.resume:
-        raise FileExistsError(
-            f"{out} already holds a run; pass --resume to continue it or choose another --out"
-        )
-    out.mkdir(parents=True, exist_ok=True)
-    plain = _plain(dataclasses.asdict(cfg))
-    (out / "config.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
     with contextlib.ExitStack() as stack:
-        metrics = _run(cfg, out, roles, frozen, existing, progress, stack)
-    if (out / "metrics.jsonl").exists():
+        # torchrun / accelerate launch: open the process group (learners.distributed)
+        if distributed.init(cfg.device) is not None:
+            stack.callback(distributed.shutdown)
+        existing = checkpoint_dirs(out)
+        if (existing or (out / "metrics.jsonl").exists()) and not cfg.resume:
+            raise FileExistsError(
+                f"{out} already holds a run; pass --resume to continue it or choose another --out"
+            )
+        distributed.barrier()  # every rank has looked at out before rank 0 writes to it
+        main = distributed.is_main()
+        if main:
+            out.mkdir(parents=True, exist_ok=True)
+            plain = _plain(dataclasses.asdict(cfg))
+            (out / "config.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
+        metrics = _run(cfg, out, roles, frozen, existing, progress and main, stack)
+    if main and (out / "metrics.jsonl").exists():
         plot_training(out / "metrics.jsonl", out / "training.png")
     return metrics
 
@@ -110,7 +117,12 @@ def _run(
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     t_load = time.perf_counter()
-    policy = HFPolicy(cfg.model, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed)
+    main = distributed.is_main()
+    device = cfg.device
+    if device in ("auto", "cuda") and distributed.world_size() > 1:
+        device = str(distributed.device())  # this rank's GPU (cuda:LOCAL_RANK) or the CPU
+    seed = distributed.rank_sampling_seed(cfg.seed)  # rank-distinct sampling
+    policy = HFPolicy(cfg.model, device=device, dtype=cfg.dtype, seed=seed)
     n_params = sum(p.numel() for p in policy.model.parameters())
     logger.info(
         "loaded %s (%.1f M params) on %s/%s in %.1f s",
@@ -138,18 +150,26 @@ def _run(
             seed=cfg.warmup.seed,
             exclude=sage_env.load_validation() + [t for t in seeds if t.task_id in probe.task_ids],
         )
-        warm_metrics = run_warmup(policy, demos, cfg.warmup, cfg.model, progress)
-        logger.info("warm-up: %s", warm_metrics)
+        if main:  # several ranks: rank 0 warms up, the weights are broadcast below
+            warm_metrics = run_warmup(policy, demos, cfg.warmup, cfg.model, progress)
+            logger.info("warm-up: %s", warm_metrics)
+        warm_metrics = distributed.broadcast(warm_metrics)
+    distributed.broadcast_parameters(policy.model)  # every rank starts from rank 0's weights
     learner = make_learner(
         cfg.algorithm, policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed
     )
     if cfg.resume and existing:
         start, pool = load_checkpoint(existing[-1], policy, learner, rng, cfg.env)
+        states = distributed.load_rank_states(existing[-1])
+        distributed.restore_rank_state(states, policy, learner, cfg.seed, start)
         logger.info("resumed from %s (step %d, pool %d)", existing[-1], start, len(pool))
-        truncate_metrics(out / "metrics.jsonl", start)
+        if main:
+            truncate_metrics(out / "metrics.jsonl", start)
     elif cfg.resume:
         logger.warning("--resume: no complete checkpoint in %s; starting a new run", out)
-        (out / "metrics.jsonl").unlink(missing_ok=True)
+        if main:
+            (out / "metrics.jsonl").unlink(missing_ok=True)
+    distributed.barrier()  # rank 0 has truncated the metrics before anyone goes on
     envs = []
     for _ in range(cfg.rounds_per_step):
         envs.append(
@@ -171,8 +191,9 @@ def _run(
         batch_size=cfg.generation_batch_size,
     )
     driver = RolloutDriver(envs, policy, sampling, cfg.phase_max_new_tokens, cfg.phase_stop_strings)
-    log = MetricsLog(out)
-    stack.callback(log.close)
+    log = MetricsLog(out) if main else None  # only rank 0 writes
+    if log is not None:
+        stack.callback(log.close)
     val_tasks = sage_env.load_validation()[: cfg.val_limit] if cfg.val_every > 0 else []
     stopping = EarlyStopping(out, cfg.early_stopping_patience)
 
@@ -182,10 +203,12 @@ def _run(
         row: dict[str, Any] = {"step": 0, "pool/size": float(len(pool)), **warm_metrics}
         row.update(probe(policy, envs))
         if val_tasks and cfg.val_at_start:
-            acc = validation_accuracy(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
+            acc = _validate(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
             row["val/accuracy"] = acc
-            stopping.record(0, acc, policy)
-        log.write(row)
+            if main:
+                stopping.record(0, acc, policy)
+        if log is not None:
+            log.write(row)
     bar = tqdm(
         total=cfg.steps,
         initial=start,
@@ -198,15 +221,20 @@ def _run(
     metrics: dict[str, Any] = {}
     for step in range(start + 1, cfg.steps + 1):
         t0 = time.perf_counter()
-        result = driver.collect([rng.randrange(2**31) for _ in envs])
+        snapshot = pool.snapshot() if distributed.world_size() > 1 else None
+        result = driver.collect(distributed.rank_seeds(rng, len(envs)))
         learner.observe([t for t in result.transitions if t.role not in frozen])
         t1 = time.perf_counter()
         update = learner.update()
         t_update = time.perf_counter() - t1
+        if snapshot is not None:  # several ranks: every rank's accepted tasks, in rank order
+            distributed.sync_pool(pool, snapshot)
+            distributed.check_identical(distributed.pool_digest(pool), "the task pool")
+        result = distributed.merge_rollouts(result)  # metrics of every rank's rounds
         validate = cfg.val_every > 0 and step % cfg.val_every == 0
         acc = None
         if val_tasks and validate:
-            acc = validation_accuracy(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
+            acc = _validate(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
         probed = probe(policy, envs) if step == cfg.steps or validate else {}
         metrics = {
             "step": step,
@@ -222,12 +250,16 @@ def _run(
         }
         if acc is not None:
             metrics["val/accuracy"] = acc
-        log.write(metrics)
-        write_transcripts(out, step, result, cfg.transcripts_per_step)
-        pool.save(out / "pool.jsonl")
-        stop = acc is not None and stopping.record(step, acc, policy)
+        stop = acc is not None and main and stopping.record(step, acc, policy)
+        stop = distributed.broadcast(stop)  # rank 0 decides
+        if main:
+            log.write(metrics)
+            write_transcripts(out, step, result, cfg.transcripts_per_step)
+            pool.save(out / "pool.jsonl")
         if step % cfg.save_every == 0 or step == cfg.steps or stop:
-            save_checkpoint(out, step, policy, learner, pool, rng, cfg.keep_checkpoints)
+            states = distributed.rank_states(policy, learner)  # all ranks; None on one
+            if main:
+                save_checkpoint(out, step, policy, learner, pool, rng, cfg.keep_checkpoints, states)
         bar.update(1)
         bar.set_postfix(
             {r[:2]: _fmt(metrics.get(f"reward/{r}")) for r in roles}
@@ -245,6 +277,14 @@ def _run(
             )
             break
     return metrics
+
+
+def _validate(policy: HFPolicy, tasks: list, verifier: MathVerifier, max_new_tokens: int) -> float:
+    """Greedy validation accuracy, computed on rank 0 and broadcast to every rank."""
+    acc = None
+    if distributed.is_main():
+        acc = validation_accuracy(policy, tasks, verifier, max_new_tokens)
+    return distributed.broadcast(acc)
 
 
 def _fmt(x: float | None) -> str:

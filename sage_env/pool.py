@@ -166,6 +166,28 @@ class TaskPool:
             self._generated -= 1
             self.evicted += 1
 
+    def snapshot(self) -> TaskPool:
+        """An independent copy: same tasks, order, settings, id counter and eviction count.
+
+        Tasks are shared (they are not mutated), the indexes are copied, so adding to either
+        pool leaves the other unchanged. Used with :meth:`restore` to roll a pool back.
+        """
+        copy = TaskPool(
+            near_duplicate_threshold=self.near_duplicate_threshold,
+            max_generated=self.max_generated,
+        )
+        copy.restore(self)
+        return copy
+
+    def restore(self, snapshot: TaskPool) -> None:
+        """Make this pool (in place, so environments holding it see it) equal to ``snapshot``."""
+        self._tasks = list(snapshot._tasks)
+        self._seen = dict(snapshot._seen)
+        self._shingles = dict(snapshot._shingles)
+        self._generated = snapshot._generated
+        self._ever_generated = snapshot._ever_generated
+        self.evicted = snapshot.evicted
+
     def sample(self, rng: random.Random, domain: str | None = None) -> Task:
         """Draw one task uniformly, optionally within ``domain``.
 

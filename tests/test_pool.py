@@ -88,3 +88,18 @@ def test_sample_by_domain():
     assert {pool.sample(rng, "code").task_id for _ in range(5)} == {"seed/c0"}
     with pytest.raises(ValueError):
         TaskPool([MATH_SEED]).sample(rng, "code")
+
+
+def test_snapshot_and_restore_roll_a_pool_back_in_place():
+    pool = TaskPool([MATH_SEED], max_generated=1)
+    pool.add(gen("How many primes are below 20?", 0))
+    snap = pool.snapshot()
+    pool.new_id()
+    pool.add(gen("What is the sum of the first ten odd numbers?", 1))  # evicts gen/0
+    assert [t.task_id for t in pool] == ["seed/m0", "gen/1"] and pool.evicted == 1
+    assert [t.task_id for t in snap] == ["seed/m0", "gen/0"] and snap.evicted == 0
+    same = pool
+    pool.restore(snap)
+    assert pool is same and [t.task_id for t in pool] == ["seed/m0", "gen/0"]
+    assert pool.evicted == 0 and pool.num_generated == 1 and pool.new_id() == snap.new_id()
+    assert not pool.add(gen("how many primes are below 20?", 5))  # the index came back too
