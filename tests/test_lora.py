@@ -155,8 +155,6 @@ def test_lora_resume_is_bit_identical_and_export_reproduces_logprobs(tiny_path, 
         )
     got = _logprobs(merged, adapted, trs)
     assert ((got - want).abs() * mask).max() < 1e-4
-    base = HFPolicy(tiny_path, device="cpu")
-    assert ((_logprobs(base.model, base, trs) - want).abs() * mask).max() > 1e-3
     assert main(["export", "--run", str(straight), "--out", str(out)]) == 2  # not empty
 
 
