@@ -1,6 +1,7 @@
 """Checkpoints of a training run: written atomically, restored bit for bit on resume.
 
-``OUT/checkpoints/step_N/`` holds ``model/`` (safetensors + tokenizer), ``learner.pt``
+``OUT/checkpoints/step_N/`` holds ``model/`` (safetensors + tokenizer; with LoRA the peft
+adapter only, ``adapter_model.safetensors`` + ``adapter_config.json``), ``learner.pt``
 (learner state: optimizer, shuffling RNG, algorithm extras; torch and sampling RNG),
 ``pool.jsonl`` and ``state.json`` (step, task-draw RNG). Each is written to a hidden temp
 folder and renamed, so a killed process never leaves a half-written checkpoint.
@@ -47,7 +48,8 @@ def save_checkpoint(
 ) -> Path:
     """Write ``out/checkpoints/step_<step>`` atomically (temp folder, then rename).
 
-    Holds the model (safetensors), tokenizer, optimizer, pool, Python/torch RNG and step.
+    Holds the model (safetensors; with LoRA the adapter only), tokenizer, optimizer, pool,
+    Python/torch RNG and step.
     A process killed mid-write leaves only a ``.tmp`` folder, which resume ignores.
     ``rank_states`` (a multi-process run's per-rank RNG states,
     :func:`learners.distributed.rank_states`) go to ``ranks.pt``.

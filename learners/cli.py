@@ -28,6 +28,7 @@ commands:
   play     step one round turn by turn and see every reward term (sage-env play --help)
   eval     pass@k of a model on math and code benchmarks (sage-env eval --help)
   decontam n-gram overlap between the seeds (or a run's pool) and each benchmark
+  export   write a run's checkpoint (LoRA merged) as a plain transformers model
 """
 
 
@@ -67,6 +68,27 @@ def _eval(argv: list[str]) -> int:
         return 2
     print(markdown_table(results))
     print(f"results in {cfg.out}")
+    return 0
+
+
+def _export(argv: list[str]) -> int:
+    import tyro
+
+    from learners.export import ExportConfig, export_model
+
+    cfg = tyro.cli(
+        ExportConfig,
+        args=argv,
+        prog="sage-env export",
+        description="Write a training run's checkpoint as one model that plain transformers "
+        "loads (AutoModelForCausalLM.from_pretrained): LoRA adapters are merged into the base.",
+    )
+    try:
+        out = export_model(cfg)
+    except (ValueError, FileNotFoundError, FileExistsError, OSError, RuntimeError) as exc:
+        print(f"sage-env export: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"exported to {out}")
     return 0
 
 
@@ -346,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         return _eval(rest)
     if command == "decontam":
         return _decontam(rest)
+    if command == "export":
+        return _export(rest)
     print(f"sage-env: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

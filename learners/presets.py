@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from learners.pg import PGConfig
+from learners.policy import LoRAConfig
 from learners.train_config import TrainConfig
 from learners.warmup import WarmupConfig
 from sage_env import EnvConfig, RewardConfig
@@ -73,6 +74,8 @@ PRESETS: dict[str, TrainConfig] = {
             num_minibatches=4,
             gradient_checkpointing=True,
             max_seq_tokens=8192,
+            # the paper trains rank-128 LoRA; it does not report alpha (2r is our choice)
+            lora=LoRAConfig(r=128, alpha=256.0),
         ),
     ),
 }

@@ -11,7 +11,8 @@ early stopping and the critic probe (``learners.validation``), metrics and trans
     OUT/tb/                  TensorBoard events
     OUT/pool.jsonl           the task pool (seeds + accepted generated tasks)
     OUT/transcripts/         readable round transcripts
-    OUT/checkpoints/step_N/  model, optimizer, pool, RNG state and step (atomic)
+    OUT/checkpoints/step_N/  model (or LoRA adapter), optimizer, pool, RNG state, step (atomic)
+    OUT/base/                with LoRA after a warm-up: the warmed base the adapters sit on
     OUT/training.png         per-role reward and pool size
 """
 
@@ -122,7 +123,12 @@ def _run(
     if device in ("auto", "cuda") and distributed.world_size() > 1:
         device = str(distributed.device())  # this rank's GPU (cuda:LOCAL_RANK) or the CPU
     seed = distributed.rank_sampling_seed(cfg.seed)  # rank-distinct sampling
-    policy = HFPolicy(cfg.model, device=device, dtype=cfg.dtype, seed=seed)
+    lora = getattr(cfg.learner, "lora", None)
+    lora_on = lora is not None and lora.enabled
+    base_dir = out / "base"  # a LoRA run's warmed base (adapters sit on it)
+    resumed_base = lora_on and cfg.resume and existing and (base_dir / "config.json").exists()
+    model = str(base_dir) if resumed_base else cfg.model
+    policy = HFPolicy(model, device=device, dtype=cfg.dtype, seed=seed)
     n_params = sum(p.numel() for p in policy.model.parameters())
     logger.info(
         "loaded %s (%.1f M params) on %s/%s in %.1f s",
@@ -153,7 +159,11 @@ def _run(
         if main:  # several ranks: rank 0 warms up, the weights are broadcast below
             warm_metrics = run_warmup(policy, demos, cfg.warmup, cfg.model, progress)
             logger.info("warm-up: %s", warm_metrics)
+            if lora_on:  # the adapters' checkpoints need the warmed base to resume and export
+                policy.save(base_dir)
         warm_metrics = distributed.broadcast(warm_metrics)
+        if lora_on:
+            policy.path = str(base_dir)
     distributed.broadcast_parameters(policy.model)  # every rank starts from rank 0's weights
     learner = make_learner(
         cfg.algorithm, policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed

@@ -4,7 +4,7 @@ The demonstrations come from :func:`sage_env.demonstrations.build_demonstrations
 only; no teacher model, no validation item). Each is tokenised exactly as a rollout would be
 (:meth:`HFPolicy.encode_prompt`: chat template, generation prompt, response prefix), and the
 loss is the mean negative log-likelihood of the target tokens only, through the same
-:func:`~learners.losses.token_logprobs` the RL update uses, with AdamW. The result can be
+:meth:`HFPolicy.token_logprobs` the RL update uses, with AdamW. The result can be
 cached: the warmed weights are keyed by model, demonstrations and hyperparameters, so a rerun
 of the demo loads them instead of training again.
 """
@@ -24,7 +24,6 @@ from pathlib import Path
 
 import torch
 
-from learners.losses import token_logprobs
 from learners.policy import HFPolicy, cache_dir
 
 logger = logging.getLogger(__name__)
@@ -93,13 +92,12 @@ def supervised_step(
         p = p[-(max_tokens - len(t)) :]
         prompts.append(p)
         targets.append(t)
-    device = next(policy.model.parameters()).device
-    policy.model.train()
+    policy.train()
     optimizer.zero_grad(set_to_none=True)
-    logp, mask = token_logprobs(policy.model, prompts, targets, tok.pad_token_id, 1.0, device)
+    logp, mask = policy.token_logprobs(prompts, targets, 1.0)
     loss = -(logp * mask).sum() / mask.sum().clamp(min=1)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
+    torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), 1.0)
     optimizer.step()
     return float(loss.detach())
 
@@ -142,9 +140,7 @@ def run_warmup(
         return {**meta, "warmup/cached": 1.0, "warmup/seconds": time.perf_counter() - t0}
     from tqdm.auto import tqdm
 
-    optimizer = torch.optim.AdamW(
-        [p for p in policy.model.parameters() if p.requires_grad], lr=cfg.lr
-    )
+    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=cfg.lr)
     warm = max(1, cfg.steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warm))
     rng = random.Random(cfg.seed)
