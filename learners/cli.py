@@ -3,7 +3,10 @@
 Config precedence: preset (``--preset demo`` by default) < YAML file (``--config FILE``) <
 flags (``--steps 5 --learner.lr 1e-6 --env.rewards.alpha 0.6``). ``sage-env train --help``
 lists every flag with its documentation; ``--algorithm NAME`` is read first, so the
-``--learner.*`` flags (and the YAML ``learner:`` keys) are that algorithm's config.
+``--learner.*`` flags (and the YAML ``learner:`` keys) are that algorithm's config; likewise
+``--protocol NAME`` (or ``--env.protocol NAME``; train, play) is read first, so the
+``--env.protocol-config.*`` flags (YAML ``env: {protocol_config: ...}``) are that protocol's
+own settings.
 ``--import MODULE`` (train, play; repeatable) imports a module that registers a learner or a
 protocol before names are resolved; installed packages can declare entry points instead
 (``learners.plugins``).
@@ -17,9 +20,10 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import Generic
 
 from learners.policy import DEFAULT_MODEL
-from sage_env.config import EnvConfig
+from sage_env.config import MOVED_REWARD_FIELDS, EnvConfig, ProtocolConfigT
 
 USAGE = """usage: sage-env COMMAND [options]
 
@@ -146,8 +150,8 @@ def _decontam(argv: list[str]) -> int:
 
 
 @dataclass
-class PlayConfig:
-    """Options of ``sage-env play``."""
+class PlayConfig(Generic[ProtocolConfigT]):
+    """Options of ``sage-env play`` (``PlayConfig[AZRConfig]``: ``env.protocol_config`` type)."""
 
     seed: int = 0
     """Reset seed of the round (picks the reference and pool tasks)."""
@@ -165,8 +169,9 @@ class PlayConfig:
     it was saved (``--env.*`` flags given explicitly override the saved config)."""
     save: str | None = None
     """Write the played round as JSON, for --replay."""
-    env: EnvConfig = field(default_factory=EnvConfig)
-    """Environment configuration (gates, reward weights, k)."""
+    env: EnvConfig[ProtocolConfigT] = field(default_factory=EnvConfig)
+    """Environment configuration (gates, reward weights, k; the protocol's own settings in
+    ``env.protocol_config``, flags ``--env.protocol-config.*`` after ``--protocol NAME``)."""
 
 
 def _players(spec: str, cfg: PlayConfig, agents: list[str] | None = None) -> dict:
@@ -217,34 +222,43 @@ def _play(argv: list[str]) -> int:
     import tyro
 
     import sage_env
+    from learners.train_config import protocol_config_type
     from sage_env.play import RoundRecord, play, replay, summary
 
     known, argv = _preparser().parse_known_args(argv)
-    if not _import(known.imports, "play"):
+    if not _import(known.imports, "play") or not _no_moved_flags(argv, "play"):
+        return 2
+    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    peek.add_argument("--replay", default=None)
+    saved = None
+    try:
+        replay_path = peek.parse_known_args(argv)[0].replay
+        if replay_path:
+            # the saved config is the default; --env.* flags given now override it
+            saved = RoundRecord.load(replay_path)
+            env_default = _saved_env_config(saved.config, known.protocol)
+        else:
+            env_default = EnvConfig().with_protocol(known.protocol or "sage")
+        play_type = PlayConfig[protocol_config_type(env_default.protocol)]
+    except (OSError, ValueError) as exc:
+        print(f"sage-env play: error: {exc}", file=sys.stderr)
         return 2
     cfg = tyro.cli(
-        PlayConfig,
+        play_type,
+        default=PlayConfig(env=env_default),
         args=argv,
         prog="sage-env play",
         description="Step one SAGE round turn by turn; prints every observation, "
         "action, parsed field, verifier verdict, gate and reward term. Also accepts "
-        "--import MODULE (repeatable: a module that registers a protocol).",
+        "--import MODULE (repeatable: a module that registers a protocol) and --protocol "
+        "NAME (read first: the --env.protocol-config.* flags are that protocol's settings).",
     )
     env = None
     try:
-        if cfg.replay:
-            saved = RoundRecord.load(cfg.replay)
-            # the saved config is the default; --env.* flags given now override it
-            cfg = tyro.cli(
-                PlayConfig,
-                default=dataclasses.replace(cfg, env=_saved_env_config(saved.config)),
-                args=argv,
-                prog="sage-env play",
-            )
-            env = sage_env.env(cfg.env, render_mode="human")
+        env = sage_env.env(cfg.env, render_mode="human")
+        if saved is not None:
             record = replay(env, saved)
         else:
-            env = sage_env.env(cfg.env, render_mode="human")
             record = play(env, _players(cfg.players, cfg, env.possible_agents), seed=cfg.seed)
     except ValueError as exc:
         print(f"sage-env play: error: {exc}", file=sys.stderr)
@@ -259,8 +273,12 @@ def _play(argv: list[str]) -> int:
     return 0
 
 
-def _saved_env_config(saved: dict) -> EnvConfig:
+def _saved_env_config(saved: dict, protocol: str | None = None) -> EnvConfig:
     """The EnvConfig saved with a round (keys this version does not know are ignored).
+
+    Reward fields saved under their old names move to ``protocol_config``
+    (:func:`learners.train_config.config_from_dict`); ``protocol``, when given, replaces the
+    saved protocol (its settings then take their defaults).
 
     Raises:
         ValueError: if a saved value does not fit its field.
@@ -268,14 +286,42 @@ def _saved_env_config(saved: dict) -> EnvConfig:
     from learners.train import config_from_dict
 
     known = {f.name for f in dataclasses.fields(EnvConfig)}
-    return config_from_dict({"env": {k: v for k, v in saved.items() if k in known}}).env
+    env = {k: v for k, v in saved.items() if k in known}
+    if protocol and protocol != env.get("protocol"):
+        env.pop("protocol_config", None)
+    return config_from_dict({"env": env}, protocol=protocol).env
 
 
 def _preparser() -> argparse.ArgumentParser:
     """Options read before tyro builds the config (they choose which config tyro builds)."""
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
+    pre.add_argument("--protocol", "--env.protocol", dest="protocol", default=None, help="the game")
     return pre
+
+
+def _no_moved_flags(argv: list[str], command: str) -> bool:
+    """Print where an old-named flag went (``--env.rewards.azr-format-penalty``); False if any.
+
+    In YAML and Python the old names still work (with a warning); a flag is typed by hand,
+    so an error naming the new flag is the quicker fix.
+    """
+    for arg in argv:
+        head = arg.split("=", 1)[0]
+        if not head.startswith("--env.rewards."):
+            continue
+        name = head[len("--env.rewards.") :].replace("-", "_")
+        name = name[3:] if name.startswith("no_") else name
+        if name in MOVED_REWARD_FIELDS:
+            owner, new = MOVED_REWARD_FIELDS[name]
+            print(
+                f"sage-env {command}: error: {head} moved to the settings of protocol "
+                f"{owner!r}: use --protocol {owner} --env.protocol-config."
+                f"{new.replace('_', '-')} (YAML: env.protocol_config.{new})",
+                file=sys.stderr,
+            )
+            return False
+    return True
 
 
 def _import(imports: list[str], command: str) -> bool:
@@ -300,6 +346,7 @@ def _train(argv: list[str]) -> int:
         load_yaml_config,
         train,
         with_algorithm,
+        with_protocol,
     )
     from sage_env.protocols import available_protocols
 
@@ -307,32 +354,34 @@ def _train(argv: list[str]) -> int:
     pre.add_argument("--preset", default="demo", choices=sorted(PRESETS))
     pre.add_argument("--config", default=None, help="YAML file with TrainConfig fields")
     pre.add_argument("--no-progress", action="store_true")
-    pre.add_argument("--protocol", default=None, help="shortcut for --env.protocol")
     pre.add_argument("--algorithm", default=None)
     known, rest = pre.parse_known_args(argv)
-    if not _import(known.imports, "train"):
+    if not _import(known.imports, "train") or not _no_moved_flags(rest, "train"):
         return 2
     base = PRESETS[known.preset]
     try:
-        if known.protocol:
-            env = dataclasses.replace(base.env, protocol=known.protocol)
-            base = dataclasses.replace(base, env=env)
         if known.config:
-            base = load_yaml_config(known.config, base, known.algorithm)
-        elif known.algorithm:
-            base = with_algorithm(base, known.algorithm)
+            base = load_yaml_config(known.config, base, known.algorithm, known.protocol)
+        else:
+            if known.algorithm:
+                base = with_algorithm(base, known.algorithm)
+            if known.protocol:
+                base = with_protocol(base, known.protocol)
+        train_type = config_type(base.algorithm, base.env.protocol)
         algorithms = ", ".join(available_learners())
         protocols = ", ".join(available_protocols())
-    except (OSError, ValueError, ImportError) as exc:
+    except (OSError, ValueError, TypeError, ImportError) as exc:
         print(f"sage-env train: error: {exc}", file=sys.stderr)
         return 2
     cfg = tyro.cli(
-        config_type(base.algorithm),
+        train_type,
         default=base,
         args=rest,
         prog="sage-env train",
         description="Run SAGE training. Also accepts --preset {demo,paper}, --config FILE.yaml, "
-        f"--protocol {{{protocols}}}, --algorithm {{{algorithms}}} (the --learner.* flags "
+        f"--protocol {{{protocols}}} (the --env.protocol-config.* flags are the chosen "
+        "protocol's own settings: sage-env train --protocol NAME --help), "
+        f"--algorithm {{{algorithms}}} (the --learner.* flags "
         "below are the chosen algorithm's: sage-env train --algorithm NAME --help), "
         "--import MODULE (repeatable: a module that registers a learner or protocol) and "
         "--no-progress.",

@@ -49,7 +49,9 @@ from learners.train_config import (
     config_from_dict,
     config_type,
     load_yaml_config,
+    protocol_config_type,
     with_algorithm,
+    with_protocol,
 )
 from learners.validation import CriticProbe, EarlyStopping
 from learners.warmup import run_warmup
@@ -319,8 +321,10 @@ __all__ = [
     "config_type",
     "load_checkpoint",
     "load_yaml_config",
+    "protocol_config_type",
     "rollout_metrics",
     "save_checkpoint",
     "train",
     "with_algorithm",
+    "with_protocol",
 ]

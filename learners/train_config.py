@@ -6,6 +6,10 @@ into the base field by field (an unknown key is an error that names it), then py
 ``TypeAdapter`` validates and converts the result into the dataclasses (YAML 1.1 reads
 ``1e-6`` as a string: it becomes a float; lists become tuples), running each
 ``__post_init__``. tyro builds the same dataclasses from flags (``learners.cli``).
+
+Two fields take their type from a name: ``learner`` is the config class of ``algorithm``
+(``register_learner``) and ``env.protocol_config`` the settings class of ``env.protocol``
+(``Protocol.config_cls``); :func:`config_type` gives the parametrised ``TrainConfig``.
 """
 
 from __future__ import annotations
@@ -23,19 +27,22 @@ from learners.pg import PGConfig
 from learners.policy import DEFAULT_MODEL
 from learners.warmup import WarmupConfig
 from sage_env import EnvConfig
+from sage_env.config import ProtocolConfigT, move_legacy_reward_fields
+from sage_env.protocols import protocol_config_cls
 
 LearnerConfigT = TypeVar("LearnerConfigT")
 """The chosen algorithm's config class (``PGConfig`` for the built-in ones but ``ema``)."""
 
 
 @dataclass
-class TrainConfig(Generic[LearnerConfigT]):
+class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     """Everything one training run needs.
 
     Every field is a CLI flag (``--learner.lr 1e-6``) and a YAML key (``learner: {lr: 1e-6}``).
-    ``learner`` is the config of the chosen ``algorithm`` (``TrainConfig[EMAConfig]`` for
-    ``ema``); a shared ``PGConfig`` given for an algorithm whose config extends it is copied
-    into that config (:func:`learners.base.as_config`).
+    ``learner`` is the config of the chosen ``algorithm`` (``TrainConfig[EMAConfig, ...]``
+    for ``ema``); a shared ``PGConfig`` given for an algorithm whose config extends it is
+    copied into that config (:func:`learners.base.as_config`). ``env.protocol_config`` holds
+    the settings of ``env.protocol`` (``TrainConfig[PGConfig, AZRConfig]`` for ``azr``).
 
     Raises:
         ValueError: on an out-of-range value, an unknown algorithm, or a learner config that
@@ -98,8 +105,9 @@ class TrainConfig(Generic[LearnerConfigT]):
     early_stopping_patience: int = 0
     """Stop after this many validations without a new best accuracy (0 = never stop early).
     With validation on, the best model is kept in ``out/checkpoints/best``."""
-    env: EnvConfig = field(default_factory=EnvConfig)
-    """Environment configuration (gates, reward weights, k)."""
+    env: EnvConfig[ProtocolConfigT] = field(default_factory=EnvConfig)
+    """Environment configuration (gates, reward weights, k; the protocol's own settings in
+    ``env.protocol_config``, flags ``--env.protocol-config.*`` after ``--protocol NAME``)."""
     algorithm: str = "trr"
     """Learner: ``trr`` (TRR++, default), ``grpo``, ``reinforce_pp`` (REINFORCE++-baseline),
     ``ema`` (per-role EMA baseline), or a name registered with
@@ -168,13 +176,36 @@ class TrainConfig(Generic[LearnerConfigT]):
             )
 
 
-def config_type(algorithm: str) -> type[TrainConfig]:
-    """``TrainConfig`` parametrised by ``algorithm``'s config class, for tyro and pydantic.
+def config_type(algorithm: str, protocol: str = "sage") -> type[TrainConfig]:
+    """``TrainConfig`` parametrised for tyro and pydantic.
+
+    ``learner`` becomes ``algorithm``'s config class and ``env.protocol_config`` the
+    settings class of ``protocol`` (``None`` for a protocol without one, hidden from
+    ``--help``).
 
     Raises:
-        ValueError: on an unknown algorithm.
+        ValueError: on an unknown algorithm or protocol.
+        TypeError: on a protocol whose ``config_cls`` is not a dataclass.
     """
-    return TrainConfig[learner_spec(algorithm).config_cls]  # type: ignore[return-value]
+    return TrainConfig[  # type: ignore[return-value]
+        learner_spec(algorithm).config_cls, protocol_config_type(protocol)
+    ]
+
+
+def protocol_config_type(protocol: str) -> Any:
+    """The type of ``EnvConfig.protocol_config`` for ``protocol``, for tyro and pydantic.
+
+    The protocol's ``config_cls``; for a protocol without one, ``None`` marked for tyro to
+    leave out of ``--help``.
+
+    Raises:
+        ValueError: on an unknown protocol.
+        TypeError: on a ``config_cls`` that is not a dataclass.
+    """
+    import tyro
+
+    settings = protocol_config_cls(protocol)
+    return settings if settings is not None else tyro.conf.Suppress[None]
 
 
 def with_algorithm(cfg: TrainConfig, algorithm: str) -> TrainConfig:
@@ -193,8 +224,20 @@ def with_algorithm(cfg: TrainConfig, algorithm: str) -> TrainConfig:
     return dataclasses.replace(cfg, algorithm=algorithm, learner=learner)
 
 
+def with_protocol(cfg: TrainConfig, protocol: str) -> TrainConfig:
+    """``cfg`` playing another protocol, whose settings take their defaults.
+
+    Raises:
+        ValueError: on a protocol registered with settings that fail their checks.
+    """
+    return dataclasses.replace(cfg, env=cfg.env.with_protocol(protocol))
+
+
 def config_from_dict(
-    data: dict[str, Any], base: TrainConfig | None = None, algorithm: str | None = None
+    data: dict[str, Any],
+    base: TrainConfig | None = None,
+    algorithm: str | None = None,
+    protocol: str | None = None,
 ) -> TrainConfig:
     """Overlay a (YAML) mapping on ``base`` (default: ``TrainConfig()``), recursively.
 
@@ -202,11 +245,17 @@ def config_from_dict(
     dicts such as ``phase_max_new_tokens``) is replaced whole. The ``learner`` section is
     checked against the config of the algorithm the result will have: ``algorithm`` if
     given (a CLI flag wins over the file), else the mapping's ``algorithm``, else ``base``'s.
+    Likewise ``env.protocol_config`` against the settings class of ``protocol``, else the
+    mapping's ``env.protocol``, else ``base``'s. Reward fields under their old names
+    (``env.rewards.azr_format_penalty``) are moved to ``env.protocol_config`` with a
+    :class:`~sage_env.config.ConfigMovedWarning` (dropped when they belong to another
+    protocol), so configs saved by earlier versions still load.
 
     Raises:
         ValueError: on an unknown key (the message names it with its path, e.g.
-            ``learner.lrr``), a value of the wrong type (named the same way) or a value a
-            ``__post_init__`` rejects.
+            ``learner.lrr``, ``env.protocol_config.format_penaltyy``), a value of the wrong
+            type (named the same way), a value a ``__post_init__`` rejects, or an unknown
+            protocol.
     """
     from pydantic import TypeAdapter, ValidationError
 
@@ -217,15 +266,38 @@ def config_from_dict(
     if not isinstance(name, str):
         raise ValueError(f"invalid config value at 'algorithm': must be a string, got {name!r}")
     start = with_algorithm(base, name) if name != base.algorithm else base
+    env = data.get("env", {})
+    game = protocol or (env.get("protocol") if isinstance(env, dict) else None)
+    game = game or start.env.protocol
+    if not isinstance(game, str):
+        raise ValueError(f"invalid config value at 'env.protocol': must be a string, got {game!r}")
+    protocol_config_cls(game)  # an unknown protocol fails here, naming the registered ones
+    start = with_protocol(start, game)
+    if isinstance(env, dict):
+        env = move_legacy_reward_fields({**env, "protocol": game}, game)
+        settings = env.get("protocol_config")
+        if settings is None:
+            env.pop("protocol_config", None)  # null: keep the base's settings
+        elif start.env.protocol_config is None:
+            if settings != {}:
+                raise ValueError(
+                    f"protocol {game!r} has no settings of its own (no config_cls), got "
+                    f"env.protocol_config = {settings!r}"
+                )
+            env.pop("protocol_config")
+        data = {**data, "env": env}
     try:
         merged = _overlay(start, {**data, "algorithm": name}, "")
     except ValueError as exc:
-        if "'learner." not in str(exc):
-            raise
-        cls = type(start.learner).__name__
-        raise ValueError(f"{exc} (algorithm {name!r} takes a {cls})") from None
+        if "'learner." in str(exc):
+            cls = type(start.learner).__name__
+            raise ValueError(f"{exc} (algorithm {name!r} takes a {cls})") from None
+        if "'env.protocol_config." in str(exc):
+            cls = type(start.env.protocol_config).__name__
+            raise ValueError(f"{exc} (protocol {game!r} takes {cls})") from None
+        raise
     try:
-        return TypeAdapter(config_type(name)).validate_python(merged)
+        return TypeAdapter(config_type(name, game)).validate_python(merged)
     except ValidationError as exc:
         errors = [
             f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}"
@@ -236,7 +308,10 @@ def config_from_dict(
 
 
 def load_yaml_config(
-    path: str | os.PathLike, base: TrainConfig | None = None, algorithm: str | None = None
+    path: str | os.PathLike,
+    base: TrainConfig | None = None,
+    algorithm: str | None = None,
+    protocol: str | None = None,
 ) -> TrainConfig:
     """Read a YAML config file over ``base`` (see :func:`config_from_dict`).
 
@@ -248,7 +323,7 @@ def load_yaml_config(
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ValueError(f"{path} is not valid YAML: {exc}") from exc
-    return config_from_dict(data, base, algorithm)
+    return config_from_dict(data, base, algorithm, protocol)
 
 
 def _overlay(obj: Any, values: Any, path: str) -> dict[str, Any]:

@@ -12,9 +12,11 @@ the reward of its previous action.
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import re
+import warnings
 from dataclasses import fields, replace
 from typing import Any
 
@@ -24,9 +26,17 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 from sage_env import parsing
-from sage_env.config import EnvConfig, RewardConfig
+from sage_env.config import (
+    MOVED_REWARD_FIELDS,
+    ConfigMovedWarning,
+    EnvConfig,
+    RewardConfig,
+    _moved_message,
+    build_protocol_config,
+    merge_moved_fields,
+)
 from sage_env.pool import TaskPool
-from sage_env.protocols import Protocol, SAGEProtocol, make_protocol
+from sage_env.protocols import Protocol, SAGEProtocol, make_protocol, protocol_config_cls
 from sage_env.tasks import Task, load_seeds
 from sage_env.verifiers import CodeVerifier, MathVerifier, extract_boxed, extract_code
 
@@ -55,16 +65,52 @@ class AnyText(spaces.Text):
 
 
 def _apply_overrides(config: EnvConfig, overrides: dict) -> EnvConfig:
+    """``config`` with keyword overrides of its fields or its reward fields.
+
+    A new ``protocol`` resets ``protocol_config`` to that protocol's defaults unless it is
+    given too; the old names of moved reward fields (``azr_format_penalty``) still work,
+    with a :class:`~sage_env.config.ConfigMovedWarning`.
+    """
     env_keys = {f.name for f in fields(EnvConfig)}
     reward_keys = {f.name for f in fields(RewardConfig)}
     env_kw = {k: v for k, v in overrides.items() if k in env_keys}
     rew_kw = {k: v for k, v in overrides.items() if k in reward_keys}
-    unknown = set(overrides) - env_keys - reward_keys
+    moved = {k: v for k, v in overrides.items() if k in MOVED_REWARD_FIELDS}
+    unknown = set(overrides) - env_keys - reward_keys - set(moved)
     if unknown:
         raise TypeError(f"unknown EnvConfig option(s): {sorted(unknown)}")
+    protocol = env_kw.get("protocol", config.protocol)
+    if protocol != config.protocol and "protocol_config" not in env_kw:
+        env_kw["protocol_config"] = None
+    if moved:
+        for old in moved:
+            warnings.warn(_moved_message(old, protocol), ConfigMovedWarning, stacklevel=4)
+        base = env_kw.get("protocol_config", config.protocol_config)
+        env_kw["protocol_config"] = merge_moved_fields(moved, protocol, base)
     config = replace(config, **env_kw)
     if rew_kw:
         config = replace(config, rewards=replace(config.rewards, **rew_kw))
+    return config
+
+
+def _bind_protocol_config(config: EnvConfig, protocol: Protocol) -> EnvConfig:
+    """``config`` whose ``protocol_config`` is an instance of ``protocol``'s ``config_cls``.
+
+    Needed when a protocol instance overrides ``config.protocol``, or the protocol was
+    registered after the config was built.
+
+    Raises:
+        ValueError: if ``config.protocol_config`` does not fit (see
+            :func:`~sage_env.config.build_protocol_config`).
+        TypeError: if the protocol's ``config_cls`` is not a dataclass.
+    """
+    value = build_protocol_config(
+        protocol_config_cls(protocol), config.protocol_config, protocol.name
+    )
+    if value is config.protocol_config:
+        return config
+    config = copy.copy(config)  # not replace(): config.protocol may name another protocol
+    config.protocol_config = value
     return config
 
 
@@ -116,12 +162,16 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             between environment copies. Default: a new pool holding ``seeds``.
         math_verifier, code_verifier: Shared verifier instances (default: new ones built from
             the config; closed by :meth:`close`).
-        protocol: A :class:`~sage_env.protocols.Protocol` instance, overriding
-            ``config.protocol``.
-        **overrides: Config overrides, e.g. ``alpha=0.5``.
+        protocol: A registered name (sets ``config.protocol``) or a
+            :class:`~sage_env.protocols.Protocol` instance, overriding ``config.protocol``;
+            for an instance ``config.protocol_config`` (or a ``protocol_config``
+            override) is then built for its ``config_cls``.
+        **overrides: Config overrides, e.g. ``alpha=0.5`` or
+            ``protocol_config={"format_penalty": True}``.
 
     Raises:
-        ValueError: on an unknown protocol, empty seeds or a bad render mode.
+        ValueError: on an unknown protocol, settings that do not fit it
+            (``protocol_config``), empty seeds or a bad render mode.
     """
 
     metadata = {"name": "sage_v0", "render_modes": ["human", "ansi"], "is_parallelizable": False}
@@ -134,16 +184,23 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         pool: TaskPool | None = None,
         math_verifier: MathVerifier | None = None,
         code_verifier: CodeVerifier | None = None,
-        protocol: Protocol | None = None,
+        protocol: Protocol | str | None = None,
         **overrides: Any,
     ) -> None:
         super().__init__()
         config = config if config is not None else EnvConfig()
+        if isinstance(protocol, str):  # env(protocol="azr"): a config override
+            overrides["protocol"], protocol = protocol, None
+        settings = overrides.pop("protocol_config", None) if protocol is not None else None
         self.config = _apply_overrides(config, overrides) if overrides else config
         if render_mode not in (None, "human", "ansi"):
             raise ValueError(f"render_mode must be None, 'human' or 'ansi', got {render_mode!r}")
         self.render_mode = render_mode
         self.protocol = make_protocol(protocol if protocol is not None else self.config.protocol)
+        if settings is not None:  # settings for the protocol instance, not config.protocol
+            self.config = copy.copy(self.config)
+            self.config.protocol_config = settings
+        self.config = _bind_protocol_config(self.config, self.protocol)
         self.seeds = list(seeds) if seeds is not None else load_seeds()
         if not self.seeds:
             raise ValueError("seeds must not be empty")

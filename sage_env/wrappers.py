@@ -35,7 +35,7 @@ class SingleRoleEnv(gymnasium.Env):
     action just taken: the environment delivers every reward before the same agent acts again
     or at the end of the round (``docs/rewards.md``), so it is read with ``env.last()`` at the
     role's next turn or at its terminated turn. Rewards are floats, in [0, 1] for the built-in
-    protocols (except ``azr`` with ``azr_format_penalty``).
+    protocols (except ``azr`` with ``AZRConfig.format_penalty``).
 
     **Episodes.** By default one Gymnasium episode is one round: ``terminated`` is True on the
     step after which the round ended. A role that acts several times per round (the solver:

@@ -76,16 +76,26 @@ def _help_entries(text: str) -> dict[str, str]:
     return entries
 
 
-@pytest.mark.parametrize("algorithm", ["trr", "ema"])
-def test_every_train_flag_has_help(capsys, monkeypatch, algorithm):
+@pytest.mark.parametrize(
+    "choice",
+    [
+        ["--algorithm", "trr"],
+        ["--algorithm", "ema"],
+        ["--protocol", "azr"],
+        ["--protocol", "mae"],
+    ],
+)
+def test_every_train_flag_has_help(capsys, monkeypatch, choice):
     from learners.cli import main
     from learners.train import TrainConfig
 
     monkeypatch.setenv("COLUMNS", "120")
     with pytest.raises(SystemExit):
-        main(["train", "--algorithm", algorithm, "--help"])
+        main(["train", *choice, "--help"])
     entries = _help_entries(capsys.readouterr().out)
     assert len(entries) > 60
+    if choice[0] == "--protocol":  # the protocol's own settings are flags
+        assert any(flag.startswith("--env.protocol-config.") for flag in entries)
     # tyro gives a dict field one flag per key; the field's help heads that group
     groups = tuple(f"--{p.replace('_', '-')}." for p in _dict_fields(TrainConfig()))
     bare = [

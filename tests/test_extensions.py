@@ -312,3 +312,144 @@ def test_train_closes_every_verifier_also_on_error(tiny_path, tmp_path, monkeypa
     else:
         train_module.train(cfg, progress=False)
     assert sorted(closed) == ["CodeVerifier", "MathVerifier"]
+
+
+USER_PROTOCOL = """
+from dataclasses import dataclass
+
+from sage_env import Protocol, register_protocol
+
+
+@dataclass
+class BonusConfig:
+    '''Settings of protocol ``bonus_demo``.'''
+
+    bonus: float = 0.0
+    '''Added to every reward.'''
+    greeting: str = "hi"
+    '''What the solver is asked to say.'''
+
+
+class Bonus(Protocol):
+    name = "bonus_demo"
+    agents = ("solver_0",)
+    config_cls = BonusConfig
+
+    def start(self, env):
+        say = env.config.protocol_config.greeting
+        env.select("solver_0", "solve", env.draw_reference(), {"system": "", "user": say})
+
+    def on_solve(self, env, text):
+        env.deliver("solver_0", 1.0 + env.config.protocol_config.bonus, {})
+        env.finish()
+
+
+register_protocol("bonus_demo", Bonus, overwrite=True)
+"""
+
+
+@pytest.fixture
+def captured_train(monkeypatch):
+    """``sage-env train`` parses its config but trains nothing; the config is kept."""
+    seen = []
+
+    def fake_train(cfg, progress=True):
+        seen.append(cfg)
+        return {}
+
+    monkeypatch.setattr("learners.train.train", fake_train)
+    return seen
+
+
+def test_protocol_settings_from_flags_yaml_and_a_user_module(tmp_path, captured_train, capsys):
+    from sage_env.protocols import _REGISTRY, AZRConfig, MAEConfig
+
+    assert main(["train", "--protocol", "azr", "--env.protocol-config.format-penalty"]) == 0
+    assert captured_train[-1].env.protocol_config == AZRConfig(format_penalty=True)
+    yaml_file = tmp_path / "mae.yaml"
+    yaml_file.write_text("env:\n  protocol: mae\n  protocol_config: {solver_weights: [0.6, 0.4]}\n")
+    args = ["train", "--config", str(yaml_file), "--env.protocol-config.solver-weights", "0.7"]
+    assert main([*args, "0.3"]) == 0  # the flag wins over the file
+    assert captured_train[-1].env.protocol_config == MAEConfig(solver_weights=(0.7, 0.3))
+    assert main(["train", "--config", str(yaml_file)]) == 0
+    assert captured_train[-1].env.protocol_config == MAEConfig(solver_weights=(0.6, 0.4))
+    # --protocol wins over the file's protocol; the file's mae settings do not fit azr
+    assert main(["train", "--config", str(yaml_file), "--protocol", "azr"]) == 2
+    assert "env.protocol_config.solver_weights" in capsys.readouterr().err
+    # a user's protocol, imported: its settings are flags, YAML keys and reach its handlers
+    module = tmp_path / "bonus_demo.py"
+    module.write_text(USER_PROTOCOL)
+    try:
+        base = ["train", "--import", str(module), "--protocol", "bonus_demo"]
+        with pytest.raises(SystemExit):
+            main([*base, "--help"])
+        assert "--env.protocol-config.bonus FLOAT" in capsys.readouterr().out
+        assert main([*base, "--env.protocol-config.bonus", "0.5"]) == 0
+        cfg = captured_train[-1]
+        assert (cfg.env.protocol, cfg.env.protocol_config.bonus) == ("bonus_demo", 0.5)
+        import sage_env
+
+        env = sage_env.env(cfg.env)
+        env.reset(seed=0)
+        assert env.observe("solver_0")["user"] == "hi"
+        env.step("x")
+        assert env.unwrapped._cumulative_rewards["solver_0"] == 1.5
+        with pytest.raises(SystemExit):  # tyro's unknown-flag error
+            main([*base, "--env.protocol-config.bonuss", "1"])
+        assert "--env.protocol-config.bonus FLOAT" in capsys.readouterr().err
+        yaml_file.write_text("env: {protocol: bonus_demo, protocol_config: {bonuss: 1}}\n")
+        assert main(["train", "--import", str(module), "--config", str(yaml_file)]) == 2
+        err = capsys.readouterr().err
+        assert (
+            "unknown config key 'env.protocol_config.bonuss'; known: ['bonus', 'greeting']" in err
+        )
+        assert "(protocol 'bonus_demo' takes BonusConfig)" in err
+    finally:
+        _REGISTRY.pop("bonus_demo", None)
+
+
+@pytest.mark.parametrize(
+    "protocol, settings",
+    [
+        ("sage", None),
+        ("azr", {"format_penalty": True}),
+        ("mae", {"solver_weights": (0.5, 0.5)}),
+    ],
+)
+def test_protocol_settings_round_trip_through_the_saved_yaml(tmp_path, protocol, settings):
+    import dataclasses
+
+    import yaml
+
+    from learners.train import _plain, load_yaml_config
+
+    cfg = config_from_dict({"env": {"protocol": protocol, "protocol_config": settings}})
+    if settings is not None:
+        assert dataclasses.asdict(cfg.env.protocol_config) == settings
+    saved = tmp_path / "config.yaml"  # as train() writes it
+    saved.write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg)), sort_keys=False))
+    assert load_yaml_config(saved) == cfg
+
+
+def test_old_reward_field_names_still_load_with_a_warning():
+    from sage_env.config import ConfigMovedWarning
+    from sage_env.protocols import AZRConfig
+
+    # as config.yaml files of earlier runs hold them: both fields, whatever the protocol
+    old = {"rewards": {"alpha": 0.6, "mae_solver_weights": [0.8, 0.2], "azr_format_penalty": True}}
+    with pytest.warns(ConfigMovedWarning) as caught:
+        cfg = config_from_dict({"env": {**old, "protocol": "azr"}})
+    assert cfg.env.protocol_config == AZRConfig(format_penalty=True)
+    assert cfg.env.rewards.alpha == 0.6
+    messages = sorted(str(w.message) for w in caught)
+    assert "ignored here, the protocol is 'azr'" in messages[1]  # mae's field
+    with pytest.warns(ConfigMovedWarning):
+        assert config_from_dict({"env": old}).env.protocol_config is None  # sage
+
+
+def test_old_reward_flags_are_an_error_naming_the_new_flag(capsys):
+    assert main(["train", "--env.rewards.azr-format-penalty"]) == 2
+    err = capsys.readouterr().err
+    assert "use --protocol azr --env.protocol-config.format-penalty" in err
+    assert main(["play", "--env.rewards.mae-solver-weights", "0.5", "0.5"]) == 2
+    assert "--env.protocol-config.solver-weights" in capsys.readouterr().err

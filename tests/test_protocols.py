@@ -1,9 +1,12 @@
+from dataclasses import dataclass
+
 import pytest
 from pettingzoo.test import api_test, seed_test
 
 import sage_env
 from sage_env import EnvConfig, Protocol, ProtocolError, check_protocol, prompts, register_protocol
-from sage_env.protocols import learnability_reward, propose
+from sage_env.config import ConfigMovedWarning
+from sage_env.protocols import AZRConfig, MAEConfig, learnability_reward, propose
 from tests.scripted import CODE_SEED, MATH_SEED, play_round
 
 Q = "<question>What is 7*6?</question>\n<answer>42</answer>"
@@ -54,13 +57,74 @@ def test_azr_all_solved_gives_zero_and_invalid_proposal_falls_back_to_pool():
     assert len(env.unwrapped.pool) == 1
 
 
-def test_azr_format_penalty_option():
-    env = make("azr", k=2, azr_format_penalty=True)
+def azr_penalty_round(env):
     answers = iter(["\\boxed{41}", "no box"])
     rec = by_phase(
         play_round(env, lambda a, phase, o, n: Q if phase == "propose" else next(answers))
     )
-    assert [r for _, r, _ in rec["solve"]] == [-0.5, -1.0]
+    return [r for _, r, _ in rec["solve"]]
+
+
+def test_azr_format_penalty_option():
+    env = make("azr", k=2, protocol_config={"format_penalty": True})
+    assert env.unwrapped.config.protocol_config == AZRConfig(format_penalty=True)
+    assert azr_penalty_round(env) == [-0.5, -1.0]
+    assert azr_penalty_round(make("azr", k=2)) == [0.0, 0.0]  # default: off
+
+
+def test_moved_reward_fields_still_work_and_warn_where_they_went():
+    with pytest.warns(ConfigMovedWarning, match=r"protocol_config\.format_penalty"):
+        env = make("azr", k=2, azr_format_penalty=True)  # env(**overrides)
+    assert azr_penalty_round(env) == [-0.5, -1.0]
+    with pytest.warns(ConfigMovedWarning, match=r"--env\.protocol-config\.solver-weights"):
+        rewards = sage_env.RewardConfig(alpha=0.6, mae_solver_weights=(0.5, 0.5))
+    cfg = EnvConfig(protocol="mae", rewards=rewards)
+    assert cfg.protocol_config == MAEConfig(solver_weights=(0.5, 0.5))
+    assert cfg.rewards.alpha == 0.6 and "mae_solver_weights" not in repr(cfg.rewards)
+    # another protocol's field is dropped, as it was ignored before
+    assert EnvConfig(protocol="sage", rewards=rewards).protocol_config is None
+    with pytest.warns(ConfigMovedWarning, match="ignored here, the protocol is 'sage'"):
+        assert sage_env.env(azr_format_penalty=True).unwrapped.config.protocol_config is None
+    # the new place wins when both are given
+    with pytest.warns(ConfigMovedWarning):
+        env = make("azr", protocol_config={"format_penalty": False}, azr_format_penalty=True)
+    assert env.unwrapped.config.protocol_config.format_penalty is False
+    with pytest.raises(AttributeError, match=r"moved .*EnvConfig\.protocol_config\.format_penalty"):
+        _ = cfg.rewards.azr_format_penalty
+
+
+def test_mae_solver_weights_come_from_its_settings():
+    def script(agent, phase, obs, n):
+        return {
+            "propose": Q,
+            "judge_question": "<score>10</score> Checked it with care.",
+            "solve": "\\boxed{42}",
+            "judge_answer": "<score>10</score> Checked it with care.",
+        }[phase]
+
+    env = make("mae", protocol_config=MAEConfig(solver_weights=(0.5, 0.25)))
+    rec = by_phase(play_round(env, script))
+    assert [r for _, r, _ in rec["solve"]] == pytest.approx([0.75, 0.75])  # 0.5 j + 0.25 f
+
+
+def test_protocol_settings_are_checked_with_clear_errors():
+    with pytest.raises(
+        ValueError,
+        match=r"unknown protocol_config key\(s\) \['penalty'\].*"
+        r"AZRConfig has \['format_penalty'\]",
+    ):
+        EnvConfig(protocol="azr", protocol_config={"penalty": True})
+    with pytest.raises(ValueError, match="'mae' takes a MAEConfig .* got AZRConfig"):
+        EnvConfig(protocol="mae", protocol_config=AZRConfig())
+    with pytest.raises(ValueError, match="'sage' has no settings of its own"):
+        EnvConfig(protocol_config={"format_penalty": True})
+    with pytest.raises(ValueError, match="solver_weights must be two finite numbers"):
+        MAEConfig(solver_weights=(1.0, float("nan")))
+    # a new protocol resets the settings to its own defaults
+    assert EnvConfig(protocol="azr").with_protocol("mae").protocol_config == MAEConfig()
+    env = sage_env.env(EnvConfig(protocol="azr"), protocol="mae")
+    assert env.unwrapped.config.protocol == "mae"
+    assert env.unwrapped.config.protocol_config == MAEConfig()
 
 
 def test_mae_round_values():
@@ -364,11 +428,92 @@ def test_the_protocols_of_the_docs_pass_the_check():
 
     text = (Path(__file__).resolve().parents[1] / "docs/protocols/custom.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 2
-    for name in ("solve_only", "restate"):
+    assert len(blocks) == 3
+    for name in ("solve_only", "restate", "graded"):
         _REGISTRY.pop(name, None)
     namespace = {}
-    for block in blocks:  # each ends in check_protocol(...), which raises on a problem
+    for block in blocks:  # each calls check_protocol(...), which raises on a problem
         exec(compile(block, "docs/protocols/custom.md", "exec"), namespace)
     assert set(namespace["report"].phases_reached) == {"restate", "answer"}
     assert check_protocol("solve_only") == []
+    with pytest.raises(ValueError, match="format_weight must be in"):
+        sage_env.env(protocol="graded", protocol_config={"format_weight": 2})
+
+
+@dataclass
+class ThresholdConfig:
+    """Settings of the ``threshold_test`` protocol."""
+
+    target: str = "1"
+    """The reply that earns the reward."""
+    reward: float = 1.0
+    """What it earns."""
+
+
+class Threshold(Echo):
+    name = "threshold_test"
+    config_cls = ThresholdConfig
+
+    def on_solve(self, env, text):
+        mine = env.config.protocol_config
+        hit = text.strip() == mine.target
+        env.deliver("solver_0", mine.reward if hit else 0.0, {"hit": hit})
+        env.finish()
+
+
+def test_a_user_protocols_settings_reach_its_handlers():
+    register_protocol("threshold_test", Threshold, overwrite=True)
+    env = sage_env.env(protocol="threshold_test", seeds=[MATH_SEED])
+    assert env.unwrapped.config.protocol_config == ThresholdConfig()
+    assert play_round(env, lambda *a: "1")[0][2] == 1.0
+    settings = {"target": "2", "reward": 0.25}
+    env = sage_env.env(protocol="threshold_test", seeds=[MATH_SEED], protocol_config=settings)
+    assert [r for _, _, r, _ in play_round(env, lambda *a: "2")] == [0.25]
+    # an instance (not a registered name) gets its settings built for its own config_cls
+    raw = sage_env.raw_env(protocol=Threshold(), seeds=[MATH_SEED], protocol_config=settings)
+    assert raw.config.protocol_config == ThresholdConfig("2", 0.25)
+    with pytest.raises(ValueError, match=r"unknown protocol_config key\(s\) \['treshold'\]"):
+        sage_env.env(protocol="threshold_test", protocol_config={"treshold": 1})
+    seen = []
+
+    def player(agent, obs, info, env):
+        seen.append(env.unwrapped.config.protocol_config)
+        return "2"
+
+    assert check_protocol("threshold_test", rounds=1, protocol_config=settings) == []
+    check_protocol("threshold_test", rounds=1, players={"p": player}, protocol_config=settings)
+    assert seen == [ThresholdConfig("2", 0.25)]
+    problems = check_protocol(
+        "threshold_test", rounds=1, protocol_config={"x": 1}, raise_on_error=False
+    )
+    assert problems == [
+        "protocol_config={'x': 1} does not fit: unknown protocol_config key(s) ['x'] for "
+        "protocol 'threshold_test': ThresholdConfig has ['reward', 'target']"
+    ]
+
+
+@dataclass
+class NoDefault:
+    needed: int
+
+
+@dataclass
+class Nested:
+    inner: ThresholdConfig = None
+
+    def __post_init__(self):
+        self.inner = self.inner or ThresholdConfig()
+
+
+@pytest.mark.parametrize(
+    "config_cls, message",
+    [
+        (dict, "config_cls must be a dataclass"),
+        (NoDefault, "NoDefault() fails"),
+        (Nested, "does not round-trip through a mapping"),
+    ],
+)
+def test_check_protocol_finds_settings_that_do_not_fit_a_config_file(config_cls, message):
+    cls = type("Bad", (Echo,), {"config_cls": config_cls})
+    problems = check_protocol(cls, rounds=1, raise_on_error=False)
+    assert len(problems) == 1 and message in problems[0], problems

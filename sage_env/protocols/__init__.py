@@ -17,17 +17,21 @@ library changes for it::
     register_protocol("echo", Echo)      # or an entry point in group "sage_env.protocols"
     sage_env.check_protocol("echo")          # lists what is wrong, raises if anything is
     env = sage_env.env(protocol="echo")
+
+A protocol with settings of its own declares their dataclass as ``config_cls``;
+``EnvConfig.protocol_config`` then holds an instance (see :attr:`Protocol.config_cls`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
-from sage_env.protocols.azr import AZRProtocol, learnability_reward
+from sage_env.protocols.azr import AZRConfig, AZRProtocol, learnability_reward
 from sage_env.protocols.base import CODE_PREFIX, DEFAULT_PREFIXES, Protocol, propose, public
-from sage_env.protocols.mae import MAEProtocol
+from sage_env.protocols.mae import MAEConfig, MAEProtocol
 from sage_env.protocols.rlvr import RLVRProtocol
 from sage_env.protocols.sage import SAGEProtocol
 
@@ -87,13 +91,43 @@ def make_protocol(spec: str | Protocol) -> Protocol:
     return factory()
 
 
+def protocol_config_cls(spec: str | Protocol) -> type | None:
+    """The settings dataclass (:attr:`Protocol.config_cls`) of a registered protocol or instance.
+
+    Reads the attribute of a registered class without instantiating it; a registered factory
+    function is called once.
+
+    Returns:
+        The dataclass, or ``None`` when the protocol has no settings of its own.
+
+    Raises:
+        ValueError: on an unknown name (as :func:`make_protocol`).
+        TypeError: if ``config_cls`` is neither ``None`` nor a dataclass.
+    """
+    if isinstance(spec, Protocol):
+        cls, name = getattr(spec, "config_cls", None), spec.name
+    else:
+        if spec not in _REGISTRY:
+            _discover()
+        factory = _REGISTRY.get(spec)
+        if factory is None:
+            raise ValueError(f"unknown protocol {spec!r}; registered: {available_protocols()}")
+        owner = factory if isinstance(factory, type) else factory()
+        cls, name = getattr(owner, "config_cls", None), spec
+    if cls is not None and not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"protocol {name!r}: config_cls must be a dataclass or None, got {cls!r}")
+    return cls
+
+
 for _cls in (SAGEProtocol, AZRProtocol, MAEProtocol, RLVRProtocol):
     register_protocol(_cls.name, _cls)
 
 __all__ = [
+    "AZRConfig",
     "AZRProtocol",
     "CODE_PREFIX",
     "DEFAULT_PREFIXES",
+    "MAEConfig",
     "MAEProtocol",
     "Protocol",
     "RLVRProtocol",
@@ -102,6 +136,7 @@ __all__ = [
     "learnability_reward",
     "make_protocol",
     "propose",
+    "protocol_config_cls",
     "public",
     "register_protocol",
 ]

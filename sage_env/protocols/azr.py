@@ -10,13 +10,14 @@
 
 A valid proposal joins the pool (AZR's task buffer). AZR's reference code additionally maps
 some zero rewards to -0.5 / -1 format penalties; this protocol follows the paper's formula,
-with format penalties off (rewards stay in [0, 1]) unless ``RewardConfig.azr_format_penalty``
-is set: then an invalid proposal gets -1 and an unformatted answer -1, a formatted wrong
-answer -0.5 (AZR Eq. 6).
+with format penalties off (rewards stay in [0, 1]) unless ``AZRConfig.format_penalty`` is set
+(``EnvConfig.protocol_config``): then an invalid proposal gets -1 and an unformatted answer
+-1, a formatted wrong answer -0.5 (AZR Eq. 6).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sage_env import prompts
@@ -31,11 +32,25 @@ def learnability_reward(acc: float) -> float:
     return 1.0 - acc if 0.0 < acc < 1.0 else 0.0
 
 
+@dataclass
+class AZRConfig:
+    """Settings of protocol ``"azr"``.
+
+    ``EnvConfig.protocol_config``; flags ``--env.protocol-config.*`` after ``--protocol azr``.
+    """
+
+    format_penalty: bool = False
+    """Use AZR Eq. 6 penalties (-1 for an invalid proposal or an unformatted answer, -0.5 for a
+    formatted wrong answer) instead of 0; rewards then leave [0, 1]. Formerly
+    ``RewardConfig.azr_format_penalty``."""
+
+
 class AZRProtocol(Protocol):
     """Proposer/solver self-play with the learnability reward (protocol ``"azr"``)."""
 
     name = "azr"
     agents = ("proposer_0", "solver_0")
+    config_cls = AZRConfig
 
     def start(self, env: raw_env) -> None:
         """Draw a seed task and give the turn to the proposer."""
@@ -50,7 +65,7 @@ class AZRProtocol(Protocol):
         """Vet the proposal; the solver attempts it (or a pool task when invalid)."""
         self.proposal, candidate, self.check = propose(env, text, self.reference)
         if candidate is None:
-            penalty = -1.0 if env.config.rewards.azr_format_penalty else 0.0
+            penalty = -1.0 if env.config.protocol_config.format_penalty else 0.0
             env.deliver(
                 "proposer_0",
                 penalty,
@@ -76,7 +91,7 @@ class AZRProtocol(Protocol):
         s_gt, f, verdict = env.verify(self.task, text)
         self.scores.append(s_gt)
         reward = s_gt
-        if env.config.rewards.azr_format_penalty and s_gt == 0.0:
+        if env.config.protocol_config.format_penalty and s_gt == 0.0:
             reward = -0.5 if f > 0 else -1.0
         env.deliver("solver_0", reward, {"s_gt": s_gt, "f": f}, verdict=verdict)
         if len(self.scores) < env.config.solver_samples:

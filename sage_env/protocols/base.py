@@ -12,7 +12,9 @@ to the environment only through its *protocol API*:
 - ``env.verify(task, text)`` -> ``(s_gt, format, verdict)``: score an answer externally;
 - ``env.check_verifier(task)``: check a proposed task's own verifier;
 - ``env.draw_reference()``, ``env.pool``, ``env.rng``, ``env.config``, ``env.soft(...)``,
-  ``env.new_task(...)``.
+  ``env.new_task(...)``;
+- ``env.config.protocol_config``: the protocol's own settings, an instance of its
+  :attr:`Protocol.config_cls` (``None`` when it has none).
 
 Rules a protocol must keep (``sage_env.check_protocol`` tests them): ``start`` selects an
 agent; every action is credited exactly once, before the same agent acts again or at the
@@ -61,6 +63,17 @@ class Protocol:
     agents: tuple[str, ...] = ()
     """PettingZoo agent ids, ``role_index`` (``"solver_0"``); the role names the learner's
     advantage group."""
+
+    config_cls: type | None = None
+    """The dataclass of this protocol's own settings, or ``None`` (default: it has none).
+
+    ``EnvConfig.protocol_config`` then holds an instance of it (its defaults unless given),
+    built from a mapping in Python (``protocol_config={"format_penalty": True}``), a YAML
+    ``env: {protocol_config: ...}`` section or ``--env.protocol-config.*`` flags; an unknown
+    key is an error naming the known ones. Handlers read it as
+    ``env.config.protocol_config``. Give every field a default, a plain type (numbers,
+    strings, bools, tuples of them) and a docstring, which becomes the flag's help; validate
+    values in ``__post_init__``. Example: :class:`~sage_env.protocols.azr.AZRConfig`."""
 
     phases: dict[str, str] = {}
     """Kind (``"propose"``, ``"review"``, ``"plan"`` or ``"solve"``) of phases whose reply

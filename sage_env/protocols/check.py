@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import math
 import re
@@ -74,6 +75,7 @@ def check_protocol(
     seeds: list | None = None,
     raise_on_error: bool = True,
     players: Mapping[str, Player] | None = None,
+    protocol_config: Any = None,
 ) -> ProtocolReport:
     """Play rounds with garbage, scripted and your own players and report every broken rule.
 
@@ -88,7 +90,8 @@ def check_protocol(
     finite; every round ends within 200 turns; every phase of
     :meth:`~sage_env.protocols.Protocol.handled_phases` is reached and has scripted actions;
     every agent acts and every agent that acts is credited; ``pettingzoo.test.api_test``
-    passes.
+    passes; a ``config_cls`` (the protocol's own settings) is a dataclass that builds with
+    its defaults and comes back equal from a mapping of its fields (a YAML round trip).
 
     Args:
         spec: A registered name, a :class:`Protocol` class (or factory), or an instance.
@@ -98,6 +101,9 @@ def check_protocol(
         raise_on_error: Raise :class:`ProtocolError` when a problem is found.
         players: More players to play every agent with, ``{name: player}``, each a
             ``(agent, observation, info, env) -> str`` callable (:mod:`sage_env.play`).
+        protocol_config: The protocol's settings to play with: an instance of its
+            ``config_cls`` or a mapping of its fields (default: its defaults). Check each
+            setting that changes what a handler does.
 
     Returns:
         A :class:`ProtocolReport`: the problems found (empty when the protocol is sound) and
@@ -128,6 +134,8 @@ def check_protocol(
     ]
     if type(proto).start is Protocol.start:
         problems.append("`start` is not implemented")
+    settings, config_problems = _settings(proto, protocol_config)
+    problems += config_problems
     if problems:
         return _finish(problems, raise_on_error)
     if seeds is None:
@@ -144,7 +152,12 @@ def check_protocol(
     for kind, make_player in kinds:
         for seed in range(rounds):
             where = f"[{kind}, seed {seed}]"
-            e = raw_env(protocol=_instantiate(spec), seeds=seeds, solver_samples=2)
+            e = raw_env(
+                protocol=_instantiate(spec),
+                seeds=seeds,
+                solver_samples=2,
+                protocol_config=settings,
+            )
             try:
                 problems += _play_and_audit(e, make_player(), seed, where, cov)
             finally:
@@ -156,7 +169,12 @@ def check_protocol(
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # api_test's hints about Box/Discrete spaces
             api_test(
-                make_env(protocol=_instantiate(spec), seeds=seeds, solver_samples=1),
+                make_env(
+                    protocol=_instantiate(spec),
+                    seeds=seeds,
+                    solver_samples=1,
+                    protocol_config=settings,
+                ),
                 num_cycles=20,
             )
     except Exception as exc:  # noqa: BLE001 - reported, not raised
@@ -168,6 +186,41 @@ def check_protocol(
         cov.rounds,
     )
     return _finish(report, raise_on_error)
+
+
+def _settings(proto: Protocol, value: Any) -> tuple[Any, list[str]]:
+    """The settings to play with and the problems of the protocol's ``config_cls``."""
+    from sage_env.config import build_protocol_config
+
+    cls = getattr(proto, "config_cls", None)
+    if cls is None:
+        if value is not None:
+            return None, [f"protocol_config={value!r} given, but the protocol has no config_cls"]
+        return None, []
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        return None, [f"config_cls must be a dataclass (or None), got {cls!r}"]
+    try:
+        default = cls()
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return None, [
+            f"config_cls {cls.__name__}() fails ({exc!r}): give every field a default, so "
+            "that a config naming none of them works"
+        ]
+    problems = []
+    try:
+        again = build_protocol_config(cls, dataclasses.asdict(default), proto.name)
+    except Exception as exc:  # noqa: BLE001
+        again = exc
+    if again != default:
+        problems.append(
+            f"config_cls {cls.__name__} does not round-trip through a mapping (YAML): "
+            f"{cls.__name__}(**asdict({default!r})) gives {again!r}; keep its fields plain "
+            "values (numbers, strings, bools, tuples of them)"
+        )
+    try:
+        return build_protocol_config(cls, value, proto.name), problems
+    except Exception as exc:  # noqa: BLE001
+        return None, [*problems, f"protocol_config={value!r} does not fit: {exc}"]
 
 
 def _garbage(agent: str, obs: dict, info: dict, env) -> str:

@@ -9,14 +9,16 @@
 
 Rewards: proposer ``(q + d + f) / 3`` with ``d = 1 - mean(j)`` (the SAGE challenger formula
 with the judge in place of the verifier; d dropped when rejected, as
-``difficulty_when_gated`` says); solver ``w_j j + w_f f`` (``RewardConfig.mae_solver_weights``,
-default 0.8, 0.2); judge: its format score. The external verifier's score is still computed
-and reported in ``infos`` (``verdict``) so that judge accuracy can be measured, but it is not
-rewarded: MAE learns without ground truth.
+``difficulty_when_gated`` says); solver ``w_j j + w_f f`` (``MAEConfig.solver_weights`` in
+``EnvConfig.protocol_config``, default 0.8, 0.2); judge: its format score. The external
+verifier's score is still computed and reported in ``infos`` (``verdict``) so that judge
+accuracy can be measured, but it is not rewarded: MAE learns without ground truth.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sage_env import parsing, prompts, rewards
@@ -26,11 +28,35 @@ if TYPE_CHECKING:
     from sage_env.env import raw_env
 
 
+@dataclass
+class MAEConfig:
+    """Settings of protocol ``"mae"``.
+
+    ``EnvConfig.protocol_config``; flags ``--env.protocol-config.*`` after ``--protocol mae``.
+
+    Raises:
+        ValueError: if ``solver_weights`` is not two finite numbers.
+    """
+
+    solver_weights: tuple[float, float] = (0.8, 0.2)
+    """Weights (w_j, w_f) of the solver reward ``w_j j + w_f f``, j the judge's normalised
+    score of the answer, f its format score. Formerly ``RewardConfig.mae_solver_weights``."""
+
+    def __post_init__(self) -> None:
+        weights = tuple(self.solver_weights)
+        if len(weights) != 2 or not all(
+            isinstance(w, (int, float)) and math.isfinite(w) for w in weights
+        ):
+            raise ValueError(f"solver_weights must be two finite numbers, got {weights!r}")
+        self.solver_weights = (float(weights[0]), float(weights[1]))
+
+
 class MAEProtocol(Protocol):
     """Proposer/solver/judge without ground-truth rewards (protocol ``"mae"``)."""
 
     name = "mae"
     agents = ("proposer_0", "solver_0", "judge_0")
+    config_cls = MAEConfig
 
     def start(self, env: raw_env) -> None:
         """Draw a seed task and give the turn to the proposer."""
@@ -121,7 +147,7 @@ class MAEProtocol(Protocol):
             review="answer",
             verifier_agrees=(j >= 0.5) == (self.answer_verdict.get("score", 0) >= 1.0),
         )
-        wj, wf = cfg.mae_solver_weights
+        wj, wf = env.config.protocol_config.solver_weights
         env.deliver(
             "solver_0",
             wj * j + wf * self.answer_format,
