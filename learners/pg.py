@@ -13,7 +13,6 @@ micro-batching, truncation handling — lives here once. ``examples/dapo_clip_hi
 
 from __future__ import annotations
 
-import math
 import random
 from collections import defaultdict
 from collections.abc import Sequence
