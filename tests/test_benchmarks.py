@@ -126,3 +126,54 @@ def test_gpu_check_cpu_variant_records_every_figure(tmp_path):
     # LoRA r = 4 on 7 projections of 2 layers: r x (in + out) per projection
     assert 0 < lora["trainable_params"] < full["trainable_params"]
     assert result["trr_iteration"]["rollout/tokens"] > 0
+
+
+def test_critic_warmup_probes_every_checkpoint_on_held_out_seeds(tmp_path, tiny_path):
+    import critic_warmup
+
+    out = tmp_path / "cw.json"
+    result = critic_warmup.main(
+        ["--model", tiny_path, "--checkpoints", "2,1", "--items", "6", "--draws", "1"]
+        + ["--demos", "8", "--out", str(out)]
+    )
+    assert json.loads(out.read_text()) == result
+    assert out.with_suffix(".png").stat().st_size > 0
+    assert [c["step"] for c in result["checkpoints"]] == [0, 1, 2]
+    for c in result["checkpoints"]:
+        (draw,) = c["draws"]
+        assert set(draw["sampled_auc_by_corruption"]) == {"shuffled", "truncated", "spliced"}
+        assert 1.0 <= draw["expected_score_intact"] <= 9.0
+        assert 0.0 <= draw["expected_auc"] <= 1.0
+    assert result["demos"] == 8 and result["seconds_per_step"] > 0
+
+
+def test_critic_warmup_expected_score_is_the_digit_distribution_mean():
+    import critic_warmup
+    import torch
+
+    class Tok:
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [int(text) + 10]}  # digit d -> token d + 10
+
+    class Model:
+        def __init__(self, logits):
+            self.logits = logits
+
+        def __call__(self, ids):
+            return type("Out", (), {"logits": self.logits.expand(1, ids.shape[1], -1)})()
+
+    logits = torch.full((30,), -1e9)
+    logits[17] = logits[19] = 0.0  # p(7) = p(9) = 1/2; token 5 (not a digit) is ignored
+    logits[5] = 50.0
+    policy = type(
+        "P",
+        (),
+        {
+            "tokenizer": Tok(),
+            "device": "cpu",
+            "model": Model(logits),
+            "encode_prompt": lambda self, obs, n: [1, 2, 3],
+        },
+    )()
+    item = type("Item", (), {"observation": {}})()
+    assert critic_warmup.expected_scores(policy, [item, item]) == [8.0, 8.0]
