@@ -340,6 +340,7 @@ def _train(argv: list[str]) -> int:
     import tyro
 
     from learners.base import available_learners
+    from learners.preflight import PreflightError
     from learners.train import (
         PRESETS,
         config_type,
@@ -378,7 +379,8 @@ def _train(argv: list[str]) -> int:
         default=base,
         args=rest,
         prog="sage-env train",
-        description="Run SAGE training. Also accepts --preset {demo,paper}, --config FILE.yaml, "
+        description="Run SAGE training. Also accepts "
+        f"--preset {{{','.join(sorted(PRESETS))}}}, --config FILE.yaml, "
         f"--protocol {{{protocols}}} (the --env.protocol-config.* flags are the chosen "
         "protocol's own settings: sage-env train --protocol NAME --help), "
         f"--algorithm {{{algorithms}}} (the --learner.* flags "
@@ -388,7 +390,7 @@ def _train(argv: list[str]) -> int:
     )
     try:
         metrics = train(cfg, progress=not known.no_progress)
-    except (FileExistsError, ValueError) as exc:
+    except (FileExistsError, ValueError, PreflightError) as exc:
         print(f"sage-env train: error: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("sage_env.train").info(

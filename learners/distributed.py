@@ -46,27 +46,32 @@ def launched() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-def init(device: str = "auto") -> Any:
-    """Open the process group of a multi-process launch through accelerate's ``Accelerator``.
+def init(device: str = "auto", log_with: str | None = None, project_dir: str | None = None) -> Any:
+    """The run's accelerate ``Accelerator``: a launch's process group, the metric trackers.
 
-    On one process (no ``WORLD_SIZE > 1`` in the environment) nothing happens and ``None`` is
-    returned. On a machine without CUDA, or with ``device="cpu"``, the Accelerator is made
-    with ``cpu=True``, which selects gloo (without it accelerate sees no distributed setup on
-    a CPU-only machine and every rank would train alone).
+    It opens the process group of a multi-process launch and holds the experiment trackers
+    that :class:`learners.metrics.MetricsLog` logs to.
+    On one process (no ``WORLD_SIZE > 1`` in the environment) without ``log_with`` nothing
+    happens and ``None`` is returned. On a machine without CUDA, or with ``device="cpu"``, the
+    Accelerator is made with ``cpu=True``, which selects gloo (without it accelerate sees no
+    distributed setup on a CPU-only machine and every rank would train alone).
 
     Args:
         device: ``TrainConfig.device``.
+        log_with: An accelerate tracker name (``"tensorboard"``, ``"wandb"``) or ``None``.
+        project_dir: Where trackers that write files write them (the run folder).
 
     Returns:
         The ``accelerate.Accelerator`` (its ``device`` is this rank's device), or ``None``.
     """
-    if not launched():
+    if not launched() and log_with is None:
         return None
-    _die_with_launcher()
+    if launched():
+        _die_with_launcher()
     from accelerate import Accelerator
 
     cpu = device == "cpu" or not torch.cuda.is_available()
-    return Accelerator(cpu=cpu)
+    return Accelerator(cpu=cpu, log_with=log_with, project_dir=project_dir)
 
 
 def _die_with_launcher() -> None:

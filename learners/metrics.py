@@ -1,4 +1,4 @@
-"""What a run logs as it goes: per-step metrics (JSONL + TensorBoard) and round transcripts."""
+"""What a run logs as it goes: per-step metrics (JSONL + a tracker) and round transcripts."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from learners.rollout import RolloutResult, Transition
+
+REPORT_TO = ("tensorboard", "wandb", "none")
+"""Trackers of ``TrainConfig.report_to`` (``metrics.jsonl`` is written with every one)."""
 
 
 def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]:
@@ -70,32 +73,76 @@ def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]
 
 
 class MetricsLog:
-    """Appends metric rows to ``out/metrics.jsonl`` (fsynced) and TensorBoard (``out/tb``).
+    """Appends metric rows to ``out/metrics.jsonl`` and sends their numbers to a tracker.
+
+    ``metrics.jsonl`` is always written (one JSON object per row, fsynced): it is the ground
+    truth the plots, the resume logic and the tests read. The numeric values of each row also
+    go through accelerate's tracking API (``Accelerator(log_with=...)``, ``init_trackers``,
+    ``log``; accelerate logs on the main process only) to TensorBoard (``out/tb``) or Weights
+    & Biases (run files in ``out/wandb``), or nowhere with ``report_to="none"``.
 
     Args:
-        out: Run folder.
+        out: Run folder (exists).
+        report_to: ``"tensorboard"``, ``"wandb"`` or ``"none"`` (``TrainConfig.report_to``).
+        accelerator: The run's ``Accelerator`` made with ``log_with=report_to`` and
+            ``project_dir=out`` (:func:`learners.distributed.init`); made here when ``None``
+            and a tracker is asked for. Unused with ``"none"``.
+        config: The run's resolved config as plain data, stored as the W&B run config
+            (TensorBoard gets none: it is in ``out/config.yaml``).
+        purge_step: TensorBoard hides the events at this step and later that an earlier,
+            killed run left in ``out/tb`` (a resumed run passes its first step).
+
+    Raises:
+        ValueError: on an unknown ``report_to``.
     """
 
-    def __init__(self, out: Path) -> None:
-        from torch.utils.tensorboard import SummaryWriter
-
+    def __init__(
+        self,
+        out: Path,
+        report_to: str = "tensorboard",
+        accelerator: Any = None,
+        config: dict[str, Any] | None = None,
+        purge_step: int | None = None,
+    ) -> None:
+        if report_to not in REPORT_TO:
+            raise ValueError(f"report_to must be one of {REPORT_TO}, got {report_to!r}")
         self.path = out / "metrics.jsonl"
-        self.writer = SummaryWriter(str(out / "tb"))
+        self.report_to = report_to
+        self.accelerator = None
+        if report_to == "none":
+            return
+        if accelerator is None:
+            from learners import distributed
+
+            accelerator = distributed.init("cpu", log_with=report_to, project_dir=str(out))
+        if report_to == "tensorboard":
+            # accelerate writes to project_dir/<project name>: the name "tb" gives out/tb
+            kwargs: dict[str, Any] = {"purge_step": purge_step} if purge_step else {}
+            accelerator.init_trackers("tb", init_kwargs={"tensorboard": kwargs})
+        else:
+            project = os.environ.get("WANDB_PROJECT", "sage-env")
+            name = os.environ.get("WANDB_NAME", out.resolve().name)
+            init = {"wandb": {"dir": str(out), "name": name}}
+            accelerator.init_trackers(project, config=config, init_kwargs=init)
+        self.accelerator = accelerator
 
     def write(self, row: dict[str, Any]) -> None:
-        """Log one row; ``row["step"]`` is its step, numeric values go to TensorBoard."""
+        """Log one row; ``row["step"]`` is its step, numeric values go to the tracker."""
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-        for key, value in row.items():
-            if key != "step" and isinstance(value, (int, float)):
-                self.writer.add_scalar(key, value, row["step"])
-        self.writer.flush()
+        if self.accelerator is not None:
+            scalars = {k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
+            self.accelerator.log(scalars, step=row["step"])
 
     def close(self) -> None:
-        """Close the TensorBoard writer."""
-        self.writer.close()
+        """Finish the tracker (close the TensorBoard writer, end the W&B run); idempotent."""
+        if self.accelerator is not None:
+            for tracker in self.accelerator.trackers:
+                tracker.finish()
+            self.accelerator.trackers = []
+            self.accelerator = None
 
 
 def peak_rss_mb() -> float:

@@ -1,4 +1,4 @@
-"""Named starting points of ``sage-env train --preset NAME``: ``demo`` and ``paper``."""
+"""Named starting points of ``sage-env train --preset NAME``: demo, paper, paper-1gpu."""
 
 from __future__ import annotations
 
@@ -59,18 +59,25 @@ PRESETS: dict[str, TrainConfig] = {
         model="Qwen/Qwen2.5-7B-Instruct",
         out="runs/paper",
         steps=200,
-        rounds_per_step=64,
+        # per process: launched on 8 GPUs (examples/accelerate/paper_8gpu.yaml) a step plays
+        # 8 x 8 = 64 rounds; one GPU of 80 GB holds a rank (docs/scaling.md)
+        rounds_per_step=8,
         device="cuda",
         dtype="bfloat16",
         max_new_tokens=4096,
         max_prompt_tokens=4096,
-        generation_batch_size=256,
+        # 8 rounds x k = 4 solver samples: one generate call per tick; the prefill of 32
+        # prompts of 4096 tokens is the rollout's memory peak
+        generation_batch_size=32,
+        # rollout engine: vllm (set when the engine interface lands)
         save_every=10,
         keep_checkpoints=3,
         env=EnvConfig(solver_samples=4, math_workers=8),
         learner=PGConfig(
             lr=3e-6,
-            micro_batch_size=8,
+            # 2 sequences of up to 8192 tokens: their 4096 completion positions' logits
+            # (152k vocabulary, fp32) dominate the update's memory
+            micro_batch_size=2,
             num_minibatches=4,
             gradient_checkpointing=True,
             max_seq_tokens=8192,
@@ -78,5 +85,34 @@ PRESETS: dict[str, TrainConfig] = {
             lora=LoRAConfig(r=128, alpha=256.0),
         ),
     ),
+    "paper-1gpu": TrainConfig(
+        model="Qwen/Qwen2.5-3B-Instruct",
+        out="runs/paper-1gpu",
+        steps=200,
+        # one GPU plays every round: 16 rounds (a quarter of paper's 64) keep a step's
+        # rollout to one generate call per tick (16 rounds x k = 4 = 64 sequences)
+        rounds_per_step=16,
+        device="cuda",
+        dtype="bfloat16",
+        # half of paper's lengths: the worst-case step time on one GPU halves, and a
+        # sequence's logits in the update take half the memory (micro batch 4 instead of 2)
+        max_new_tokens=2048,
+        max_prompt_tokens=2048,
+        generation_batch_size=64,
+        # rollout engine: vllm (set when the engine interface lands)
+        save_every=10,
+        keep_checkpoints=3,
+        env=EnvConfig(solver_samples=4, math_workers=8),
+        learner=PGConfig(
+            lr=3e-6,
+            micro_batch_size=4,
+            num_minibatches=2,
+            gradient_checkpointing=True,
+            max_seq_tokens=4096,
+            lora=LoRAConfig(r=128, alpha=256.0),
+        ),
+    ),
 }
-"""Named starting points: ``demo`` (CPU, minutes) and ``paper`` (a GPU and a Qwen model)."""
+"""Named starting points: ``demo`` (CPU, minutes), ``paper`` (Qwen2.5-7B-Instruct, LoRA
+r = 128, one process per GPU on 8 GPUs of 80 GB) and ``paper-1gpu`` (Qwen2.5-3B-Instruct,
+LoRA r = 128, one GPU of 80 GB). ``docs/scaling.md`` has their memory arithmetic."""

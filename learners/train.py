@@ -8,7 +8,8 @@ early stopping and the critic probe (``learners.validation``), metrics and trans
 
     OUT/config.yaml          the full resolved config
     OUT/metrics.jsonl        one JSON object per step
-    OUT/tb/                  TensorBoard events
+    OUT/tb/                  TensorBoard events (--report-to tensorboard, the default)
+    OUT/wandb/               W&B run files (--report-to wandb)
     OUT/pool.jsonl           the task pool (seeds + accepted generated tasks)
     OUT/transcripts/         readable round transcripts
     OUT/checkpoints/step_N/  model (or LoRA adapter), optimizer, pool, RNG state, step (atomic)
@@ -30,7 +31,7 @@ import torch
 import yaml
 
 import sage_env
-from learners import distributed
+from learners import distributed, preflight
 from learners.base import learner_spec, make_learner
 from learners.checkpoint import (
     checkpoint_dirs,
@@ -66,11 +67,15 @@ logger = logging.getLogger("sage_env.train")
 def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     """Run SAGE training as configured; returns the last step's metrics.
 
-    Every environment and verifier it opens is closed when it returns or raises.
+    Every environment and verifier it opens is closed when it returns or raises. Before
+    anything heavy loads, :func:`learners.preflight.check_train` checks the device, the model,
+    the tracker package and the launch mode.
 
     Raises:
         FileExistsError: if ``cfg.out`` already holds a run and ``cfg.resume`` is False.
         ValueError: on an unknown protocol, algorithm or frozen role.
+        learners.preflight.PreflightError: naming what is missing (no CUDA device, model
+            weights neither cached nor downloadable, ``wandb`` not installed, FSDP launch).
     """
     roles = [a.rsplit("_", 1)[0] for a in make_protocol(cfg.env.protocol).agents]
     frozen = set(cfg.freeze)
@@ -81,9 +86,13 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
         )
     learner_spec(cfg.algorithm)  # an unknown algorithm fails before the model loads
     out = Path(cfg.out)
+    preflight.check_train(cfg, _model_source(cfg, out, checkpoint_dirs(out)))
     with contextlib.ExitStack() as stack:
-        # torchrun / accelerate launch: open the process group (learners.distributed)
-        if distributed.init(cfg.device) is not None:
+        # torchrun / accelerate launch: open the process group (learners.distributed); the
+        # Accelerator also holds the tracker of report_to
+        log_with = None if cfg.report_to == "none" else cfg.report_to
+        accelerator = distributed.init(cfg.device, log_with, str(out))
+        if accelerator is not None:
             stack.callback(distributed.shutdown)
         existing = checkpoint_dirs(out)
         if (existing or (out / "metrics.jsonl").exists()) and not cfg.resume:
@@ -96,7 +105,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             out.mkdir(parents=True, exist_ok=True)
             plain = _plain(dataclasses.asdict(cfg))
             (out / "config.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
-        metrics = _run(cfg, out, roles, frozen, existing, progress and main, stack)
+        metrics = _run(cfg, out, roles, frozen, existing, progress and main, stack, accelerator)
     if main and (out / "metrics.jsonl").exists():
         plot_training(out / "metrics.jsonl", out / "training.png")
     return metrics
@@ -110,6 +119,7 @@ def _run(
     existing: list[Path],
     progress: bool,
     stack: contextlib.ExitStack,
+    accelerator: Any = None,
 ) -> dict[str, float]:
     """The loop; whatever it opens is registered on ``stack`` (closed by :func:`train`)."""
     from tqdm.auto import tqdm
@@ -128,9 +138,7 @@ def _run(
     lora = getattr(cfg.learner, "lora", None)
     lora_on = lora is not None and lora.enabled
     base_dir = out / "base"  # a LoRA run's warmed base (adapters sit on it)
-    resumed_base = lora_on and cfg.resume and existing and (base_dir / "config.json").exists()
-    model = str(base_dir) if resumed_base else cfg.model
-    policy = HFPolicy(model, device=device, dtype=cfg.dtype, seed=seed)
+    policy = HFPolicy(_model_source(cfg, out, existing), device=device, dtype=cfg.dtype, seed=seed)
     n_params = sum(p.numel() for p in policy.model.parameters())
     logger.info(
         "loaded %s (%.1f M params) on %s/%s in %.1f s",
@@ -203,7 +211,10 @@ def _run(
         batch_size=cfg.generation_batch_size,
     )
     driver = RolloutDriver(envs, policy, sampling, cfg.phase_max_new_tokens, cfg.phase_stop_strings)
-    log = MetricsLog(out) if main else None  # only rank 0 writes
+    log = None
+    if main:  # only rank 0 writes (and accelerate logs to trackers on the main process only)
+        config = _plain(dataclasses.asdict(cfg))
+        log = MetricsLog(out, cfg.report_to, accelerator, config, start + 1 if start else None)
     if log is not None:
         stack.callback(log.close)
     val_tasks = sage_env.load_validation()[: cfg.val_limit] if cfg.val_every > 0 else []
@@ -289,6 +300,16 @@ def _run(
             )
             break
     return metrics
+
+
+def _model_source(cfg: TrainConfig, out: Path, existing: list[Path]) -> str:
+    """What the policy loads: ``cfg.model``, or a resumed LoRA run's warmed base ``out/base``."""
+    lora = getattr(cfg.learner, "lora", None)
+    base_dir = out / "base"
+    if lora is not None and lora.enabled and cfg.resume and existing:
+        if (base_dir / "config.json").exists():
+            return str(base_dir)
+    return cfg.model
 
 
 def _validate(policy: HFPolicy, tasks: list, verifier: MathVerifier, max_new_tokens: int) -> float:

@@ -18,7 +18,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import yaml
 
@@ -92,6 +92,12 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     """Number of most recent checkpoints kept."""
     transcripts_per_step: int = 1
     """Round transcripts written per step to ``out/transcripts``."""
+    report_to: Literal["tensorboard", "wandb", "none"] = "tensorboard"
+    """Where each step's numbers go besides ``out/metrics.jsonl`` (always written; the ground
+    truth), through accelerate's tracking API: ``tensorboard`` (``out/tb``), ``wandb``
+    (Weights & Biases: ``pip install wandb==0.31.0``; ``WANDB_MODE=offline`` works without a
+    network; project ``$WANDB_PROJECT`` or ``sage-env``) or ``none``. Only the main process
+    logs."""
     val_every: int = 0
     """Evaluate greedy accuracy on the held-out validation split (``sage_env.load_validation``)
     before training and every this many steps; 0 = never."""
@@ -162,6 +168,10 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
         q = self.gate_seed_quantile
         if q is not None and not 0.0 <= q <= 1.0:
             raise ValueError(f"gate_seed_quantile must be in [0, 1] or None, got {q}")
+        if self.report_to not in ("tensorboard", "wandb", "none"):
+            raise ValueError(
+                f"report_to must be tensorboard, wandb or none, got {self.report_to!r}"
+            )
         if self.gate_calibration and self.critic_probe_size < 2:
             raise ValueError("gate_calibration needs critic_probe_size >= 2")
         if isinstance(self.warmup, dict):

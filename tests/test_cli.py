@@ -27,6 +27,8 @@ def test_train_help_documents_flags():
     assert out.returncode == 0
     for flag in ("--steps", "--out", "--resume", "--learner.lr", "--env.rewards.alpha"):
         assert flag in out.stdout
+    assert "--report-to" in out.stdout and "{tensorboard,wandb,none}" in out.stdout
+    assert "--preset {demo,paper,paper-1gpu}" in " ".join(out.stdout.split())
 
 
 def test_broken_yaml_config_is_a_clear_error(tmp_path, capsys):
@@ -58,9 +60,12 @@ def test_train_from_yaml_and_flags_on_tiny_model(tmp_path):
             str(out),
             "--learner.lr",
             "0.001",
+            "--report-to",
+            "none",
         ]
     )
     assert code == 0
+    assert not (out / "tb").exists()  # --report-to none: metrics.jsonl only
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     # the demo preset probes the critic before training and at the last step
     assert [r["step"] for r in rows] == [0, 1]

@@ -251,7 +251,16 @@ def test_torchrun_two_processes_train_two_steps_with_one_writer(tiny_path, tmp_p
     assert [r["step"] for r in rows] == [0, 1, 2]  # one writer: two would write 6 rows
     assert "val/accuracy" in rows[-1] and "critic/auc" in rows[-1]
     assert rows[-1]["count/challenger"] == 2.0  # but the metrics count both ranks' rounds
-    assert len(list((out / "tb").iterdir())) == 1  # one TensorBoard writer
+    # one TensorBoard writer (accelerate's tracker, main process only), holding the rows
+    (events,) = list((out / "tb").iterdir())
+    assert events.name.startswith("events.out.tfevents.")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(out / "tb"))
+    acc.Reload()
+    for tag in ("count/challenger", "pool/size", "val/accuracy"):
+        logged = [(e.step, e.value) for e in acc.Scalars(tag)]
+        assert logged == [(r["step"], pytest.approx(r[tag])) for r in rows if tag in r], tag
     ranks = torch.load(out / "checkpoints/step_000002/ranks.pt", weights_only=False)
     assert len(ranks) == 2 and not torch.equal(ranks[0]["policy_rng"], ranks[1]["policy_rng"])
     # every step checked that the pools are identical (the run raises otherwise)
