@@ -388,7 +388,7 @@ def _train(argv: list[str]) -> int:
     )
     try:
         metrics = train(cfg, progress=not known.no_progress)
-    except (FileExistsError, ValueError) as exc:
+    except (FileExistsError, ValueError, ImportError) as exc:
         print(f"sage-env train: error: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("sage_env.train").info(

@@ -38,6 +38,7 @@ from learners.checkpoint import (
     save_checkpoint,
     truncate_metrics,
 )
+from learners.engines import require_engine
 from learners.evaluation import validation_accuracy
 from learners.metrics import MetricsLog, peak_rss_mb, rollout_metrics, write_transcripts
 from learners.plots import plot_training
@@ -80,6 +81,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             f"protocol {cfg.env.protocol!r} has roles {roles}"
         )
     learner_spec(cfg.algorithm)  # an unknown algorithm fails before the model loads
+    require_engine(cfg.rollout.engine)  # so does a vllm engine without vLLM
     out = Path(cfg.out)
     with contextlib.ExitStack() as stack:
         # torchrun / accelerate launch: open the process group (learners.distributed)
@@ -130,7 +132,9 @@ def _run(
     base_dir = out / "base"  # a LoRA run's warmed base (adapters sit on it)
     resumed_base = lora_on and cfg.resume and existing and (base_dir / "config.json").exists()
     model = str(base_dir) if resumed_base else cfg.model
-    policy = HFPolicy(model, device=device, dtype=cfg.dtype, seed=seed)
+    # each rank owns its engine (a colocated vLLM on its own GPU)
+    policy = HFPolicy(model, device=device, dtype=cfg.dtype, seed=seed, rollout=cfg.rollout)
+    stack.callback(policy.close)
     n_params = sum(p.numel() for p in policy.model.parameters())
     logger.info(
         "loaded %s (%.1f M params) on %s/%s in %.1f s",
@@ -182,6 +186,7 @@ def _run(
         if main:
             (out / "metrics.jsonl").unlink(missing_ok=True)
     distributed.barrier()  # rank 0 has truncated the metrics before anyone goes on
+    policy.sync_engine()  # the engine generates from the warmed / resumed / broadcast weights
     envs = []
     for _ in range(cfg.rounds_per_step):
         envs.append(
@@ -239,6 +244,9 @@ def _run(
         t1 = time.perf_counter()
         update = learner.update()
         t_update = time.perf_counter() - t1
+        t1 = time.perf_counter()
+        policy.sync_engine()  # the next rollout (and validation) samples the updated weights
+        t_sync = time.perf_counter() - t1
         if snapshot is not None:  # several ranks: every rank's accepted tasks, in rank order
             distributed.sync_pool(pool, snapshot)
             distributed.check_identical(distributed.pool_digest(pool), "the task pool")
@@ -257,6 +265,7 @@ def _run(
             "pool/generated": float(pool.num_generated),
             **probed,
             "time/update_s": t_update,
+            **({"time/weight_sync_s": t_sync} if cfg.rollout.engine == "vllm" else {}),
             "time/step_s": time.perf_counter() - t0,
             "memory/peak_rss_mb": peak_rss_mb(),
         }
