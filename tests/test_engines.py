@@ -207,6 +207,26 @@ def test_hf_cb_greedy_matches_hf_and_cuts_at_stop_strings(cb_policy):
         cb_policy.generate(OBS[:1], SamplingConfig(min_new_tokens=2))
 
 
+def test_hf_cb_samples_the_lora_model_and_restores_training_mode(tiny_path):
+    policy = HFPolicy(tiny_path, device="cpu", seed=3, rollout="hf-cb")
+    policy.enable_lora(LoRAConfig(r=4))
+    with torch.no_grad():
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)  # adapters that change the model
+    policy.enable_gradient_checkpointing()
+    policy.train()
+    comps = policy.generate(OBS, SamplingConfig(temperature=0.7), budgets=[5, 8, 6])
+    logp, _ = policy.token_logprobs(
+        [c.prompt_ids for c in comps], [c.completion_ids for c in comps], 0.7
+    )
+    for row, c in enumerate(comps):
+        n = len(c.completion_ids)
+        assert torch.allclose(logp[row, :n], torch.tensor(c.logprobs), atol=1e-5)
+    inner = policy.model.base_model.model
+    assert policy.model.training and inner.config._attn_implementation == "sdpa"
+
+
 def test_hf_cb_trains_through_the_loop(tiny_path, tmp_path):
     from learners.plots import read_metrics
     from learners.train import TrainConfig, train
