@@ -3,11 +3,13 @@
 Builds Qwen2.5-1.5B- and 7B-shaped causal LMs from their published configurations with random
 weights (no download, no network), in bf16 on CUDA, and measures for each shape:
 
-1. **Rollout tokens/s per engine** at batch ``--batch`` (64): ``hf`` (batched
-   ``model.generate``, the default engine), ``hf-cb`` (transformers' continuous batching,
-   ``generate_batch``) and ``vllm`` when it is installed (the model is saved with a byte-level
-   tokenizer and loaded by ``vllm.LLM``). EOS is suppressed, so every row makes exactly
-   ``--tokens`` tokens. An engine that fails records its error instead of a figure.
+1. **Rollout tokens/s per engine** at batch ``--batch`` (64), through the engine classes the
+   training loop uses (``learners.engines``, ``--rollout.engine``): ``hf`` (batched
+   ``model.generate``, the default), ``hf-cb`` (transformers' continuous batching) and
+   ``vllm`` when it is installed (the model is saved with a byte-level tokenizer and loaded by
+   ``vllm.LLM``). No token ends a row, so every row makes exactly ``--tokens`` tokens; the
+   figure includes each engine's log-probs and decoding. An engine that fails records its
+   error instead of a figure.
 2. **One update step**, full fine-tuning vs LoRA (peft, r = ``--lora-r``, 128 as in the paper)
    with gradient checkpointing, AdamW: seconds and peak CUDA memory (GiB) for ``--micro``
    sequences of ``--seq`` tokens. A configuration that runs out of memory records ``"oom"``.
@@ -28,13 +30,16 @@ A CPU-sized variant (a tiny shape, a few tokens) runs in the tests::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import platform
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -121,74 +126,76 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 
 
-def rollout_hf(model, batch: int, prompt: int, tokens: int, device: str) -> dict:
-    """Tokens/s of batched ``model.generate`` (sampling, EOS suppressed)."""
-    vocab = model.config.vocab_size
-    ids = torch.randint(3, vocab, (batch, prompt), device=device)
-    kw = dict(
-        max_new_tokens=tokens,
-        min_new_tokens=tokens,
-        do_sample=True,
-        top_k=0,
-        pad_token_id=0,
-        eos_token_id=None,
-        attention_mask=torch.ones_like(ids),
-    )
-    model.generate(ids[:, :8], **{**kw, "max_new_tokens": 2, "min_new_tokens": 2})  # warm-up
-    _sync(device)
-    t0 = time.perf_counter()
-    out = model.generate(ids, **kw)
-    _sync(device)
-    seconds = time.perf_counter() - t0
-    made = int((out.shape[1] - prompt) * batch)
-    return {"tokens": made, "seconds": round(seconds, 3), "tokens_per_s": round(made / seconds, 1)}
+@dataclass
+class BenchHost:
+    """The :class:`learners.engines.EngineHost` of a random-weight model: no EOS token.
+
+    With ``eos_ids`` empty no engine ends a row early, so every row makes its whole budget.
+    ``tokenizer`` is the byte-level one of ``learners.tiny`` (decoding only; ids past its
+    vocabulary decode to replacement characters), ``path`` a folder vLLM can load.
+    """
+
+    model: torch.nn.Module
+    tokenizer: Any
+    path: str
+    device: torch.device
+    dtype: torch.dtype
+    eos_ids: set = field(default_factory=set)
+    generator: torch.Generator = field(default_factory=lambda: torch.Generator().manual_seed(0))
+    tokens_generated: int = 0
 
 
-def rollout_hf_cb(model, batch: int, prompt: int, tokens: int, device: str) -> dict:
-    """Tokens/s of transformers' continuous batching (``generate_batch``)."""
-    from transformers import GenerationConfig
+def rollout(engine: str, model, batch: int, prompt: int, tokens: int, device: str) -> dict:
+    """Tokens/s of one rollout engine (``learners.engines``) as training runs it.
 
-    vocab = model.config.vocab_size
-    g = torch.Generator().manual_seed(0)
-    inputs = torch.randint(3, vocab, (batch, prompt), generator=g).tolist()
-    gc_ = GenerationConfig(
-        max_new_tokens=tokens, do_sample=True, top_k=0, eos_token_id=-1, pad_token_id=0
-    )
-    _sync(device)
-    t0 = time.perf_counter()
-    out = model.generate_batch(inputs, generation_config=gc_)
-    _sync(device)
-    seconds = time.perf_counter() - t0
-    made = sum(len(r.generated_tokens) for r in out.values())
-    return {"tokens": made, "seconds": round(seconds, 3), "tokens_per_s": round(made / seconds, 1)}
+    The engine class the training loop uses (``--rollout.engine``) generates ``tokens`` new
+    tokens for each of ``batch`` random prompts of ``prompt`` tokens (sampling at T = 1,
+    no EOS), after a 2-token warm-up call; the figure includes what the engine does around
+    the model (log-probs, decoding). ``vllm`` loads a saved copy of ``model``.
 
+    Raises:
+        ImportError: for ``vllm`` without vLLM (recorded as the engine's error).
+    """
+    from transformers import AutoTokenizer
 
-def rollout_vllm(model, batch: int, prompt: int, tokens: int, device: str) -> dict:
-    """Tokens/s of vLLM on a saved copy of ``model`` (raises ImportError without vLLM)."""
-    import vllm  # noqa: F401  (optional; ImportError is recorded)
-
+    from learners.engines import RolloutConfig, make_engine, require_engine
+    from learners.policy import SamplingConfig
     from learners.tiny import build_tiny_model
 
+    require_engine(engine)
     with tempfile.TemporaryDirectory() as tmp:
         build_tiny_model(tmp)  # byte-level tokenizer files; the weights are replaced below
-        model.save_pretrained(tmp)
-        llm = vllm.LLM(model=tmp, dtype=str(model.dtype).removeprefix("torch."), seed=0)
-        vocab = model.config.vocab_size
-        g = torch.Generator().manual_seed(0)
-        prompts = [
-            {"prompt_token_ids": p}
-            for p in torch.randint(3, vocab, (batch, prompt), generator=g).tolist()
-        ]
-        params = vllm.SamplingParams(max_tokens=tokens, min_tokens=tokens, ignore_eos=True)
-        t0 = time.perf_counter()
-        outs = llm.generate(prompts, params)
-        seconds = time.perf_counter() - t0
-        made = sum(len(o.outputs[0].token_ids) for o in outs)
-        del llm
+        if engine == "vllm":
+            model.save_pretrained(tmp)
+        host = BenchHost(
+            model, AutoTokenizer.from_pretrained(tmp), tmp, torch.device(device), model.dtype
+        )
+        eng = make_engine(host, RolloutConfig(engine=engine))
+        try:
+            g = torch.Generator().manual_seed(0)
+            prompts = torch.randint(3, model.config.vocab_size, (batch, prompt), generator=g)
+            prompts = prompts.tolist()
+            # hf: transformers' min-length processor holds back the model config's EOS id
+            # (hf-cb and vllm are told there is none)
+            sampling = SamplingConfig(
+                max_new_tokens=tokens, batch_size=batch, min_new_tokens=tokens * (engine == "hf")
+            )
+            warm = [p[:8] for p in prompts[:8]]
+            warm_sampling = dataclasses.replace(sampling, min_new_tokens=2 * (engine == "hf"))
+            eng.generate(warm, warm_sampling, [2] * len(warm), [()] * len(warm))
+            _sync(device)
+            t0 = time.perf_counter()
+            out = eng.generate(prompts, sampling, [tokens] * batch, [()] * batch)
+            _sync(device)
+            seconds = time.perf_counter() - t0
+        finally:
+            eng.close()
+    made = sum(len(c.completion_ids) for c in out)
     return {"tokens": made, "seconds": round(seconds, 3), "tokens_per_s": round(made / seconds, 1)}
 
 
-ENGINES = {"hf": rollout_hf, "hf-cb": rollout_hf_cb, "vllm": rollout_vllm}
+ENGINES = ("hf", "hf-cb", "vllm")
+"""Engines measured by default (``learners.engines.ENGINES``)."""
 
 
 def update_step(model, micro: int, seq: int, device: str, lora_r: int) -> dict:
@@ -305,8 +312,8 @@ def main(argv: list[str] | None = None) -> dict:
         for engine in [e for e in args.engines.split(",") if e]:
             try:
                 with torch.no_grad():
-                    entry["rollout"][engine] = ENGINES[engine](
-                        model, args.batch, args.prompt, args.tokens, args.device
+                    entry["rollout"][engine] = rollout(
+                        engine, model, args.batch, args.prompt, args.tokens, args.device
                     )
             except Exception as exc:  # noqa: BLE001  (an engine's failure is a figure)
                 entry["rollout"][engine] = {"error": _error(exc)}

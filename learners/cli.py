@@ -390,7 +390,7 @@ def _train(argv: list[str]) -> int:
     )
     try:
         metrics = train(cfg, progress=not known.no_progress)
-    except (FileExistsError, ValueError, PreflightError) as exc:
+    except (FileExistsError, ValueError, ImportError, PreflightError) as exc:
         print(f"sage-env train: error: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("sage_env.train").info(

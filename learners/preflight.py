@@ -45,14 +45,15 @@ def check_train(cfg: Any, model: str | None = None) -> None:
 
     Raises:
         PreflightError: naming everything missing (no CUDA device, model weights neither local
-            nor downloadable, ``wandb`` not installed, an FSDP/DeepSpeed launch).
+            nor downloadable, ``wandb`` not installed, ``vllm`` not installed for
+            ``--rollout.engine vllm``, an FSDP/DeepSpeed launch).
     """
     problems = device_problems(cfg.device)
     problems += model_problems(model or cfg.model)
     problems += tracker_problems(cfg.report_to)
     problems += launch_problems()
-    # rollout engine: vllm (set when the engine interface lands): a vllm engine adds
-    # module_problem("vllm", "pip install vllm", "the vllm rollout engine") here
+    if getattr(getattr(cfg, "rollout", None), "engine", "hf") == "vllm":
+        problems += module_problem("vllm", "pip install 'sage-env[vllm]'", "--rollout.engine vllm")
     if problems:
         raise PreflightError(problems)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from learners.engines import RolloutConfig
 from learners.pg import PGConfig
 from learners.policy import LoRAConfig
 from learners.train_config import TrainConfig
@@ -69,7 +70,8 @@ PRESETS: dict[str, TrainConfig] = {
         # 8 rounds x k = 4 solver samples: one generate call per tick; the prefill of 32
         # prompts of 4096 tokens is the rollout's memory peak
         generation_batch_size=32,
-        # rollout engine: vllm (set when the engine interface lands)
+        # colocated vLLM (TRL's colocate mode; unverified until run where vLLM is installed)
+        rollout=RolloutConfig(engine="vllm"),
         save_every=10,
         keep_checkpoints=3,
         env=EnvConfig(solver_samples=4, math_workers=8),
@@ -99,7 +101,8 @@ PRESETS: dict[str, TrainConfig] = {
         max_new_tokens=2048,
         max_prompt_tokens=2048,
         generation_batch_size=64,
-        # rollout engine: vllm (set when the engine interface lands)
+        # colocated vLLM (TRL's colocate mode; unverified until run where vLLM is installed)
+        rollout=RolloutConfig(engine="vllm"),
         save_every=10,
         keep_checkpoints=3,
         env=EnvConfig(solver_samples=4, math_workers=8),

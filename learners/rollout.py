@@ -11,6 +11,7 @@ reward of its previous action (``sage_env`` delivers every reward before the age
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from dataclasses import dataclass, field, replace
@@ -163,9 +164,18 @@ class RolloutDriver:
     def collect(self, seeds: list[int] | None = None) -> RolloutResult:
         """Reset every environment (with ``seeds[i]`` if given) and play one episode each.
 
+        The whole episode runs inside the policy's ``rollout_session()`` when it has one
+        (:meth:`HFPolicy.rollout_session <learners.policy.HFPolicy.rollout_session>`: a
+        colocated vLLM engine wakes before it and sleeps after).
+
         Returns:
             A :class:`RolloutResult` whose transitions carry their rewards.
         """
+        session = getattr(self.policy, "rollout_session", None)
+        with session() if callable(session) else contextlib.nullcontext():
+            return self._collect(seeds)
+
+    def _collect(self, seeds: list[int] | None) -> RolloutResult:
         env_time = 0.0
         gen_time = 0.0
         tokens = 0

@@ -39,6 +39,7 @@ from learners.checkpoint import (
     save_checkpoint,
     truncate_metrics,
 )
+from learners.engines import require_engine
 from learners.evaluation import validation_accuracy
 from learners.metrics import MetricsLog, peak_rss_mb, rollout_metrics, write_transcripts
 from learners.plots import plot_training
@@ -86,7 +87,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
         )
     learner_spec(cfg.algorithm)  # an unknown algorithm fails before the model loads
     out = Path(cfg.out)
+    # device, model, tracker, launcher and a vllm engine without vLLM: one line, before loading
     preflight.check_train(cfg, _model_source(cfg, out, checkpoint_dirs(out)))
+    require_engine(cfg.rollout.engine)
     with contextlib.ExitStack() as stack:
         # torchrun / accelerate launch: open the process group (learners.distributed); the
         # Accelerator also holds the tracker of report_to
@@ -138,7 +141,15 @@ def _run(
     lora = getattr(cfg.learner, "lora", None)
     lora_on = lora is not None and lora.enabled
     base_dir = out / "base"  # a LoRA run's warmed base (adapters sit on it)
-    policy = HFPolicy(_model_source(cfg, out, existing), device=device, dtype=cfg.dtype, seed=seed)
+    # each rank owns its engine (a colocated vLLM on its own GPU)
+    policy = HFPolicy(
+        _model_source(cfg, out, existing),
+        device=device,
+        dtype=cfg.dtype,
+        seed=seed,
+        rollout=cfg.rollout,
+    )
+    stack.callback(policy.close)
     n_params = sum(p.numel() for p in policy.model.parameters())
     logger.info(
         "loaded %s (%.1f M params) on %s/%s in %.1f s",
@@ -190,6 +201,7 @@ def _run(
         if main:
             (out / "metrics.jsonl").unlink(missing_ok=True)
     distributed.barrier()  # rank 0 has truncated the metrics before anyone goes on
+    policy.sync_engine()  # the engine generates from the warmed / resumed / broadcast weights
     envs = []
     for _ in range(cfg.rounds_per_step):
         envs.append(
@@ -250,6 +262,9 @@ def _run(
         t1 = time.perf_counter()
         update = learner.update()
         t_update = time.perf_counter() - t1
+        t1 = time.perf_counter()
+        policy.sync_engine()  # the next rollout (and validation) samples the updated weights
+        t_sync = time.perf_counter() - t1
         if snapshot is not None:  # several ranks: every rank's accepted tasks, in rank order
             distributed.sync_pool(pool, snapshot)
             distributed.check_identical(distributed.pool_digest(pool), "the task pool")
@@ -268,6 +283,7 @@ def _run(
             "pool/generated": float(pool.num_generated),
             **probed,
             "time/update_s": t_update,
+            **({"time/weight_sync_s": t_sync} if cfg.rollout.engine == "vllm" else {}),
             "time/step_s": time.perf_counter() - t0,
             "memory/peak_rss_mb": peak_rss_mb(),
         }

@@ -23,6 +23,7 @@ from typing import Any, Generic, Literal, TypeVar
 import yaml
 
 from learners.base import as_config, learner_spec
+from learners.engines import RolloutConfig
 from learners.pg import PGConfig
 from learners.policy import DEFAULT_MODEL
 from learners.warmup import WarmupConfig
@@ -85,7 +86,12 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     top_p: float = 1.0
     """Nucleus sampling mass."""
     generation_batch_size: int = 32
-    """Sequences per generate forward pass."""
+    """Sequences per generate forward pass (the ``hf`` engine's batch)."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Rollout engine: ``--rollout.engine hf`` (batched ``model.generate``, default),
+    ``hf-cb`` (transformers' continuous batching; speed unmeasured) or ``vllm`` (colocated
+    vLLM, ``pip install 'sage-env[vllm]'``; unverified), with its ``--rollout.cb-*`` /
+    ``--rollout.vllm-*`` settings (``docs/training.md#rollout-engines``)."""
     save_every: int = 1
     """Write a checkpoint every this many steps (and always at the last step)."""
     keep_checkpoints: int = 2
@@ -176,6 +182,8 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
             raise ValueError("gate_calibration needs critic_probe_size >= 2")
         if isinstance(self.warmup, dict):
             self.warmup = WarmupConfig(**self.warmup)
+        if isinstance(self.rollout, dict):
+            self.rollout = RolloutConfig(**self.rollout)
         self.learner = as_config(self.learner, learner_spec(self.algorithm).config_cls)
         bad = {k: v for k, v in self.phase_max_new_tokens.items() if not int(v) >= 1}
         if bad:

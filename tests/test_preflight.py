@@ -59,6 +59,8 @@ def test_paper_preset_on_a_machine_without_gpu_or_cached_weights_is_one_line(tmp
     assert f"model {QWEN7} is not in the local Hugging Face cache" in line
     assert str(tmp_path / "hf" / "hub") in line  # names the cache it looked in
     assert f"hf download {QWEN7}" in line and "--model PATH" in line
+    assert "--rollout.engine vllm needs the vllm package" in line  # vLLM is not installed here
+    assert "pip install 'sage-env[vllm]'" in line
     assert not out.exists()  # nothing was written
 
 
@@ -167,10 +169,11 @@ def test_everything_missing_is_reported_at_once(offline_cache, monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setitem(sys.modules, "wandb", None)
+    monkeypatch.setitem(sys.modules, "vllm", None)
     cfg = PRESETS["paper-1gpu"]
     cfg = dataclasses.replace(cfg, report_to="wandb")
     with pytest.raises(preflight.PreflightError) as info:
         preflight.check_train(cfg)
-    assert len(info.value.problems) == 3
+    assert len(info.value.problems) == 4  # CUDA, the weights, wandb, vllm
     assert "\n" not in str(info.value)
     assert "Qwen/Qwen2.5-3B-Instruct" in str(info.value)
