@@ -12,7 +12,8 @@ On a CUDA machine, ``--model qwen0.5b-random`` builds a randomly initialised
 Qwen2.5-0.5B-shaped model in bf16 and the same figures are recorded (tokens/s, step time).
 
 Writes ``benchmarks/results/speed_bench.json``.
-Usage: ``python benchmarks/speed_bench.py [--prompts 8] [--group 4] [--tokens 64]``
+Usage: ``python benchmarks/speed_bench.py [--prompts 8] [--group 4] [--tokens 64] [--repeats 3]``
+(``--repeats`` interleaved ours/TRL pairs; the medians and every run are recorded).
 """
 
 from __future__ import annotations
@@ -231,6 +232,12 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--skip-trl", action="store_true")
     ap.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="interleaved ours/TRL iteration pairs; medians are reported (single runs drift)",
+    )
+    ap.add_argument(
         "--only-memory",
         action="store_true",
         help="re-measure the memory part and merge it into the results file",
@@ -264,24 +271,41 @@ def main() -> None:
     result["generate"] = bench_generate(policy, args.prompts, args.group, args.tokens)
     del policy
     gc.collect()
-    result["ours_grpo_iteration"] = bench_ours_iteration(
-        path, args.prompts, args.group, args.tokens, device
-    )
-    if not args.skip_trl:
-        result["trl_grpo_iteration"] = bench_trl_iteration(
-            path, args.prompts, args.group, args.tokens
-        )
+    ours_runs, trl_runs = [], []
+    for _ in range(max(1, args.repeats)):  # interleaved, so drift hits both sides alike
+        ours_runs.append(bench_ours_iteration(path, args.prompts, args.group, args.tokens, device))
+        gc.collect()
+        if not args.skip_trl:
+            trl_runs.append(bench_trl_iteration(path, args.prompts, args.group, args.tokens))
+            gc.collect()
+    result["ours_grpo_iteration"] = _median_run(ours_runs)
+    result["ours_grpo_iteration_s_runs"] = [r["iteration_s"] for r in ours_runs]
+    if trl_runs:
+        result["trl_grpo_iteration"] = _median_run(trl_runs)
+        times = [r.get("iteration_s") for r in trl_runs]
+        result["trl_grpo_iteration_s_runs"] = times
         trl_s = result["trl_grpo_iteration"].get("iteration_s")
         if trl_s:
             result["iteration_ratio_ours_over_trl"] = (
                 result["ours_grpo_iteration"]["iteration_s"] / trl_s
             )
+            result["iteration_ratio_runs"] = [
+                o["iteration_s"] / t for o, t in zip(ours_runs, times) if t
+            ]
     if device == "cpu":
         result["memory"] = [bench_memory(path, False), bench_memory(path, True)]
     result["peak_rss_mb_this_process"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "speed_bench.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
+
+
+def _median_run(runs: list[dict]) -> dict:
+    """The run whose ``iteration_s`` is the median (lower median for an even count)."""
+    timed = sorted((r for r in runs if r.get("iteration_s")), key=lambda r: r["iteration_s"])
+    if not timed:
+        return runs[-1]
+    return {**timed[(len(timed) - 1) // 2], "runs": len(timed)}
 
 
 def _random_qwen() -> str:
