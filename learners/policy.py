@@ -471,6 +471,94 @@ class HFPolicy:
             comp.prefix = obs.get("prefix", "") or ""
         return results
 
+    def _score_tokens(self) -> tuple[list[int], int, int | None] | None:
+        """Token ids for reading a 1-10 score: ``(first ids of 1..10, id of "1", id of "0")``.
+
+        ``"0"``'s id is set when ``"10"`` is written as ``"1"`` then ``"0"`` (SmolLM2, Qwen2.5
+        split digits), ``None`` when ``"10"`` is one token; ``None`` overall when a score is
+        neither (then no distribution can be read from one forward pass).
+        """
+        if getattr(self, "_score_token_cache", False) is not False:
+            return self._score_token_cache
+        tok = self.tokenizer
+        ids = [tok(str(v), add_special_tokens=False)["input_ids"] for v in range(1, 11)]
+        result = None
+        if all(len(i) == 1 for i in ids[:9]):
+            one = ids[0][0]
+            if len(ids[9]) == 1:
+                result = ([i[0] for i in ids], one, None)
+            elif len(ids[9]) == 2 and ids[9][0] == one:
+                result = ([i[0] for i in ids[:9]] + [one], one, ids[9][1])
+        self._score_token_cache = result
+        return result
+
+    @torch.no_grad()
+    def score_distribution(
+        self,
+        observations: list[dict[str, str]],
+        temperature: float = 1.0,
+        max_prompt_tokens: int = 2048,
+        batch_size: int = 16,
+    ) -> list[tuple[float, ...] | None]:
+        """The policy's distribution over the score 1-10 it would write right after the prefix.
+
+        For a critic observation whose prefix ends with ``<score>``: p(s) for s = 1..10 from
+        one forward pass per batch over prompt + ``"1"`` (the second position splits ``"1"``
+        from ``"10"`` where ``"10"`` is two tokens), at the sampling ``temperature``, not
+        renormalised (the rest of the mass went to other tokens). This is the distribution a
+        sampled reply's score is drawn from, so ``sum_s s p(s) / sum_s p(s)`` is the mean of
+        infinitely many sampled reviews (:func:`sage_env.parsing.expected_critic_score`).
+
+        Args:
+            observations: ``{"system", "user", "prefix"}`` dicts.
+            temperature: Sampling temperature (> 0); logits are divided by it.
+            max_prompt_tokens: Prompt truncation, as in :meth:`generate`.
+            batch_size: Rows per forward pass.
+
+        Returns:
+            Per observation a tuple of 10 probabilities, or ``None`` for all of them when the
+            tokenizer writes a score 1-9 as more than one token.
+        """
+        tokens = self._score_tokens()
+        if tokens is None or not observations:
+            return [None] * len(observations)
+        first, one, zero = tokens
+        t = max(float(temperature), 1e-6)
+        pad = self.tokenizer.pad_token_id
+        pad = 0 if pad is None else pad
+        out: list[tuple[float, ...] | None] = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for start in range(0, len(observations), batch_size):
+                rows = [
+                    self.encode_prompt(o, max_prompt_tokens) + [one]
+                    for o in observations[start : start + batch_size]
+                ]
+                width = max(len(r) for r in rows)
+                ids = torch.full((len(rows), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(rows), width), dtype=torch.long)
+                for j, r in enumerate(rows):  # left-padded: the last two positions line up
+                    ids[j, width - len(r) :] = torch.tensor(r)
+                    mask[j, width - len(r) :] = 1
+                positions = (mask.cumsum(-1) - 1).clamp(min=0)
+                logits = self.model(
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    position_ids=positions.to(self.device),
+                    logits_to_keep=2,
+                ).logits[:, -2:]
+                p_first = torch.softmax(logits[:, 0].float() / t, -1)
+                probs = p_first[:, first].cpu()
+                if zero is not None:
+                    p_zero = torch.softmax(logits[:, 1].float() / t, -1)[:, zero].cpu()
+                    probs[:, 9] = probs[:, 0] * p_zero
+                    probs[:, 0] = probs[:, 0] * (1.0 - p_zero)
+                out.extend(tuple(float(x) for x in row) for row in probs)
+        finally:
+            self.model.train(was_training)
+        return out
+
     def use_engine(self, config: RolloutConfig | str | None = None) -> None:
         """Generate through the engine ``config`` names from now on (closing the current one).
 

@@ -20,6 +20,7 @@ from typing import Any
 from pettingzoo import AECEnv
 
 from learners.policy import Policy, SamplingConfig
+from sage_env.parsing import ScoredReply
 
 MAX_REPEATS = 16
 """Most completions sampled ahead for one announced run of repeats (``infos["repeats"]``)."""
@@ -202,10 +203,11 @@ class RolloutDriver:
                 break
             t0 = time.perf_counter()
             completions = self._generate_with_repeats(requests, ahead)
-            gen_time += time.perf_counter() - t0
             ticks += 1
+            score_probs = self._score_probs(requests)
+            gen_time += time.perf_counter() - t0
             t0 = time.perf_counter()
-            for (i, agent, _obs, info), comp in zip(requests, completions):
+            for j, ((i, agent, _obs, info), comp) in enumerate(zip(requests, completions)):
                 tr = Transition(
                     agent=agent,
                     role=agent.rsplit("_", 1)[0],
@@ -222,13 +224,35 @@ class RolloutDriver:
                 tokens += len(comp.completion_ids)
                 transitions.append(tr)
                 awaiting[(i, agent)] = tr
-                self.envs[i].step(tr.text)
+                probs = score_probs.get(j)
+                self.envs[i].step(tr.text if probs is None else ScoredReply(tr.text, probs))
             env_time += time.perf_counter() - t0
         transcripts = []
         for e in self.envs:
             text = e.render() if getattr(e, "render_mode", None) == "ansi" else None
             transcripts.append(text or "")
         return RolloutResult(transitions, transcripts, gen_time, env_time, tokens, ticks)
+
+    def _score_probs(self, requests: list[tuple[int, str, Any, dict]]) -> dict[int, tuple]:
+        """Score distributions for the requests whose ``info`` asks for one.
+
+        The environment sets ``info["score_probs"]`` on critic reviews under
+        ``critic_score_estimate = "expected"``; a policy with ``score_distribution``
+        (:meth:`HFPolicy.score_distribution <learners.policy.HFPolicy.score_distribution>`)
+        reads them in one batched forward pass. Returns ``{request index: probabilities}``;
+        empty when nothing asks or the policy cannot answer (the environment then uses the
+        sampled score).
+        """
+        read = getattr(self.policy, "score_distribution", None)
+        wanted = [j for j, (_i, _a, _o, info) in enumerate(requests) if info.get("score_probs")]
+        if not wanted or not callable(read):
+            return {}
+        probs = read(
+            [requests[j][2] for j in wanted],
+            temperature=self.sampling.temperature,
+            max_prompt_tokens=self.sampling.max_prompt_tokens,
+        )
+        return {j: p for j, p in zip(wanted, probs) if p is not None}
 
     def _generate_with_repeats(
         self,

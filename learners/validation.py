@@ -21,6 +21,7 @@ from learners.evaluation import critic_replies
 from learners.policy import HFPolicy
 from learners.train_config import TrainConfig
 from sage_env import Task, critic_probe
+from sage_env.parsing import ScoredReply
 
 
 class EarlyStopping:
@@ -111,15 +112,36 @@ class CriticProbe:
         cfg, rules = self.cfg, self.cfg.env.rewards
         budget = int(cfg.phase_max_new_tokens.get("review_question", cfg.max_new_tokens))
         replies = critic_replies(policy, self.items, budget)
+        estimate = rules.critic_score_estimate
+        extra: dict[str, float] = {}
+        read = getattr(policy, "score_distribution", None)
+        if estimate == "expected" and callable(read):
+            probs = read(
+                [it.observation for it in self.items],
+                temperature=cfg.temperature,
+                max_prompt_tokens=cfg.max_prompt_tokens,
+            )
+            replies = [ScoredReply(r, p) for r, p in zip(replies, probs)]
+            sampled = critic_probe.discrimination(
+                self.items, replies, rules.alpha, rules.critic_score_rule
+            )
+            extra = {"critic/sampled_auc": sampled.auc, "critic/sampled_gap": sampled.gap}
         report = critic_probe.discrimination(
-            self.items, replies, rules.alpha, rules.critic_score_rule
+            self.items, replies, rules.alpha, rules.critic_score_rule, estimate
         ).as_dict()
+        report.update(extra)
         if cfg.gate_calibration:
-            threshold = critic_probe.best_threshold(self.items, replies, rules.critic_score_rule)
+            threshold = critic_probe.best_threshold(
+                self.items, replies, rules.critic_score_rule, estimate=estimate
+            )
             alpha = rules.alpha if threshold is None else threshold
             if threshold is None and cfg.gate_seed_quantile is not None:
                 level = critic_probe.seed_quantile(
-                    self.items, replies, cfg.gate_seed_quantile, rules.critic_score_rule
+                    self.items,
+                    replies,
+                    cfg.gate_seed_quantile,
+                    rules.critic_score_rule,
+                    estimate,
                 )
                 alpha = rules.alpha if level is None else min(rules.alpha, level)
             report["gate/youden"] = float(threshold is not None)

@@ -204,6 +204,16 @@ class RewardConfig:
     ``"binary"``: 1 only when fully well-formed, else 0."""
     critic_score_rule: Literal["minus_one_over_nine", "over_ten"] = "minus_one_over_nine"
     """How the critic's 1-10 score becomes [0, 1]: ``(s - 1) / 9`` (default) or ``s / 10``."""
+    critic_score_estimate: Literal["sampled", "expected"] = "sampled"
+    """Which critic score the gates and the other roles' rewards use (q, p, and MAE's j).
+    ``"sampled"`` (default, the paper): the score parsed from the one sampled reply.
+    ``"expected"``: the expected score ``sum_s s p(s)`` under the critic's own distribution
+    over its score, which a rollout driver passes with the reply
+    (:class:`sage_env.parsing.ScoredReply`; the environment asks for it with
+    ``infos[agent]["score_probs"] = True``). It removes the sampling noise that hides a small
+    critic's judgement (``benchmarks/critic_warmup.py``). A reply without a distribution (a
+    human player, a scripted policy) falls back to its sampled score, and ``infos`` says which
+    was used. The critic's own reward is always computed from its sampled reply."""
     critic_plan_grounding: float = 0.0
     """Weight w of a grounded term in the critic's reward for a plan review, in [0, 1]:
     ``(1 - w) f + w (1 - |p - s|)``, s the mean external verifier score of the k solver
@@ -347,6 +357,11 @@ class EnvConfig(Generic[ProtocolConfigT]):
         if not 0.0 <= r.critic_plan_grounding <= 1.0:
             raise ValueError(
                 f"critic_plan_grounding must be in [0, 1], got {r.critic_plan_grounding}"
+            )
+        if r.critic_score_estimate not in ("sampled", "expected"):
+            raise ValueError(
+                "critic_score_estimate must be 'sampled' or 'expected', "
+                f"got {r.critic_score_estimate!r}"
             )
         if self.solver_samples < 1:
             raise ValueError(f"solver_samples must be >= 1, got {self.solver_samples}")

@@ -172,11 +172,26 @@ def auc(positive: list[float], negative: list[float]) -> float:
     return wins / (len(positive) * len(negative))
 
 
+def reply_score(reply: str, estimate: str = "sampled") -> float | None:
+    """The raw 1-10 score a reply stands for under ``critic_score_estimate``.
+
+    ``"sampled"``: the score parsed from the text. ``"expected"``: the expected score of
+    the reply's ``score_probs`` (:class:`~sage_env.parsing.ScoredReply`), falling back to
+    the parsed one when it has none.
+    """
+    if estimate == "expected":
+        value = parsing.expected_critic_score(getattr(reply, "score_probs", None))
+        if value is not None:
+            return value
+    return parsing.parse_critic_score(reply)
+
+
 def best_threshold(
     items: list[ProbeItem],
     replies: list[str],
     score_rule: str = "minus_one_over_nine",
     min_auc: float = 0.55,
+    estimate: str = "sampled",
 ) -> float | None:
     """The quality gate that best separates intact from corrupted probe items.
 
@@ -191,9 +206,7 @@ def best_threshold(
     """
     if len(items) != len(replies):
         raise ValueError(f"{len(items)} probe items but {len(replies)} replies")
-    qs = [
-        rewards.normalise_critic_score(parsing.parse_critic_score(r), score_rule) for r in replies
-    ]
+    qs = [rewards.normalise_critic_score(reply_score(r, estimate), score_rule) for r in replies]
     good = [q for q, it in zip(qs, items) if it.intact]
     bad = [q for q, it in zip(qs, items) if not it.intact]
     if not good or not bad or auc(good, bad) < min_auc:
@@ -211,6 +224,7 @@ def seed_quantile(
     replies: list[str],
     quantile: float = 0.5,
     score_rule: str = "minus_one_over_nine",
+    estimate: str = "sampled",
 ) -> float | None:
     """The q that the critic gives to at least ``1 - quantile`` of the intact probe seeds.
 
@@ -226,6 +240,7 @@ def seed_quantile(
         replies: One critic reply per item (prefix + completion).
         quantile: In [0, 1]; 0.5 is the median intact score, 0 the lowest.
         score_rule: How a 1-10 score maps to q (``RewardConfig.critic_score_rule``).
+        estimate: ``RewardConfig.critic_score_estimate`` (:func:`reply_score`).
 
     Returns:
         The lower ``quantile``-quantile of the q of the intact items whose reply parsed (so
@@ -240,7 +255,7 @@ def seed_quantile(
         raise ValueError(f"quantile must be in [0, 1], got {quantile}")
     if len(items) != len(replies):
         raise ValueError(f"{len(items)} probe items but {len(replies)} replies")
-    scores = [parsing.parse_critic_score(r) for r, it in zip(replies, items) if it.intact]
+    scores = [reply_score(r, estimate) for r, it in zip(replies, items) if it.intact]
     good = sorted(rewards.normalise_critic_score(s, score_rule) for s in scores if s is not None)
     if not good:
         return None
@@ -252,8 +267,13 @@ def discrimination(
     replies: list[str],
     alpha: float = 0.7,
     score_rule: str = "minus_one_over_nine",
+    estimate: str = "sampled",
 ) -> DiscriminationReport:
     """Score critic ``replies`` (one per item, the whole reply: prefix + completion).
+
+    AUC, gap and acceptance use :func:`reply_score` under ``estimate`` (the expected score
+    of a :class:`~sage_env.parsing.ScoredReply` under ``"expected"``); the parse rate is
+    always that of the sampled text.
 
     Raises:
         ValueError: if the lengths differ.
@@ -261,7 +281,7 @@ def discrimination(
     if len(items) != len(replies):
         raise ValueError(f"{len(items)} probe items but {len(replies)} replies")
     raws = [parsing.parse_critic_score(r) for r in replies]
-    qs = [rewards.normalise_critic_score(raw, score_rule) for raw in raws]
+    qs = [rewards.normalise_critic_score(reply_score(r, estimate), score_rule) for r in replies]
     good = [q for q, it in zip(qs, items) if it.intact]
     bad = [q for q, it in zip(qs, items) if not it.intact]
 

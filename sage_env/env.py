@@ -291,7 +291,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             self._was_dead_step(action)
             return
         text = action if isinstance(action, str) else ("" if action is None else str(action))
-        text = text[: self.config.max_action_chars]
+        self._score_probs = getattr(action, "score_probs", None)
+        text = str(text[: self.config.max_action_chars])
         self._cumulative_rewards[agent] = 0.0
         self.rewards = {a: 0.0 for a in self.agents}
         phase = self.infos[agent]["phase"]
@@ -315,6 +316,15 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def episode(self) -> int:
         """Number of ``reset`` calls so far."""
         return self._episode
+
+    @property
+    def action_score_probs(self) -> tuple | None:
+        """The score distribution the action being applied carried, or ``None``.
+
+        Set by :meth:`step` from a :class:`~sage_env.parsing.ScoredReply`'s ``score_probs``
+        (unvalidated: read it with :func:`~sage_env.parsing.expected_critic_score`).
+        """
+        return getattr(self, "_score_probs", None)
 
     @property
     def current_task(self) -> Task | None:
@@ -346,6 +356,13 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self.infos[agent].update(
             phase=phase, task_id=task.task_id, domain=task.domain, repeats=max(1, int(repeats))
         )
+        if (
+            self.config.rewards.critic_score_estimate == "expected"
+            and self.protocol.phase_kind(phase, self._obs[agent]) == "review"
+        ):
+            self.infos[agent]["score_probs"] = True
+        else:
+            self.infos[agent].pop("score_probs", None)
         self.agent_selection = agent
 
     def deliver(self, agent: str, reward: float, terms: dict, **details: Any) -> None:

@@ -8,6 +8,7 @@ score of 0.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -61,6 +62,64 @@ def parse_critic_score(text: str) -> float | None:
         return None
     value = float(match.group(1))
     return value if 1.0 <= value <= 10.0 else None
+
+
+SCORE_VALUES = tuple(range(1, 11))
+"""The integer critic scores a score distribution ranges over (:class:`ScoredReply`)."""
+
+
+class ScoredReply(str):
+    """A critic reply that also carries the policy's distribution over its score.
+
+    A ``str`` (the whole reply, prefix + completion), so every consumer of actions works
+    unchanged, plus ``score_probs``: the probability of each integer score 1-10
+    (:data:`SCORE_VALUES`) as the first thing written after the ``<score>`` prefix, under the
+    policy that sampled the reply. With ``RewardConfig.critic_score_estimate = "expected"``
+    the environment gates on the expected score ``sum_s s p(s)`` instead of the one sampled
+    score: the mean of infinitely many sampled reviews, free of sampling noise.
+
+    Args:
+        text: The reply.
+        score_probs: 10 probabilities for the scores 1..10; renormalised by
+            :func:`expected_critic_score`, which returns ``None`` for anything malformed.
+    """
+
+    score_probs: tuple[float, ...] | None
+
+    def __new__(cls, text: str, score_probs: object = None) -> ScoredReply:
+        """Build the reply; a ``score_probs`` that is not iterable is kept as ``None``."""
+        obj = super().__new__(cls, text)
+        try:
+            obj.score_probs = None if score_probs is None else tuple(score_probs)  # type: ignore[arg-type]
+        except TypeError:
+            obj.score_probs = None
+        return obj
+
+
+def expected_critic_score(score_probs: object) -> float | None:
+    """The expected raw score ``sum_s s p(s)`` over s = 1..10, in [1, 10].
+
+    ``score_probs`` is renormalised to sum to 1 (mass the policy put on other tokens is
+    dropped).
+
+    Returns:
+        The expected score, or ``None`` unless ``score_probs`` is a sequence of 10 finite
+        non-negative numbers, not all zero (never raises).
+    """
+    if isinstance(score_probs, (str, bytes, dict)):
+        return None
+    try:
+        probs = [float(p) for p in score_probs]  # type: ignore[union-attr]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if len(probs) != len(SCORE_VALUES) or not all(math.isfinite(p) and p >= 0.0 for p in probs):
+        return None
+    peak = max(probs)
+    if not peak > 0.0:
+        return None
+    probs = [p / peak for p in probs]  # in [0, 1]: the sums below cannot overflow
+    value = math.fsum(s * p for s, p in zip(SCORE_VALUES, probs)) / math.fsum(probs)
+    return min(10.0, max(1.0, value))
 
 
 def parse_plan(text: str) -> str | None:

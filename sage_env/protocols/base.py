@@ -212,11 +212,39 @@ def review_parts(env: raw_env, text: str) -> tuple[float | None, float, float]:
     return raw, f, rewards.normalise_critic_score(raw, env.config.rewards.critic_score_rule)
 
 
+def gate_estimate(env: raw_env, sampled: float) -> tuple[float, dict]:
+    """The review score the gates and the reviewed role's reward use, and its ``infos``.
+
+    Under ``critic_score_estimate = "expected"`` and when the action carried a valid score
+    distribution (:class:`~sage_env.parsing.ScoredReply`), the normalised expected score
+    ``sum_s s p(s)``; otherwise ``sampled``, the normalised score of the sampled reply.
+
+    Returns:
+        ``(score in [0, 1], details)``; ``details`` is empty under ``"sampled"``, else it
+        names the estimate used (``score_estimate``), the expected raw score and the
+        sampled score.
+    """
+    rules = env.config.rewards
+    if rules.critic_score_estimate != "expected":
+        return sampled, {}
+    value = parsing.expected_critic_score(env.action_score_probs)
+    if value is None:
+        return sampled, {"score_estimate": "sampled", "sampled_score": sampled}
+    score = rewards.normalise_critic_score(value, rules.critic_score_rule)
+    return score, {
+        "score_estimate": "expected",
+        "expected_raw_score": round(value, 4),
+        "sampled_score": sampled,
+    }
+
+
 def review(env: raw_env, agent: str, text: str, kind: str, key: str) -> float:
     """Score a critic/judge action: parse its 1-10 score, credit its format, return the score.
 
     The reviewer's reward is its format score (soft or binary per ``format_rule``); the score
-    is normalised by ``critic_score_rule`` (0 when unparseable).
+    is normalised by ``critic_score_rule`` (0 when unparseable). The score returned (and
+    published as ``infos[agent]["last"][key]``) is :func:`gate_estimate`'s: the sampled
+    score, or the expected one under ``critic_score_estimate = "expected"``.
 
     Args:
         env: The environment.
@@ -228,8 +256,11 @@ def review(env: raw_env, agent: str, text: str, kind: str, key: str) -> float:
     Returns:
         The normalised score in [0, 1].
     """
-    raw, f, score = review_parts(env, text)
-    env.deliver(agent, *rewards.critic_reward(f), raw_score=raw, review=kind, **{key: score})
+    raw, f, sampled = review_parts(env, text)
+    score, details = gate_estimate(env, sampled)
+    env.deliver(
+        agent, *rewards.critic_reward(f), raw_score=raw, review=kind, **{key: score}, **details
+    )
     return score
 
 

@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sage_env import parsing, prompts, rewards
-from sage_env.protocols.base import Protocol, propose, public, review
+from sage_env import prompts, rewards
+from sage_env.protocols.base import Protocol, gate_estimate, propose, public, review, review_parts
 
 if TYPE_CHECKING:
     from sage_env.env import raw_env
@@ -135,9 +135,8 @@ class MAEProtocol(Protocol):
     def on_judge_answer(self, env: raw_env, text: str) -> None:
         """Score the answer; credit judge and solver; after k answers, the proposer."""
         cfg = env.config.rewards
-        raw = parsing.parse_critic_score(text)
-        f = env.soft(parsing.critic_format_score(text), parsing.critic_format_binary(text))
-        j = rewards.normalise_critic_score(raw, cfg.critic_score_rule)
+        raw, f, sampled = review_parts(env, text)
+        j, details = gate_estimate(env, sampled)
         self.judged.append(j)
         env.deliver(
             "judge_0",
@@ -146,6 +145,7 @@ class MAEProtocol(Protocol):
             j=j,
             review="answer",
             verifier_agrees=(j >= 0.5) == (self.answer_verdict.get("score", 0) >= 1.0),
+            **details,
         )
         wj, wf = env.config.protocol_config.solver_weights
         env.deliver(

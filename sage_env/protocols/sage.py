@@ -20,7 +20,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sage_env import parsing, prompts, rewards
-from sage_env.protocols.base import Protocol, propose, public, review, review_parts
+from sage_env.protocols.base import (
+    Protocol,
+    gate_estimate,
+    propose,
+    public,
+    review,
+    review_parts,
+)
 
 if TYPE_CHECKING:
     from sage_env.env import raw_env
@@ -45,7 +52,8 @@ class SAGEProtocol(Protocol):
         self.plan_format = 0.0
         self.p = 0.0
         self.plan_shown = False
-        self.plan_review: tuple[float | None, float] | None = None
+        self.plan_review: tuple[float | None, float, float] | None = None
+        self.plan_review_details: dict = {}
         self.solve_scores: list[float] = []
         env.select("challenger_0", "challenge", self.reference, prompts.challenger(self.reference))
 
@@ -154,8 +162,9 @@ class SAGEProtocol(Protocol):
         """Score the plan, credit critic and planner, open the plan gate."""
         cfg = env.config.rewards
         if cfg.critic_plan_grounding > 0:  # paid after the solves (critic_plan_reward)
-            raw, f, self.p = review_parts(env, text)
-            self.plan_review = (raw, f)
+            raw, f, sampled = review_parts(env, text)
+            self.p, self.plan_review_details = gate_estimate(env, sampled)
+            self.plan_review = (raw, f, sampled)  # the critic is paid for its sampled p
         else:
             self.p = review(env, "critic_0", text, "plan", "p")
         plan_ok = self.plan is not None
@@ -198,18 +207,19 @@ class SAGEProtocol(Protocol):
         if len(self.solve_scores) < env.config.solver_samples:
             return
         if self.plan_review is not None:
-            raw, f = self.plan_review
+            raw, f, sampled = self.plan_review
             s_mean = sum(self.solve_scores) / len(self.solve_scores)
             env.deliver(
                 "critic_0",
                 *rewards.critic_plan_reward(
                     f,
-                    None if raw is None else self.p,
+                    None if raw is None else sampled,
                     s_mean,
                     env.config.rewards.critic_plan_grounding,
                 ),
                 raw_score=raw,
                 review="plan",
                 p=self.p,
+                **self.plan_review_details,
             )
         env.finish()
