@@ -49,11 +49,20 @@ PRESETS: dict[str, TrainConfig] = {
         critic_probe_size=32,
         gate_calibration=True,
         warmup=WarmupConfig(
-            steps=12, mix={"challenger": 0.85, "critic": 0.15}, num_demonstrations=48, lr=1e-4
+            steps=12, mix={"challenger": 0.7, "critic": 0.3}, num_demonstrations=48, lr=1e-4
         ),
-        # the critic's plan reviews are half format, half how well p predicted the solver
-        # (not in the paper: a critic whose every reply parses otherwise gets no gradient)
-        env=EnvConfig(solver_samples=2, rewards=RewardConfig(critic_plan_grounding=0.5)),
+        env=EnvConfig(
+            solver_samples=2,
+            rewards=RewardConfig(
+                # the critic's plan reviews are half format, half how well p predicted the
+                # solver (not in the paper: a critic whose every reply parses otherwise gets
+                # no gradient)
+                critic_plan_grounding=0.5,
+                # gates read the critic's expected score, not one noisy sample (not in the
+                # paper; docs/rewards.md, "Expected-score gate")
+                critic_score_estimate="expected",
+            ),
+        ),
         learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
     ),
     "paper": TrainConfig(
