@@ -46,7 +46,8 @@ PRESETS: dict[str, TrainConfig] = {
         phase_max_new_tokens=dict(DEMO_BUDGETS),
         phase_stop_strings=dict(DEMO_STOPS),
         temperature=0.7,
-        critic_probe_size=32,
+        # read from score distributions (one forward pass each), so 96 items cost seconds
+        critic_probe_size=96,
         gate_calibration=True,
         warmup=WarmupConfig(
             steps=12, mix={"challenger": 0.7, "critic": 0.3}, num_demonstrations=48, lr=1e-4

@@ -110,26 +110,27 @@ class CriticProbe:
         if not self.items:
             return {}
         cfg, rules = self.cfg, self.cfg.env.rewards
-        budget = int(cfg.phase_max_new_tokens.get("review_question", cfg.max_new_tokens))
-        replies = critic_replies(policy, self.items, budget)
         estimate = rules.critic_score_estimate
-        extra: dict[str, float] = {}
         read = getattr(policy, "score_distribution", None)
+        probs = None
         if estimate == "expected" and callable(read):
             probs = read(
                 [it.observation for it in self.items],
                 temperature=cfg.temperature,
                 max_prompt_tokens=cfg.max_prompt_tokens,
             )
-            replies = [ScoredReply(r, p) for r, p in zip(replies, probs)]
-            sampled = critic_probe.discrimination(
-                self.items, replies, rules.alpha, rules.critic_score_rule
-            )
-            extra = {"critic/sampled_auc": sampled.auc, "critic/sampled_gap": sampled.gap}
+        if probs is not None and all(p is not None for p in probs):
+            # the gate reads distributions only: one forward pass, no sampled replies
+            replies = [ScoredReply("", p) for p in probs]
+        else:
+            budget = int(cfg.phase_max_new_tokens.get("review_question", cfg.max_new_tokens))
+            replies = critic_replies(policy, self.items, budget)
+            probs = None
         report = critic_probe.discrimination(
             self.items, replies, rules.alpha, rules.critic_score_rule, estimate
         ).as_dict()
-        report.update(extra)
+        if probs is not None:
+            report.pop("critic/probe_parse_rate", None)  # nothing was sampled to parse
         if cfg.gate_calibration:
             threshold = critic_probe.best_threshold(
                 self.items, replies, rules.critic_score_rule, estimate=estimate

@@ -177,3 +177,25 @@ def test_critic_warmup_expected_score_is_the_digit_distribution_mean():
     )()
     item = type("Item", (), {"observation": {}})()
     assert critic_warmup.expected_scores(policy, [item, item]) == [8.0, 8.0]
+
+
+def test_critic_gate_mix_scores_each_mix_both_ways(tmp_path, tiny_path, monkeypatch):
+    import critic_gate_mix
+
+    monkeypatch.setenv("SAGE_ENV_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "mix.json"
+    result = critic_gate_mix.main(
+        ["--model", tiny_path, "--items", "6", "--out", str(out)]
+        + ["--mixes", "challenger=0.5,critic=0.5", "critic=1.0"]
+    )
+    assert json.loads(out.read_text()) == result
+    assert [a["mix"] for a in result["arms"]] == [
+        {"challenger": 0.5, "critic": 0.5},
+        {"critic": 1.0},
+    ]
+    demos = 48  # the demo preset's warm-up size
+    assert result["arms"][1]["critic_demonstrations"] == demos
+    for arm in result["arms"]:
+        assert 0.0 <= arm["expected_auc"] <= 1.0 and 0.0 <= arm["sampled_auc"] <= 1.0
+    with pytest.raises(ValueError, match="role=share"):
+        critic_gate_mix.parse_mix("challenger:0.5")

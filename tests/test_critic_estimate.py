@@ -256,38 +256,59 @@ def test_the_rollout_driver_hands_reviews_their_distribution(policy):
     assert all(type(t.text) is str for t in result.transitions)  # transitions keep plain text
 
 
-def test_the_probe_calibrates_on_expected_scores():
+def _probe_cfg():
     from learners.train_config import TrainConfig
 
-    seeds = sage_env.load_seeds()
-    cfg = TrainConfig(
+    return TrainConfig(
         critic_probe_size=8,
         gate_calibration=True,
         env=EnvConfig(rewards=RewardConfig(critic_score_estimate="expected")),
     )
-    probe = CriticProbe(cfg, seeds)
 
-    class Judge:
-        """Writes score 5 for everything; its distribution knows intact from corrupted."""
 
-        def generate(self, observations, sampling, **kw):
-            from learners.policy import Completion
+class Judge:
+    """Writes score 5 for everything; its distribution knows intact from corrupted."""
 
-            return [
-                Completion(prompt_ids=[], completion_ids=[], logprobs=[], text="<score>5</score>")
-                for _ in observations
-            ]
+    def __init__(self, probe, readable=True):
+        self.probe, self.readable, self.generated = probe, readable, 0
 
-        def score_distribution(self, observations, temperature=1.0, max_prompt_tokens=0):
-            intact = {it.observation["user"]: it.intact for it in probe.items}
-            return [onehot(8 if intact[o["user"]] else 3) for o in observations]
+    def generate(self, observations, sampling, **kw):
+        from learners.policy import Completion
 
+        self.generated += len(observations)
+        return [
+            Completion(prompt_ids=[], completion_ids=[], logprobs=[], text="<score>5</score>")
+            for _ in observations
+        ]
+
+    def score_distribution(self, observations, temperature=1.0, max_prompt_tokens=0):
+        if not self.readable:  # a tokenizer whose scores are not single tokens
+            return [None] * len(observations)
+        intact = {it.observation["user"]: it.intact for it in self.probe.items}
+        return [onehot(8 if intact[o["user"]] else 3) for o in observations]
+
+
+def test_the_probe_calibrates_on_expected_scores_without_sampling():
+    cfg = _probe_cfg()
+    probe = CriticProbe(cfg, sage_env.load_seeds())
+    judge = Judge(probe)
     envs = [sage_env.env(cfg.env)]
-    report = probe(Judge(), envs)
-    assert report["critic/auc"] == 1.0 and report["critic/sampled_auc"] == 0.5
+    report = probe(judge, envs)
+    assert judge.generated == 0  # one forward pass, no sampled replies
+    assert report["critic/auc"] == 1.0 and "critic/probe_parse_rate" not in report
     assert report["gate/youden"] == 1.0
     assert report["gate/alpha"] == pytest.approx(7 / 9)
     assert envs[0].unwrapped.config.rewards.alpha == pytest.approx(7 / 9)
+
+
+def test_the_probe_samples_when_the_policy_cannot_read_a_distribution():
+    cfg = _probe_cfg()
+    probe = CriticProbe(cfg, sage_env.load_seeds())
+    judge = Judge(probe, readable=False)
+    report = probe(judge, [sage_env.env(cfg.env)])
+    assert judge.generated == len(probe.items)
+    assert report["critic/auc"] == 0.5 and report["critic/probe_parse_rate"] == 1.0
+    assert report["gate/youden"] == 0.0  # all scores tie: nothing to calibrate on
 
 
 def test_probe_threshold_refuses_sampled_noise_but_finds_the_expected_split():
