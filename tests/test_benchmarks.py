@@ -177,3 +177,25 @@ def test_critic_warmup_expected_score_is_the_digit_distribution_mean():
     )()
     item = type("Item", (), {"observation": {}})()
     assert critic_warmup.expected_scores(policy, [item, item]) == [8.0, 8.0]
+
+
+def test_update_skip_bench_skips_the_constant_role_and_keeps_the_weights(tmp_path, tiny_path):
+    import update_skip_bench
+
+    out = tmp_path / "skip.json"
+    result = update_skip_bench.main(
+        ["--model", tiny_path, "--repeats", "1", "--max-new-tokens", "6"]
+        + ["--max-prompt-tokens", "48", "--out", str(out)]
+    )
+    assert json.loads(out.read_text()) == result
+    buf = result["buffer"]
+    assert buf["sequences"] == 32 and buf["by_role"]["critic"] == 8
+    # the critic's constant rewards give it advantage 0, and nothing else is exactly 0
+    assert result["skipped_share"] == buf["constant_role_share"] == 0.25
+    assert result["skipped_share_no_skip"] == 0.0
+    assert result["grad_rel_diff"] <= 1e-5 and result["max_grad_abs"] > 0
+    assert result["max_param_diff"] <= 1e-6 < result["max_param_update"]
+    assert len(result["update_s_runs"]["skip"]) == len(result["update_s_runs"]["no_skip"]) == 1
+    for key in ("update_s_median", "ratio_skip_over_no_skip", "ratio_runs", "machine"):
+        assert key in result
+    assert isinstance(result["machine"]["contended"], bool)
