@@ -199,3 +199,25 @@ def test_critic_gate_mix_scores_each_mix_both_ways(tmp_path, tiny_path, monkeypa
         assert 0.0 <= arm["expected_auc"] <= 1.0 and 0.0 <= arm["sampled_auc"] <= 1.0
     with pytest.raises(ValueError, match="role=share"):
         critic_gate_mix.parse_mix("challenger:0.5")
+
+
+def test_update_skip_bench_skips_the_constant_role_and_keeps_the_weights(tmp_path, tiny_path):
+    import update_skip_bench
+
+    out = tmp_path / "skip.json"
+    result = update_skip_bench.main(
+        ["--model", tiny_path, "--repeats", "1", "--max-new-tokens", "6"]
+        + ["--max-prompt-tokens", "48", "--out", str(out)]
+    )
+    assert json.loads(out.read_text()) == result
+    buf = result["buffer"]
+    assert buf["sequences"] == 32 and buf["by_role"]["critic"] == 8
+    # the critic's constant rewards give it advantage 0, and nothing else is exactly 0
+    assert result["skipped_share"] == buf["constant_role_share"] == 0.25
+    assert result["skipped_share_no_skip"] == 0.0
+    assert result["grad_rel_diff"] <= 1e-5 and result["max_grad_abs"] > 0
+    assert result["max_param_diff"] <= 1e-6 < result["max_param_update"]
+    assert len(result["update_s_runs"]["skip"]) == len(result["update_s_runs"]["no_skip"]) == 1
+    for key in ("update_s_median", "ratio_skip_over_no_skip", "ratio_runs", "machine"):
+        assert key in result
+    assert isinstance(result["machine"]["contended"], bool)
