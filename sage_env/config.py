@@ -210,10 +210,12 @@ class RewardConfig:
     ``"expected"``: the expected score ``sum_s s p(s)`` under the critic's own distribution
     over its score, which a rollout driver passes with the reply
     (:class:`sage_env.parsing.ScoredReply`; the environment asks for it with
-    ``infos[agent]["score_probs"] = True``). It removes the sampling noise that hides a small
-    critic's judgement (``benchmarks/critic_warmup.py``). A reply without a distribution (a
-    human player, a scripted policy) falls back to its sampled score, and ``infos`` says which
-    was used. The critic's own reward is always computed from its sampled reply."""
+    ``infos[agent]["score_probs"] = True`` on review turns whose response prefix ends with
+    ``<score>``; with prefixes off there is no such position to read). It removes the
+    sampling noise that hides a small critic's judgement (``benchmarks/critic_warmup.py``).
+    A reply without a distribution (a human player, a scripted policy) falls back to its
+    sampled score, and ``infos`` says which was used. The critic's own reward is always
+    computed from its sampled reply."""
     critic_plan_grounding: float = 0.0
     """Weight w of a grounded term in the critic's reward for a plan review, in [0, 1]:
     ``(1 - w) f + w (1 - |p - s|)``, s the mean external verifier score of the k solver

@@ -359,6 +359,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         if (
             self.config.rewards.critic_score_estimate == "expected"
             and self.protocol.phase_kind(phase, self._obs[agent]) == "review"
+            # the distribution is read right after the prefix: it must open the score
+            and self._obs[agent]["prefix"].endswith("<score>")
         ):
             self.infos[agent]["score_probs"] = True
         else:

@@ -352,3 +352,20 @@ def test_the_mae_judge_scores_answers_by_its_expected_score():
     assert judged["sampled_score"] == 0.0
     ((_, solver_reward, solver_info),) = phase(rec, "solve")
     assert solver_info["terms"]["j"] == 1.0
+
+
+def test_without_the_score_prefix_nothing_is_asked_and_the_gate_samples():
+    cfg = EnvConfig(
+        domains=("math",),
+        solver_samples=2,
+        prefixes=False,
+        rewards=RewardConfig(critic_score_estimate="expected"),
+    )
+    env = sage_env.env(cfg, seeds=[MATH_SEED])
+    env.reset(seed=0)
+    env.step("<question>What is 7*6?</question>\n<answer>42</answer>")
+    assert env.observe("critic_0")["prefix"] == ""
+    assert "score_probs" not in env.unwrapped.infos["critic_0"]
+    rec = play_round(env, script("<score>2</score> The question is weak."))
+    ((_, _, critic_info),) = phase(rec, "review_question")
+    assert critic_info["q"] == pytest.approx(1 / 9)
