@@ -14,31 +14,86 @@ from sage_env.sandbox.rewrite import rewrite_asserts
 
 def test_literal_assert_keeps_the_expected_value_out_of_the_rewritten_test():
     new, sites = rewrite_asserts("assert f(1) == [1, 'secret-literal']")
-    assert sites == [("eq", [1, "secret-literal"])]
+    assert sites == [
+        ("assert", ("cmp", ("h", 0), [("Eq", ("c", [1, "secret-literal"]))]), True, None)
+    ]
     assert "secret-literal" not in new
-    assert ast.unparse(ast.parse(new)) == "__sage_check__(0, f(1))"
+    assert ast.unparse(ast.parse(new)) == "__sage_a__(0, (__sage_v__(0, 0, f(1)),), False)"
 
 
 def test_literal_on_the_left_is_the_expected_value():
     new, sites = rewrite_asserts("assert 7 == g()")
-    assert sites == [("eq", 7)]
-    assert new == "__sage_check__(0, g())"
+    assert sites == [("assert", ("cmp", ("c", 7), [("Eq", ("h", 0))]), True, None)]
+    assert new == "__sage_a__(0, (__sage_v__(0, 0, g()),), False)"
 
 
-def test_other_asserts_become_type_strict_truthy_checks():
-    new, sites = rewrite_asserts("assert f(x) == g(x)\nassert ok(1), 'msg'")
-    assert sites == [("truthy", None), ("truthy", None)]
-    assert new.splitlines() == [
-        "__sage_check__(0, __sage_eq__(f(x), g(x)), True)",
-        "__sage_check__(1, ok(1), True)",
+def test_every_assert_sends_values_and_keeps_operators_and_literals_with_the_judge():
+    new, sites = rewrite_asserts(
+        "assert f(x) > 7\nassert abs(f(a) - b) < 1e-9\nassert not f(0) == 0"
+    )
+    assert not any(t in new for t in ("7", "1e-09", "abs", ">", "<", "==", "not", "-"))
+    assert [s[1] for s in sites] == [
+        ("cmp", ("h", 0), [("Gt", ("c", 7))]),
+        ("cmp", ("call", "abs", [("b", "-", ("h", 0), ("h", 1))], []), [("Lt", ("c", 1e-9))]),
+        ("u", "not", ("cmp", ("h", 0), [("Eq", ("c", 0))])),
     ]
+
+
+def test_short_circuits_run_in_the_test_with_their_holes_in_evaluation_order():
+    new, sites = rewrite_asserts("assert x is None or f(x) > 0")
+    assert new == "__sage_a__(0, __sage_v__(0, 0, x) is None or __sage_v__(0, 1, f(x)) > 0)"
+    assert sites[0][1][0] == "or"
+
+
+def test_a_call_statement_is_a_site_and_conditional_sites_are_optional():
+    src = "f(1, 2)\ntry:\n    f(-1)\n    assert False\nexcept ValueError:\n    pass\n"
+    new, sites = rewrite_asserts(src)
+    assert new.splitlines()[0] == "__sage_c__(0, f(1, 2))"
+    assert [(s[0], s[2]) for s in sites] == [("call", True), ("call", False), ("assert", False)]
+
+
+def test_names_the_program_binds_are_not_the_judges_builtins():
+    assert rewrite_asserts("assert sum(1, 2) == 3")[1][0][1][0] == "cmp"
+    assert rewrite_asserts("assert sum(1, 2) == 3")[1][0][1][1][0] == "call"
+    shadowed = rewrite_asserts("assert sum(1, 2) == 3", {"sum"})[1][0][1]
+    assert shadowed == ("cmp", ("h", 0), [("Eq", ("c", 3))])
 
 
 def test_nested_asserts_are_numbered_in_order():
     src = "def check(c):\n    assert c(1) == 2\n    for i in range(3):\n        assert c(i)\n"
+    src += "check(f)\n"
     new, sites = rewrite_asserts(src)
-    assert sites == [("eq", 2), ("truthy", None)]
+    assert [s[0] for s in sites] == ["assert", "assert", "call"]
     assert "assert" not in new
+
+
+@pytest.mark.parametrize(
+    ("template", "values", "result"),
+    [
+        (("cmp", ("h", 0), [("Gt", ("c", 2))]), [5], True),
+        (("and", [("h", 0), ("h", 1)]), [0], 0),  # hole 1 is never pulled
+        (("cmp", ("c", 0), [("Lt", ("h", 0)), ("Lt", ("c", 3))]), [7], False),
+        (("call", "len", [("h", 0)], []), [[1, 2]], 2),
+    ],
+)
+def test_the_judge_evaluates_templates_pulling_holes_in_order(template, values, result):
+    from sage_env.sandbox.rewrite import evaluate
+
+    pulled = []
+
+    def pull(j):
+        pulled.append(j)
+        return values[j]
+
+    assert evaluate(template, pull) == result
+    assert pulled == list(range(len(values)))
+
+
+def test_the_judge_refuses_results_too_large_to_build():
+    from sage_env.sandbox.rewrite import evaluate
+
+    with pytest.raises(OverflowError):
+        evaluate(("b", "**", ("h", 0), ("c", 10**9)), lambda j: 3)
 
 
 def test_rewriter_raises_on_a_test_that_does_not_parse():
@@ -71,7 +126,16 @@ def test_decode_value_restores_exact_builtin_types(encoded, value):
 
 def test_decode_value_rejects_unknown_tags():
     with pytest.raises(ValueError):
-        report.decode_value(["?", 1])
+        report.decode_value(["Q", 1])
+
+
+def test_an_opaque_value_equals_nothing():
+    got = report.decode_value(["?", "Point", True])
+    assert got != got and bool(got) and not (got == 1)
+    with pytest.raises(TypeError):
+        len(got)
+    seq = report.decode_value(["?", "generator", True, [["I", 1]], False])
+    assert list(seq) == [1]
 
 
 def test_one_report_parser_for_host_and_harness():
@@ -97,19 +161,32 @@ def _judge(tests):
 
     rewritten, sites = zip(*(rewrite_asserts(t) for t in tests))
     out = []
-    return Judge(list(rewritten), list(sites), lambda **ev: out.append(ev)), out
+    tags = [f"tag{i}" for i in range(len(tests))]
+    return Judge(list(rewritten), list(sites), lambda **ev: out.append(ev), tags), out
+
+
+def _tagged(i, events):
+    return [dict(e, n=f"tag{i}") for e in events]
+
+
+def _feed_test(judge, i, last, events):
+    for e in _tagged(i, events):
+        if last:
+            judge.from_last(e)
+        else:
+            judge.from_worker({"ev": "chan", "i": i, "e": e})
 
 
 def test_judge_reads_a_test_only_from_its_own_channel():
     judge, out = _judge(["assert f(1) == 1", "assert f(2) == 4"])
     # test 0's process claims test 1 passed, and writes an exit status: neither is believed
-    judge.from_worker({"ev": "chan", "i": 0, "e": {"ev": "setup_ok"}})
-    for e in ({"ev": "site", "i": 1, "k": 0, "v": ["I", 4]}, {"ev": "exit", "i": 1, "status": 0}):
-        judge.from_worker({"ev": "chan", "i": 0, "e": e})
-    judge.from_worker({"ev": "chan", "i": 0, "e": {"ev": "test", "ok": True}})
+    _feed_test(judge, 0, False, [{"ev": "setup_ok"}])
+    for e in ({"ev": "v", "i": 1, "k": 0, "j": 0, "v": ["I", 4]}, {"ev": "a", "k": 0}):
+        judge.from_worker({"ev": "chan", "i": 0, "e": dict(e, n="tag0")})
+    judge.from_worker({"ev": "chan", "i": 0, "e": {"ev": "exit", "i": 1, "status": 0}})
+    _feed_test(judge, 0, False, [{"ev": "test", "ok": True}])
     judge.from_worker({"ev": "exit", "i": 0, "status": 0})
-    judge.from_last({"ev": "setup_ok"})
-    judge.from_last({"ev": "test", "ok": True})  # never checked its literal assertion
+    _feed_test(judge, 1, True, [{"ev": "setup_ok"}, {"ev": "test", "ok": True}])
     judge.finish(0)
     verdicts = [e for e in out if e["ev"] == "test"]
     assert [(e["i"], e["ok"]) for e in verdicts] == [(0, False), (1, False)]
@@ -120,18 +197,76 @@ def test_judge_reads_a_test_only_from_its_own_channel():
 
 def test_judge_passes_a_test_whose_process_reported_the_expected_value():
     judge, out = _judge(["assert f(1) == 1"])
-    for e in ({"ev": "setup_ok"}, {"ev": "program_ok"}, {"ev": "site", "k": 0, "v": ["I", 1]}):
-        judge.from_last(e)
-    judge.from_last({"ev": "test", "ok": True})
+    events = [{"ev": "setup_ok"}, {"ev": "program_ok"}, {"ev": "v", "k": 0, "j": 0, "v": ["I", 1]}]
+    _feed_test(judge, 0, True, events + [{"ev": "a", "k": 0}, {"ev": "test", "ok": True}])
     judge.finish(0)
     assert out == [{"ev": "program_ok"}, {"ev": "test", "i": 0, "ok": True}, {"ev": "done"}]
 
 
+@pytest.mark.parametrize(
+    ("test", "events", "why"),
+    [
+        # a verdict instead of values: a forged truthy result
+        ("assert f(3) > 2", [{"ev": "a", "k": 0}], "out of order"),
+        (
+            "assert f(3) > 2",
+            [{"ev": "v", "k": 0, "j": 0, "v": ["I", 1]}, {"ev": "a", "k": 0}],
+            "assertion 0: got 1",
+        ),
+        # a hole reported twice, one left unfinished, one for another site
+        (
+            "assert f(3) > 2",
+            [
+                {"ev": "v", "k": 0, "j": 0, "v": ["I", 5]},
+                {"ev": "v", "k": 0, "j": 0, "v": ["I", 5]},
+                {"ev": "a", "k": 0},
+            ],
+            "unfinished",
+        ),
+        (
+            "assert f(3) > 2\nassert f(4) > 2",
+            [{"ev": "v", "k": 0, "j": 0, "v": ["I", 5]}, {"ev": "a", "k": 1}],
+            "out of order",
+        ),
+        (
+            "assert f(3) > 2",
+            [{"ev": "v", "k": 0, "j": 0, "v": ["Z", 5]}, {"ev": "a", "k": 0}],
+            "ValueError",
+        ),
+        # a required site missing (the process claims it finished after the first)
+        (
+            "assert f(3) > 2\nassert f(4) > 2",
+            [{"ev": "v", "k": 0, "j": 0, "v": ["I", 5]}, {"ev": "a", "k": 0}],
+            "never checked",
+        ),
+        ("f(1, 2)", [], "statement 0 was never checked"),
+    ],
+)
+def test_judge_computes_outcomes_from_values_in_order(test, events, why):
+    judge, out = _judge([test])
+    _feed_test(judge, 0, True, [{"ev": "setup_ok"}, {"ev": "program_ok"}, *events])
+    _feed_test(judge, 0, True, [{"ev": "test", "ok": True}])
+    judge.finish(0)
+    ((verdict,),) = [[e for e in out if e["ev"] == "test"]]
+    assert verdict["ok"] is False and why in verdict["msg"], verdict
+
+
+def test_judge_ignores_events_without_the_runs_tag():
+    judge, out = _judge(["assert f(1) == 1"])
+    _feed_test(judge, 0, True, [{"ev": "setup_ok"}, {"ev": "program_ok"}])
+    for e in ({"ev": "v", "k": 0, "j": 0, "v": ["I", 1]}, {"ev": "a", "k": 0}):
+        judge.from_last(dict(e, n="guessed"))
+        judge.from_last(e)
+    _feed_test(judge, 0, True, [{"ev": "test", "ok": True}])
+    judge.finish(0)
+    assert [e["ok"] for e in out if e["ev"] == "test"] == [False]
+
+
 def test_judge_trusts_setup_errors_only_before_the_program_runs():
     judge, out = _judge(["assert f(1) == 1"])
-    judge.from_last({"ev": "setup_ok"})
-    judge.from_last({"ev": "setup_error", "exc": "ValueError", "msg": "forged"})
-    judge.from_last({"ev": "program_ok"})
+    _feed_test(judge, 0, True, [{"ev": "setup_ok"}])
+    _feed_test(judge, 0, True, [{"ev": "setup_error", "exc": "ValueError", "msg": "forged"}])
+    _feed_test(judge, 0, True, [{"ev": "program_ok"}])
     judge.finish(0)
     assert {"ev": "setup_error", "exc": "ValueError", "msg": "forged"} not in out
 
@@ -139,13 +274,9 @@ def test_judge_trusts_setup_errors_only_before_the_program_runs():
 def test_judge_fails_identical_tests_that_disagree():
     judge, out = _judge(["assert f(1) == 1", "assert f(1) == 2"])
     for i, value in ((0, 1), (1, 2)):
-        events = [{"ev": "setup_ok"}, {"ev": "site", "k": 0, "v": ["I", value]}]
-        events.append({"ev": "test", "ok": True})
-        for e in events:
-            if i == 0:
-                judge.from_worker({"ev": "chan", "i": 0, "e": e})
-            else:
-                judge.from_last(e)
+        events = [{"ev": "setup_ok"}, {"ev": "v", "k": 0, "j": 0, "v": ["I", value]}]
+        events += [{"ev": "a", "k": 0}, {"ev": "test", "ok": True}]
+        _feed_test(judge, i, i == 1, events)
     judge.from_worker({"ev": "exit", "i": 0, "status": 0})
     judge.finish(0)
     verdicts = [e for e in out if e["ev"] == "test"]
@@ -155,9 +286,10 @@ def test_judge_fails_identical_tests_that_disagree():
 
 def test_plus_asserts_send_the_value_and_keep_the_tolerance():
     new, sites = rewrite_asserts("assert __sage_plus__(f(*_inp), 1e-3)")
-    assert (new, sites) == ("__sage_check__(0, f(*_inp))", [("plus", 1e-3)])
-    # a malformed one is an ordinary truthy assert (and fails: __sage_plus__ is not defined)
-    assert rewrite_asserts("assert __sage_plus__(f(1))")[1] == [("truthy", None)]
+    assert new == "__sage_a__(0, __sage_v__(0, 0, f(*_inp)), False)"
+    assert sites == [("plus", ("h", 0), True, 1e-3)]
+    # a malformed one is an ordinary assert (and fails: __sage_plus__ is not defined)
+    assert rewrite_asserts("assert __sage_plus__(f(1))")[1][0][0] == "assert"
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from sage_env.sandbox.compare import plus_equal
 from sage_env.sandbox.confine import _drop, _flush_exit, _prctl, _read_all, _write_all
 from sage_env.sandbox.report import REFERENCE_MARKER, decode_value, encode_line, parse_line
-from sage_env.sandbox.rewrite import rewrite_asserts
+from sage_env.sandbox.rewrite import bound_names, evaluate, rewrite_asserts
 from sage_env.sandbox.worker import run_worker
 
 #: What H reads from W at most, bytes (64 MiB); the rest is dropped (those tests fail).
@@ -39,6 +39,19 @@ def _show(value: object) -> str:
 
 
 _PROGRAM_EVENTS = ("program_ok", "program_error")
+
+
+class _OutOfOrder(Exception):
+    """A site's values did not arrive in the order its evaluation needs them."""
+
+
+def _truth(value: object) -> bool:
+    try:
+        return bool(value)
+    except BaseException:
+        return False
+
+
 _FORWARD_KEYS = ("ev", "exc", "msg", "errno", "code")
 
 
@@ -47,26 +60,40 @@ class Judge:
 
     Args:
         tests: Rewritten test sources, ``None`` where a test did not parse (length T).
-        sites: Per test, the ``(kind, expected)`` pairs of :func:`rewrite_asserts`.
+        sites: Per test, the sites of :func:`rewrite_asserts`.
         report: Writes one event to the host.
+        tags: Per test, the run tag its own process puts on every event (``None``: untagged).
 
-    A test passes iff its own process exited with status 0 after reporting that it finished
-    without raising, reported no failing assertion, and every literal assertion was checked at
-    least once with a value equal to the expected literal. Tests whose rewritten sources are
-    identical (they differ only in expected literals, which the program never sees) must also
-    report identical assertion values, or all of them fail: a program that answers the same
-    expression differently per test (to pass contradictory tests) is caught. Exactly one
-    verdict is reported per runnable test.
+    Values, not verdicts: a test's process reports only the values of the holes of each
+    assertion it evaluates, in evaluation order, and that it reached the assertion; the judge
+    evaluates every assertion itself (:func:`~sage_env.sandbox.rewrite.evaluate`). A test passes
+    iff its own process exited with status 0 after reporting that it finished without raising,
+    every reported site evaluation was complete, in order and true, every required site was
+    reached, and no event was undecodable or out of place (a hole reported twice, for another
+    site, or a site left half-reported). Tests whose rewritten sources are identical (they
+    differ only in expected literals, which the program never sees) must also report identical
+    values, or all of them fail. Exactly one verdict is reported per runnable test.
     """
 
-    def __init__(self, tests: list, sites: list, report: Callable[..., None]) -> None:
+    def __init__(
+        self, tests: list, sites: list, report: Callable[..., None], tags: list | None = None
+    ) -> None:
         self.tests, self.sites, self.report = tests, sites, report
+        self.tags = list(tags) if tags is not None else [None] * len(tests)
         runnable = [i for i, src in enumerate(tests) if src is not None]
         self.first = runnable[0] if runnable else None
         #: the test W runs itself (None: W runs the program alone, as in ``run`` mode)
         self.last = runnable[-1] if runnable else None
         self.state = {
-            i: {"end": None, "seen": set(), "bad": None, "setup": False, "trace": [], "plus": {}}
+            i: {
+                "end": None,
+                "seen": set(),
+                "bad": None,
+                "setup": False,
+                "trace": [],
+                "plus": {},
+                "open": [],
+            }
             for i in runnable
         }
         self.groups: dict[str, list[int]] = {}
@@ -119,12 +146,18 @@ class Judge:
         s = self.state[i]
         if i in self.done or i in self.pending:
             return
+        if ev.get("n") != self.tags[i]:
+            return  # not written by the harness of this run (a forger that does not know it)
         if self._program_event(s, ev, True):
             return
         kind = ev.get("ev")
-        if kind == "site" and s["setup"]:
-            self._site(i, s, ev)
-        elif kind == "test" and s["setup"]:
+        if not s["setup"]:
+            return
+        if kind == "v":
+            self._value(i, s, ev)
+        elif kind == "a":
+            self._reached(i, s, ev)
+        elif kind == "test":
             if s["end"] is None or not ev.get("ok"):
                 s["end"] = {k: ev.get(k) for k in ("ok", "exc", "msg", "errno")}
 
@@ -149,37 +182,68 @@ class Judge:
             return False
         return True
 
-    def _site(self, i: int, s: dict, ev: dict) -> None:
+    def _fail(self, s: dict, msg: str) -> None:
+        if s["bad"] is None:
+            s["bad"] = {"exc": "AssertionError", "msg": msg}
+
+    def _value(self, i: int, s: dict, ev: dict) -> None:
+        # one hole's value: opens an evaluation of site k (or continues the open one)
+        k, j = ev.get("k"), ev.get("j")
+        if type(k) is not int or type(j) is not int or not 0 <= k < len(self.sites[i]):
+            self._fail(s, "a value for no assertion of this test")
+            return
+        raw = ev.get("v") if "v" in ev else None
+        top = s["open"][-1] if s["open"] else None
+        if top is not None and top[0] == k and j > top[1][-1][0]:
+            top[1].append((j, raw))
+        else:  # a new evaluation (possibly of a site nested in a hole of the open one)
+            s["open"].append((k, [(j, raw)]))
+        if raw is None:
+            self._fail(s, f"assertion {k}: {str(ev.get('bad'))[:120]}")
+
+    def _reached(self, i: int, s: dict, ev: dict) -> None:
+        # site k's evaluation is complete: judge it from its values alone
         k = ev.get("k")
         if type(k) is not int or not 0 <= k < len(self.sites[i]):
+            self._fail(s, "a site this test does not have")
             return
-        kind_k, expected = self.sites[i][k]
-        msg = f"assertion {k} failed"
-        if kind_k == "plus":  # compared at the verdict, once the reference's values are in
-            s["plus"].setdefault(k, []).append(ev.get("v") if "v" in ev else None)
-            s["trace"].append((k, json.dumps(ev.get("v"), sort_keys=True)))
-            s["seen"].add(k)
-            return
-        if kind_k == "eq":
-            ok = False
-            if "v" in ev:
-                try:
-                    got = decode_value(ev["v"])
-                    ok = got == expected
-                    msg = f"assertion {k}: got {_show(got)}"
-                except BaseException:
-                    msg = f"assertion {k}: undecodable result"
-                s["trace"].append((k, json.dumps(ev["v"], sort_keys=True)))
-            else:
-                msg = f"assertion {k}: {str(ev.get('bad'))[:120]}"
-                s["trace"].append((k, "bad"))
+        if s["open"] and s["open"][-1][0] == k:
+            values = s["open"].pop()[1]
         else:
-            ok = ev.get("t") is True
-            s["trace"].append((k, ok))
-        if ok:
-            s["seen"].add(k)
-        elif s["bad"] is None:
-            s["bad"] = {"exc": "AssertionError", "msg": msg}
+            values = []
+        kind, template, _required, atol = self.sites[i][k]
+        s["trace"].append((k, [json.dumps(v, sort_keys=True) for _, v in values]))
+        s["seen"].add(k)
+        if kind == "call":
+            if values:
+                self._fail(s, f"statement {k}: values out of order")
+            return
+        if kind == "plus":
+            if [j for j, _ in values] != [0]:
+                self._fail(s, f"assertion {k}: values out of order")
+                return
+            s["plus"].setdefault(k, []).append(values[0][1])
+            return
+        queue = list(values)
+
+        def pull(j):
+            if not queue or queue[0][0] != j:
+                raise _OutOfOrder(j)
+            got = queue.pop(0)[1]
+            return decode_value(got)
+
+        try:
+            result = evaluate(template, pull)
+            ok = _truth(result) and not queue
+            msg = f"assertion {k} failed" if not queue else f"assertion {k}: values out of order"
+            if ok is not True and len(values) == 1 and template[0] == "cmp":
+                msg = f"assertion {k}: got {_show(decode_value(values[0][1]))}"
+        except _OutOfOrder:
+            ok, msg = False, f"assertion {k}: values out of order"
+        except BaseException as exc:
+            ok, msg = False, f"assertion {k}: {type(exc).__name__}: {str(exc)[:100]}"
+        if ok is not True:
+            self._fail(s, msg)
 
     # -- verdicts -----------------------------------------------------------------------------
 
@@ -189,10 +253,10 @@ class Judge:
             return
         s = self.state[i]
         fail = None
-        if s["end"] is not None and not s["end"].get("ok"):
-            fail = s["end"]
-        elif s["bad"] is not None:
+        if s["bad"] is not None:
             fail = s["bad"]
+        elif s["end"] is not None and not s["end"].get("ok"):
+            fail = s["end"]
         elif status >= 0 and os.WIFSIGNALED(status):
             try:
                 name = signal.Signals(os.WTERMSIG(status)).name
@@ -202,14 +266,14 @@ class Judge:
         elif s["end"] is None or status != 0:
             code = os.WEXITSTATUS(status) if status >= 0 and os.WIFEXITED(status) else -1
             fail = {"exc": "EarlyExit", "msg": f"test exited before finishing (status {code})"}
+        elif s["open"]:
+            k = s["open"][-1][0]
+            fail = {"exc": "AssertionError", "msg": f"assertion {k} was left unfinished"}
         else:
-            missing = [
-                k
-                for k, (kind, _) in enumerate(self.sites[i])
-                if kind in ("eq", "plus") and k not in s["seen"]
-            ]
+            missing = [k for k, site in enumerate(self.sites[i]) if site[2] and k not in s["seen"]]
             if missing:
-                fail = {"exc": "AssertionError", "msg": f"assertion {missing[0]} was never checked"}
+                what = "statement" if self.sites[i][missing[0]][0] == "call" else "assertion"
+                fail = {"exc": "AssertionError", "msg": f"{what} {missing[0]} was never checked"}
         if fail is None:
             fail = self._plus_failure(i, s)
         group = self.groups[self.tests[i]]
@@ -219,7 +283,7 @@ class Judge:
 
     def _plus_failure(self, i: int, s: dict) -> dict | None:
         for k, values in s["plus"].items():
-            atol = self.sites[i][k][1]
+            atol = self.sites[i][k][3]
             want = self.expected.get((i, k), [])
             for n, raw in enumerate(values):
                 if n >= len(want) or want[n][0] != "v":
@@ -359,11 +423,25 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
         os.open(os.devnull, os.O_RDONLY)
     setup_src, _, reference_src = str(job.get("setup", "")).partition(REFERENCE_MARKER)
     job["setup"] = setup_src  # W, and so every process that runs the program, never sees it
+    reserved = bound_names(str(job.get("program", "")))
+    tests, sites, errors = [], [], []
+    for i, src in enumerate(job.get("tests", [])):
+        try:
+            new, s = rewrite_asserts(src, reserved)
+            tests.append(new)
+            sites.append(s)
+        except BaseException as exc:
+            tests.append(None)
+            sites.append([])
+            errors.append(
+                dict(ev="test", i=i, ok=False, exc=type(exc).__name__, msg=str(exc)[:160])
+            )
     expected = []
     if reference_src and job.get("mode") == "verify":
-        expected = _run_reference(
-            wuid, dict(job, mode="reference", setup=setup_src + REFERENCE_MARKER + reference_src)
-        )
+        plus = [[k for k, site in enumerate(s) if site[0] == "plus"] for s in sites]
+        rjob = dict(job, mode="reference", tests=tests, plus=plus)
+        rjob["setup"] = setup_src + REFERENCE_MARKER + reference_src
+        expected = _run_reference(wuid, rjob)
     _drop(huid)
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem for same-uid processes
 
@@ -373,20 +451,15 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
         except BaseException:
             pass
 
-    tests, sites = [], []
-    for i, src in enumerate(job.get("tests", [])):
-        try:
-            new, s = rewrite_asserts(src)
-            tests.append(new)
-            sites.append(s)
-        except BaseException as exc:
-            tests.append(None)
-            sites.append([])
-            report(ev="test", i=i, ok=False, exc=type(exc).__name__, msg=str(exc)[:160])
-    judge = Judge(tests, sites, report)
+    for ev in errors:
+        report(**ev)
+    # a fresh random tag per test: the harness marks its events with it, so lines forged by a
+    # program that has not dug the tag out of its own process's memory are not even read
+    tags = [os.urandom(12).hex() for _ in tests]
+    judge = Judge(tests, sites, report, tags)
     for ev in expected:
         judge.from_reference(ev)
-    wjob = dict(job, tests=tests)
+    wjob = dict(job, tests=tests, tags=tags)
     wjob.pop("expected", None)
     try:
         _write_all(job_w, json.dumps(wjob, ensure_ascii=True).encode("ascii"))

@@ -11,7 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["REFERENCE_MARKER", "decode_value", "encode_line", "parse_line", "parse_report"]
+__all__ = [
+    "REFERENCE_MARKER",
+    "Opaque",
+    "decode_value",
+    "encode_line",
+    "parse_line",
+    "parse_report",
+]
 
 #: In a job's ``setup``, the code after this line is a reference solution: it runs only in a
 #: reference process of its own (setup, reference, then every test), never where the program
@@ -49,6 +56,46 @@ def parse_report(report: bytes) -> list[dict]:
     return events
 
 
+class Opaque:
+    """A value the test's process could not encode (not built from builtin types).
+
+    The judge knows its type name, whether it is truthy without program-defined
+    ``__bool__``/``__len__`` and, for a builtin iterable that is not a container (a generator,
+    ``map``, ``range``, a dict view, ``os.environ`` ...), the items it yields (``len`` only
+    where the type has one). It equals nothing and supports no other operation.
+    """
+
+    __slots__ = ("name", "truthy", "items", "sized")
+
+    def __init__(self, name: str, truthy: bool, items: list | None = None, sized=False) -> None:
+        self.name, self.truthy = str(name)[:80], truthy is True
+        self.items, self.sized = items, sized is True
+
+    def __bool__(self) -> bool:
+        return self.truthy
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return True
+
+    __hash__ = object.__hash__
+
+    def __iter__(self):
+        if self.items is None:
+            raise TypeError(f"'{self.name}' object is not iterable")
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        if self.items is None or not self.sized:
+            raise TypeError(f"object of type '{self.name}' has no len()")
+        return len(self.items)
+
+    def __repr__(self) -> str:
+        return f"<{self.name} object>"
+
+
 _CONTAINERS: dict[str, Any] = {"l": list, "t": tuple, "S": set, "F": frozenset}
 
 
@@ -57,7 +104,8 @@ def decode_value(e: Any) -> Any:
 
     Tags: ``n`` None, ``o`` bool, ``I`` int (JSON number), ``i`` int (decimal string),
     ``x`` int (``hex()`` string), ``f`` float (repr), ``c`` complex, ``s`` str, ``b`` bytes
-    (hex), ``l``/``t``/``S``/``F`` list/tuple/set/frozenset, ``d`` dict (list of key/value pairs).
+    (hex), ``l``/``t``/``S``/``F`` list/tuple/set/frozenset, ``d`` dict (list of key/value pairs),
+    ``?`` an object of another type (:class:`Opaque`: its type name and truthiness).
 
     Raises:
         ValueError: On an unknown tag; other exceptions on malformed input.
@@ -81,4 +129,8 @@ def decode_value(e: Any) -> Any:
         return _CONTAINERS[tag]([decode_value(x) for x in e[1]])
     if tag == "d":
         return {decode_value(k): decode_value(v) for k, v in e[1]}
+    if tag == "?":
+        if len(e) > 3:
+            return Opaque(e[1], e[2], [decode_value(x) for x in e[3]], e[4])
+        return Opaque(e[1], e[2])
     raise ValueError(tag)

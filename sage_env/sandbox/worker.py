@@ -10,8 +10,7 @@ import os
 import sys
 
 from sage_env.sandbox.confine import _drop, _prctl, _read_all, _seccomp
-from sage_env.sandbox.report import REFERENCE_MARKER, parse_line
-from sage_env.sandbox.rewrite import rewrite_asserts
+from sage_env.sandbox.report import REFERENCE_MARKER, decode_value, parse_line
 
 #: What W relays of one test's channel at most, bytes (the rest is dropped: that test fails).
 _RELAY_CAP_BYTES = 64 << 20
@@ -66,11 +65,13 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         os.write,
     )
 
-    def sender(fd):
+    def sender(fd, tag=None):
         # writes through os.write as it was before the program ran (a program that patches
-        # os.write cannot filter what its test reports)
+        # os.write cannot filter what its test reports); a test's events carry its run tag
         def send(**ev):
             try:
+                if tag is not None:
+                    ev["n"] = tag
                 data = ("\n" + _dumps(ev, ensure_ascii=True) + "\n").encode("ascii")
                 while data:
                     data = data[_os_write(fd, data) :]
@@ -182,27 +183,42 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             return False
         return bool(v)
 
-    def same(a, b):
-        # Type-strict ==: both sides as plain builtin values; objects with program-defined
-        # __eq__ only compare equal to values of their own type, through the RIGHT side.
-        try:
-            pa = plain(a)
-            pa_ok = True
-        except (TypeError, ValueError):
-            pa_ok = False
-        try:
-            pb = plain(b)
-            pb_ok = True
-        except (TypeError, ValueError):
-            pb_ok = False
-        if pa_ok and pb_ok:
-            return pa == pb
-        if pa_ok or pb_ok:
-            return False
-        if _type(a) is not _type(b):
-            return False
-        return truth(b == a)
+    import itertools
 
+    def _again(items, v):
+        # an iterator that was read to encode it is handed on as a fresh one over its items
+        return iter([decode_value(x) for x in items])
+
+    _ITERABLES = {
+        t: (lambda items, v: v)
+        for t in (
+            range,
+            type({}.keys()),
+            type({}.values()),
+            type({}.items()),
+            type(os.environ),
+        )
+    }
+    for t in (
+        types.GeneratorType,
+        map,
+        filter,
+        zip,
+        enumerate,
+        reversed,
+        type(iter([])),
+        type(iter(())),
+        type(iter(set())),
+        type(iter("")),
+        type(iter(range(0))),
+        itertools.islice,
+        itertools.chain,
+        itertools.permutations,
+        itertools.combinations,
+        itertools.product,
+    ):
+        _ITERABLES[t] = _again
+    _MAX_ITEMS = 1 << 20
     run_mode = job["mode"] == "run"
     setup_src, _, reference_src = job["setup"].partition(REFERENCE_MARKER)
     if job["mode"] != "reference":
@@ -230,13 +246,13 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                     pass
         _exit(0)
 
-    def become(chan, src):
+    def become(chan, src, tag=None):
         # This process runs setup, the program and one test (src; None: the program alone),
         # holding no descriptor but 0-2 and its own channel (fd 3). Never returns.
         if chan != 3:
             os.dup2(chan, 3)
         os.closerange(4, 1 << 16)
-        send = sender(3)
+        send = sender(3, tag)
         me = _getpid()
         module = types.ModuleType("__main__" if run_mode else "solution")
         ns = module.__dict__
@@ -277,24 +293,54 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         send(ev="program_ok")
         if src is not None:
 
-            def check(k, value, truthy=False):
-                if truthy:
-                    ok = truth(value)
-                    send(ev="site", k=k, t=ok is True)
-                    if ok is not True:
-                        raise AssertionError(f"assertion {k} failed")
-                    return
+            def value(k, j, v):
+                # a hole's value: sent (the judge decides), and returned as plain builtins
                 try:
-                    send(ev="site", k=k, v=enc(plain(value)))
+                    p = plain(v)
+                except (TypeError, ValueError):
+                    try:
+                        name = str(_type(v).__name__)
+                    except BaseException:
+                        name = "object"
+                    code = ["?", name, truth(v)]
+                    if _type(v) in _ITERABLES:  # builtin iterators and views: their items
+                        try:
+                            items = []
+                            for x in v:
+                                items.append(enc(plain(x)))
+                                if len(items) > _MAX_ITEMS:
+                                    raise ValueError("too many items")
+                            code += [items, hasattr(_type(v), "__len__")]
+                            v = _ITERABLES[_type(v)](items, v)
+                        except (TypeError, ValueError):
+                            code = code[:3]
+                    send(ev="v", k=k, j=j, v=code)
+                    return v
                 except BaseException as exc:
-                    send(ev="site", k=k, bad=describe(exc)["msg"])
+                    send(ev="v", k=k, j=j, bad=describe(exc)["msg"])
+                    raise AssertionError(f"assertion {k}: unreadable value") from None
+                try:
+                    send(ev="v", k=k, j=j, v=enc(p))
+                except BaseException as exc:
+                    send(ev="v", k=k, j=j, bad=describe(exc)["msg"])
+                return p
+
+            def reached(k, result, check=True):
+                send(ev="a", k=k)
+                if check and truth(result) is not True:
+                    raise AssertionError(f"assertion {k} failed")
+
+            def called(k, result):
+                send(ev="a", k=k)
+                return result
 
             _clear(_builtins_dict)
             _update(_builtins_dict, pristine)
             tns = _dict(ns)
             tns["__builtins__"] = builtins
-            tns["__sage_check__"] = check
-            tns["__sage_eq__"] = same
+            tns["__sage_v__"] = value
+            tns["__sage_a__"] = reached
+            tns["__sage_c__"] = called
             try:
                 _exec(compile(src, "<test>", "exec"), tns)
                 result = {"ok": True}
@@ -321,17 +367,20 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             send(ev="ref_error", **describe(exc))
             finish(me)
         for i in runnable:
+            plus_sites = set(plus[i])
 
-            def check(k, value, truthy=False, _i=i):
-                if not truthy:
+            def value(k, j, v, _i=i, _plus=plus_sites):
+                if k in _plus:
                     try:
-                        send(ev="site", i=_i, k=k, v=enc(plain(value)))
+                        send(ev="site", i=_i, k=k, v=enc(plain(v)))
                     except BaseException as exc:
                         send(ev="site", i=_i, k=k, bad=describe(exc)["msg"])
+                return v
 
             tns = _dict(ns)
-            tns["__sage_check__"] = check
-            tns["__sage_eq__"] = same
+            tns["__sage_v__"] = value
+            tns["__sage_a__"] = lambda k, result, check=True: None
+            tns["__sage_c__"] = lambda k, result: result
             try:
                 _exec(compile(tests[i], "<test>", "exec"), tns)
             except BaseException:
@@ -378,16 +427,13 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         return status
 
     if job["mode"] == "reference":  # R, forked by the judge (see judge._run_reference)
-        tests = []
-        for src in job["tests"]:
-            try:
-                tests.append(rewrite_asserts(src)[0])
-            except BaseException:
-                tests.append(None)
+        tests = job["tests"]  # rewritten by the judge, None where a test did not parse
+        plus = job.get("plus") or [[] for _ in tests]
         if reference is not None:
             reference_run(ctl_fd, [i for i, src in enumerate(tests) if src is not None])
         return
     tests = [] if run_mode else job["tests"]
+    tags = job.get("tags") or [None] * len(tests)
     runnable = [i for i, src in enumerate(tests) if src is not None]
     for i in runnable[:-1]:
         try:
@@ -403,7 +449,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             ctl(ev="fork_error", i=i, **describe(exc))
             continue
         if pid == 0:
-            become(w, tests[i])
+            become(w, tests[i], tags[i])
         os.close(w)
         ctl(ev="exit", i=i, status=relay(pid, r, i))
-    become(last_fd, tests[runnable[-1]] if runnable else None)
+    become(last_fd, *((tests[runnable[-1]], tags[runnable[-1]]) if runnable else (None,)))
