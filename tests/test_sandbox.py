@@ -205,9 +205,9 @@ def test_memory_bomb_across_processes_hits_the_cgroup(limits_verified, host_unha
 
 
 def test_infinite_loop(host_unharmed):
-    start = time.monotonic()
-    assert run("while True:\n    pass\n", timeout_s=1).status == "timeout"
-    assert time.monotonic() - start < 3
+    # stopped by its CPU limit (RLIMIT_CPU), however loaded the machine: no wall-clock bound
+    r = run("while True:\n    pass\n", timeout_s=1)
+    assert (r.status, r.reason) == ("timeout", "CPU time limit (SIGXCPU)")
 
 
 def test_busy_threads(host_unharmed):

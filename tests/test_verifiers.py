@@ -319,11 +319,9 @@ def test_code_main_block_does_not_run(cv):
 
 
 def test_code_infinite_loop_times_out(cv):
-    start = time.monotonic()
+    # stopped by its CPU limit, however loaded the machine: no wall-clock bound is asserted
     r = cv.verify("def f():\n    while True:\n        pass\n", ["f()"])
-    elapsed = time.monotonic() - start
     assert (r.score, r.status) == (0.0, "timeout")
-    assert elapsed < 1.5 + 1.5
 
 
 def test_code_timeout_keeps_tests_passed_before(cv):

@@ -82,12 +82,23 @@ class RawRun:
     duration_s: float
 
 
+#: The wall-clock backstop of a job is this many times its CPU budget ``timeout_s`` ...
+WALL_FACTOR = 3.0
+#: ... plus this many seconds (start-up, a loaded machine).
+WALL_SLACK_S = 2.0
+
+
 @dataclass
 class SandboxConfig:
     """Limits of one sandboxed run.
 
     Attributes:
-        timeout_s: Wall-clock budget from the moment the job is handed over.
+        timeout_s: CPU-time budget, seconds, of every process of the job (``RLIMIT_CPU``, which
+            the kernel counts per process whatever else the machine runs): a program and its
+            test get this much CPU however loaded the machine is.
+        wall_s: Wall-clock backstop from the moment the job is handed over (catches programs
+            that sleep or block); ``None``: :data:`WALL_FACTOR` x ``timeout_s`` +
+            :data:`WALL_SLACK_S`, generous so that load does not fail correct programs.
         memory_mb: ``RLIMIT_AS`` per process and the run's memory cgroup limit (plus harness
             overhead), MiB.
         max_output_bytes: Cap on captured stdout and on captured stderr, bytes each.
@@ -100,6 +111,7 @@ class SandboxConfig:
     """
 
     timeout_s: float = 10.0
+    wall_s: float | None = None
     memory_mb: int = 1024
     max_output_bytes: int = 65536
     max_processes: int = 64
@@ -108,9 +120,18 @@ class SandboxConfig:
     open_files: int = 64
     python: str | None = None
 
+    def wall_limit_s(self) -> float:
+        """The job's wall-clock backstop, seconds (see ``wall_s``)."""
+        if self.wall_s is not None:
+            return float(self.wall_s)
+        return self.timeout_s * WALL_FACTOR + WALL_SLACK_S
+
     def limits(self, use_cgroup_pids: bool) -> list[tuple[str, int, int]]:
-        """The worker's rlimits as ``(RLIMIT_name, soft, hard)``; units as :mod:`resource`."""
-        cpu = math.ceil(self.timeout_s) + 1
+        """The worker's rlimits as ``(RLIMIT_name, soft, hard)``; units as :mod:`resource`.
+
+        ``RLIMIT_CPU``: SIGXCPU at ``ceil(timeout_s)`` seconds of CPU, SIGKILL a second later.
+        """
+        cpu = max(1, math.ceil(self.timeout_s))
         mem = self.memory_mb << 20
         fsize = self.file_size_mb << 20
         # With a pids cgroup the per-run limit is the cgroup's; RLIMIT_NPROC (per uid, shared by

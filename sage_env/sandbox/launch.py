@@ -292,7 +292,8 @@ class _Harness:
         payload = json.dumps(job, ensure_ascii=True).encode("ascii")
         start = time.monotonic()
         try:
-            raw = self._communicate(payload, start + self.cfg.timeout_s)
+            wall = float(job.get("wall_s") or self.cfg.wall_limit_s())
+            raw = self._communicate(payload, start + wall)
         finally:
             oom = self.cgroup.oom_kills() if self.cgroup else 0
             self.cleanup()

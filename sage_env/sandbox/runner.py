@@ -80,7 +80,9 @@ def run(
 
     Args:
         code: Python source (untrusted).
-        timeout_s: Wall-clock limit, seconds.
+        timeout_s: CPU-time limit of every process of the run, seconds (``RLIMIT_CPU``); the
+            wall clock is only a generous backstop (:meth:`SandboxConfig.wall_limit_s`), so a
+            loaded machine does not time out a correct program.
         memory_mb: Address-space and memory-cgroup limit, MiB.
         max_output_bytes: Cap on captured stdout and stderr, bytes each.
         max_processes: Process/thread limit of the run.
@@ -110,8 +112,8 @@ def run(
         raw = (pool or _shared_pool(cfg)).run_job(job)
     except Exception as exc:
         return SandboxResult("crashed", f"sandbox failed: {type(exc).__name__}: {exc}"[:200])
-    timeout = pool.config.timeout_s if pool is not None else cfg.timeout_s
-    status, reason = _classify_run(raw, timeout)
+    wall = (pool.config if pool is not None else cfg).wall_limit_s()
+    status, reason = _classify_run(raw, wall)
     return SandboxResult(status, reason[:200], raw.stdout, raw.stderr, raw.duration_s, level)
 
 
@@ -121,7 +123,7 @@ def _classify_run(raw: RawRun, timeout_s: float) -> tuple[str, str]:
     if "syntax_error" in kinds:
         return "syntax_error", describe_event(kinds["syntax_error"])
     if raw.timed_out:
-        return "timeout", f"timed out after {timeout_s:g} s"
+        return "timeout", f"wall-clock backstop reached after {timeout_s:g} s"
     if "program_error" in kinds:
         ev = kinds["program_error"]
         if ev.get("exc") == "MemoryError":

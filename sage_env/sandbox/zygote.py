@@ -222,7 +222,7 @@ class _Zygote:
                 close_job_w,
                 payload,
                 {out_r: cap, err_r: cap, rep_r: _REPORT_CAP_BYTES},
-                start + cfg.timeout_s,
+                start + float(job.get("wall_s") or cfg.wall_limit_s()),
                 exited=lambda: bool(exit_ev),
                 kill=kill,
                 wake={self.sock.fileno(): on_ctl},

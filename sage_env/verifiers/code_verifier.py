@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sage_env import sandbox
+from sage_env.sandbox.compare import PLUS_TASK_CAP_S, REFERENCE_CPU_S
+from sage_env.sandbox.config import WALL_FACTOR, WALL_SLACK_S
 from sage_env.verifiers.result import VerifierResult, _as_text
 
 log = logging.getLogger("sage_env.verifiers")
@@ -141,7 +143,10 @@ class CodeVerifier:
     ``docs/sandbox.md``.
 
     Args:
-        timeout_s: Wall-clock budget for the whole call (program + all tests), seconds.
+        timeout_s: CPU-time budget, seconds, of every process of the call (the program with one
+            test each; ``RLIMIT_CPU``, which load does not eat into); the wall clock is a
+            generous backstop for the whole call (3 x ``timeout_s`` + 2 s, see
+            :meth:`~sage_env.sandbox.SandboxConfig.wall_limit_s`).
         memory_mb: Address-space limit per process and memory-cgroup limit of the run, MiB.
         max_output_bytes: Cap on captured stdout and on captured stderr, bytes each.
         python: Interpreter to run; default :func:`sage_env.sandbox.default_python` (an
@@ -207,6 +212,11 @@ class CodeVerifier:
         if total == 0:
             return VerifierResult(0.0, "invalid", "no tests")
         job = {"mode": "verify", "setup": setup, "program": program, "tests": test_list}
+        if sandbox.REFERENCE_MARKER in setup:
+            # plus tests: each input gets EvalPlus's limit from the reference's time on it
+            # (inside the sandbox); the wall clock backs up the reference's and the task's caps
+            job["wall_s"] = (self.timeout_s + REFERENCE_CPU_S + PLUS_TASK_CAP_S) * WALL_FACTOR
+            job["wall_s"] += WALL_SLACK_S
         for attempt in (1, 2):
             try:
                 raw = self._get_executor().run_job(job)
@@ -325,7 +335,9 @@ class CodeVerifier:
             or any(ev.get("signal") == signal.SIGXCPU for ev in failures)
         ):
             return result(
-                "timeout", f"timed out after {self.timeout_s:g} s; {passed}/{total} passed"
+                "timeout",
+                f"timed out (CPU limit {self.timeout_s:g} s per test, or the wall-clock backstop);"
+                f" {passed}/{total} passed",
             )
         if "program_error" in by_kind:
             event = by_kind["program_error"]
