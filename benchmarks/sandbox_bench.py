@@ -10,6 +10,13 @@ re-implementation of its published method (one ``multiprocessing.Process`` per p
 the full MBPP+ base-test check.
 
     python benchmarks/sandbox_bench.py [--parallel N] [--rounds R]
+
+With ``--against DIR`` (another checkout, e.g. ``git archive <commit> | tar -x -C DIR``) it
+instead times ``CodeVerifier`` on the 164 problems for both trees in interleaved rounds, one
+subprocess per round and tree, at the isolation level(s) of ``--levels``, and reports the median
+problems/s of each (a before/after measurement of a change, in one run)::
+
+    python benchmarks/sandbox_bench.py --against /tmp/base --levels bwrap,unshare --out x.json
 """
 
 from __future__ import annotations
@@ -111,12 +118,71 @@ def _per_job_s(fn, n=7):
     return _median(times)
 
 
+#: One timed round of CodeVerifier on HumanEval's canonical solutions, run with a tree's code
+#: first on the path (``--against``): prints problems/s and the number that passed.
+_ROUND = """
+import gzip, json, sys, time
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
+from test_sandbox import humaneval_jobs
+from sage_env.verifiers import CodeVerifier
+with gzip.open(sys.argv[2], "rt") as fh:
+    problems = [json.loads(line) for line in fh]
+jobs = humaneval_jobs(problems)
+par = int(sys.argv[3])
+with CodeVerifier(timeout_s=10.0, pool_size=par) as cv:
+    cv.verify_batch(jobs[: 2 * par], max_parallel=par)
+    t = time.perf_counter()
+    res = cv.verify_batch(jobs, max_parallel=par)
+    rate = len(jobs) / (time.perf_counter() - t)
+print(json.dumps({"rate": rate, "passed": sum(r.status == "passed" for r in res)}))
+"""
+
+
+def compare(args) -> dict:
+    """Interleaved before/after rounds of CodeVerifier for two trees (``--against``)."""
+    import subprocess
+
+    trees = {"before": str(Path(args.against).resolve()), "after": str(HERE.parent)}
+    out: dict = {"trees": trees, "rounds": args.rounds, "parallel": args.parallel, "levels": {}}
+    for level in args.levels.split(","):
+        env = dict(os.environ, SAGE_SANDBOX_ISOLATION=level, PYTHONPATH="")
+        rates: dict = {name: [] for name in trees}
+        passed: dict = {}
+        for _ in range(args.rounds):
+            for name, tree in trees.items():
+                argv = [sys.executable, "-c", _ROUND, tree, str(DATA / "HumanEval.jsonl.gz")]
+                proc = subprocess.run(
+                    [*argv, str(args.parallel)], env=env, capture_output=True, text=True
+                )
+                if proc.returncode:
+                    raise RuntimeError(f"{name} round failed: {proc.stderr[-2000:]}")
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+                rates[name].append(row["rate"])
+                passed[name] = row["passed"]
+        med = {name: _median(r) for name, r in rates.items()}
+        out["levels"][level] = {
+            "problems_per_s_median": {k: round(v, 2) for k, v in med.items()},
+            "problems_per_s_rounds": {k: [round(x, 2) for x in r] for k, r in rates.items()},
+            "passed": passed,
+            "after_vs_before": round(med["after"] / med["before"], 3),
+        }
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--parallel", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per implementation")
     ap.add_argument("--out", default=str(HERE / "results" / "sandbox_bench.json"))
+    ap.add_argument("--against", default=None, help="a checkout to compare with (before/after)")
+    ap.add_argument("--levels", default="bwrap,unshare", help="isolation levels for --against")
     args = ap.parse_args()
+    if args.against:
+        out = compare(args)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+        print(json.dumps(out, indent=2))
+        return
     from test_sandbox import humaneval_jobs, mbpp_jobs
 
     problems = load("HumanEval.jsonl.gz")

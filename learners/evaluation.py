@@ -116,6 +116,8 @@ class BenchmarkResult:
     pass_at: dict[int, float]
     records: list[dict] = field(default_factory=list)
     contaminated: bool | None = None
+    deviation: str | None = None
+    """How this run departs from the benchmark's own protocol (``None``: it does not)."""
 
 
 def summarise(
@@ -138,7 +140,9 @@ def markdown_table(results: list[BenchmarkResult]) -> str:
     lines = [head, "|" + "---|" * (4 + len(ks))]
     for r in results:
         cells = [f"{100 * r.pass_at[k]:.1f}" if k in r.pass_at else "-" for k in ks]
-        note = "overlaps the seed set" if r.contaminated else ""
+        note = "; ".join(
+            n for n in ("overlaps the seed set" if r.contaminated else "", r.deviation or "") if n
+        )
         lines.append(
             f"| {r.benchmark} | {r.items} | {r.samples} | " + " | ".join(cells) + f" | {note} |"
         )
@@ -172,8 +176,10 @@ class EvalConfig:
     """Completion budget, tokens."""
     batch_size: int = 16
     """Sequences per generate call."""
-    plus_limit: int | None = 100
-    """HumanEval+/MBPP+: plus inputs per task (None: all, as EvalPlus does)."""
+    plus_limit: int | None = None
+    """HumanEval+/MBPP+: plus inputs per task. ``None`` (the default): all of them, as EvalPlus
+    runs them, each under EvalPlus's own time limit; a number is a deviation from EvalPlus's
+    protocol, named in the report."""
     data_dir: str | None = None
     """Local benchmark folder (default ``$SAGE_ENV_DATA`` or ``../shared/data``)."""
     out: str = "runs/eval"
@@ -244,6 +250,10 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
             bar.close()
             result = summarise(name, correct, records)
             result.contaminated = overlap_report(items, n=cfg.decontam_ngram).contaminated
+            if name.endswith("_plus") and cfg.plus_limit is not None:
+                result.deviation = (
+                    f"{cfg.plus_limit} plus inputs per task (EvalPlus runs all: --plus-limit None)"
+                )
             with open(out / "items" / f"{name}.jsonl", "w", encoding="utf-8") as fh:
                 for rec in records:
                     fh.write(json.dumps(rec, ensure_ascii=False) + "\n")

@@ -10,10 +10,26 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["is_floats", "plus_equal"]
+__all__ = ["is_floats", "plus_equal", "plus_time_limit"]
 
 #: EvalPlus's relative tolerance (``np.allclose(..., rtol=1e-07)``).
 RTOL = 1e-07
+
+#: EvalPlus's time protocol for plus inputs (``evalplus.config``, ``untrusted_check``): input i
+#: gets ``max(PLUS_MIN_TIME_S, PLUS_TIME_FACTOR * t_i)`` where ``t_i`` is the reference
+#: solution's own time on it, and a task gets at most ``PLUS_TASK_CAP_S`` in all
+#: (``EVALPLUS_TIMEOUT_PER_TASK``). Here the times are CPU seconds (``RLIMIT_CPU``), which a
+#: loaded machine does not eat into, measured on the reference in the same sandbox.
+PLUS_TIME_FACTOR = 4.0
+PLUS_MIN_TIME_S = 4.0
+PLUS_TASK_CAP_S = 60.0
+#: CPU seconds the reference process may use for all inputs of a task together.
+REFERENCE_CPU_S = 120.0
+
+
+def plus_time_limit(reference_cpu_s: float) -> float:
+    """EvalPlus's per-input limit, seconds, from the reference's time on that input."""
+    return max(PLUS_MIN_TIME_S, PLUS_TIME_FACTOR * max(0.0, float(reference_cpu_s)))
 
 
 def is_floats(x: Any) -> bool:

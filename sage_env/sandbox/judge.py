@@ -14,12 +14,19 @@ not what H reads. :class:`Judge` holds the rules; :func:`run_judge` the plumbing
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import signal
 from collections.abc import Callable
 
-from sage_env.sandbox.compare import plus_equal
+from sage_env.sandbox.compare import (
+    PLUS_MIN_TIME_S,
+    PLUS_TASK_CAP_S,
+    REFERENCE_CPU_S,
+    plus_equal,
+    plus_time_limit,
+)
 from sage_env.sandbox.confine import _drop, _flush_exit, _prctl, _read_all, _write_all
 from sage_env.sandbox.report import REFERENCE_MARKER, decode_value, encode_line, parse_line
 from sage_env.sandbox.rewrite import bound_names, evaluate, rewrite_asserts
@@ -441,6 +448,11 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
         plus = [[k for k, site in enumerate(s) if site[0] == "plus"] for s in sites]
         rjob = dict(job, mode="reference", tests=tests, plus=plus)
         rjob["setup"] = setup_src + REFERENCE_MARKER + reference_src
+        cpu = math.ceil(REFERENCE_CPU_S)
+        rjob["limits"] = [
+            (n, cpu, cpu + 1) if n == "RLIMIT_CPU" else (n, soft, hard)
+            for n, soft, hard in job.get("limits", [])
+        ]
         expected = _run_reference(wuid, rjob)
     _drop(huid)
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem for same-uid processes
@@ -460,6 +472,15 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
     for ev in expected:
         judge.from_reference(ev)
     wjob = dict(job, tests=tests, tags=tags)
+    times = {ev.get("i"): ev.get("cpu") for ev in expected if ev.get("ev") == "time"}
+    if reference_src and job.get("mode") == "verify":
+        # EvalPlus's time protocol: each test (one plus input) gets a CPU limit from the
+        # reference's own time on it, the task a cap on all of them together
+        wjob["cpu_limits"] = [
+            plus_time_limit(times[i]) if type(times.get(i)) in (int, float) else PLUS_MIN_TIME_S
+            for i in range(len(tests))
+        ]
+        wjob["task_cpu_s"] = PLUS_TASK_CAP_S
     wjob.pop("expected", None)
     try:
         _write_all(job_w, json.dumps(wjob, ensure_ascii=True).encode("ascii"))

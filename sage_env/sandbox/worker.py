@@ -39,6 +39,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         os.environ.pop(var, None)
     import builtins
     import json
+    import math
     import resource
     import select
     import signal
@@ -46,7 +47,11 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
 
     job = json.loads(_read_all(job_fd).decode("ascii"))
     os.close(job_fd)
+    cpu_limits = job.get("cpu_limits") or []
+    top = max([int(math.ceil(c)) for c in cpu_limits] or [0])
     for name, soft, hard in job["limits"]:
+        if name == "RLIMIT_CPU" and top:  # room for each test's own limit (set in its process)
+            hard = max(hard, top + 2)
         try:
             resource.setrlimit(getattr(resource, name), (soft, hard))
         except (ValueError, OSError):
@@ -54,6 +59,9 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     _seccomp()
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: a test (same uid) can neither ptrace W nor open its fds
+    import time
+
+    _cpu, _monotonic = time.process_time, time.monotonic
     _dumps, _exec, _dict, _type, _getpid, _exit, _fork, _os_write = (
         json.dumps,
         exec,
@@ -246,12 +254,19 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                     pass
         _exit(0)
 
-    def become(chan, src, tag=None):
+    def become(chan, src, tag=None, cpu=None):
         # This process runs setup, the program and one test (src; None: the program alone),
         # holding no descriptor but 0-2 and its own channel (fd 3). Never returns.
         if chan != 3:
             os.dup2(chan, 3)
         os.closerange(4, 1 << 16)
+        if cpu:  # this test's own CPU limit (EvalPlus's per-input limit), on top of what W used
+            used = resource.getrusage(resource.RUSAGE_SELF)
+            soft = int(math.ceil(cpu + used.ru_utime + used.ru_stime))
+            try:
+                resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
+            except (ValueError, OSError):
+                pass
         send = sender(3, tag)
         me = _getpid()
         module = types.ModuleType("__main__" if run_mode else "solution")
@@ -381,27 +396,40 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             tns["__sage_v__"] = value
             tns["__sage_a__"] = lambda k, result, check=True: None
             tns["__sage_c__"] = lambda k, result: result
+            code = compile(tests[i], "<test>", "exec")
+            start = _cpu()
             try:
-                _exec(compile(tests[i], "<test>", "exec"), tns)
+                _exec(code, tns)
             except BaseException:
                 pass
             if _getpid() != me:
                 _exit(0)
+            send(ev="time", i=i, cpu=_cpu() - start)
         finish(me)
 
-    def relay(pid, r, i):
+    def relay(pid, r, i, wall=None):
         # C_i's lines -> the judge, tagged with i; until C_i's pipe closes, or C_i has exited
         # and what it wrote is drained (a daemonised grandchild may hold the pipe open).
+        # ``wall``: a wall-clock backstop for this test (a test that sleeps is killed).
         os.set_blocking(r, False)
-        buf, total, status = b"", 0, None
+        buf, total, status, killed = b"", 0, None, False
+        deadline = _monotonic() + wall if wall else None
         while True:
             if status is None:
                 try:
-                    wpid, st = os.waitpid(pid, os.WNOHANG)
+                    wpid, st, usage = os.wait4(pid, os.WNOHANG)
                 except ChildProcessError:
-                    wpid, st = pid, -1
+                    wpid, st, usage = pid, -1, None
                 if wpid:
                     status = st
+                    if usage is not None:
+                        spent[0] += usage.ru_utime + usage.ru_stime
+                elif deadline is not None and _monotonic() > deadline:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    deadline, killed = None, True
             try:
                 chunk = os.read(r, 1 << 16)
             except BlockingIOError:
@@ -421,9 +449,12 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         os.close(r)
         if status is None:
             try:
-                status = os.waitpid(pid, 0)[1]
+                _, status, usage = os.wait4(pid, 0)
+                spent[0] += usage.ru_utime + usage.ru_stime
             except ChildProcessError:
                 status = -1
+        if killed and status >= 0 and os.WIFSIGNALED(status):
+            status = int(signal.SIGXCPU)  # out of time (by the wall clock): a timeout
         return status
 
     if job["mode"] == "reference":  # R, forked by the judge (see judge._run_reference)
@@ -434,8 +465,14 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         return
     tests = [] if run_mode else job["tests"]
     tags = job.get("tags") or [None] * len(tests)
+    limits = list(cpu_limits) + [None] * (len(tests) - len(cpu_limits))
+    task_cpu = job.get("task_cpu_s")
+    spent = [0.0]  # CPU seconds the tests have used so far
     runnable = [i for i, src in enumerate(tests) if src is not None]
     for i in runnable[:-1]:
+        if task_cpu and spent[0] > task_cpu:  # the task's budget is spent (EvalPlus's cap)
+            ctl(ev="fork_error", i=i, exc="TimeoutError", msg="the task's time budget is spent")
+            continue
         try:
             r, w = os.pipe()
         except BaseException as exc:
@@ -449,7 +486,13 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             ctl(ev="fork_error", i=i, **describe(exc))
             continue
         if pid == 0:
-            become(w, tests[i], tags[i])
+            become(w, tests[i], tags[i], limits[i])
         os.close(w)
-        ctl(ev="exit", i=i, status=relay(pid, r, i))
-    become(last_fd, *((tests[runnable[-1]], tags[runnable[-1]]) if runnable else (None,)))
+        wall = limits[i] * 3.0 + 2.0 if limits[i] else None  # as SandboxConfig.wall_limit_s
+        ctl(ev="exit", i=i, status=relay(pid, r, i, wall))
+    if not runnable:
+        become(last_fd, None)
+    last = runnable[-1]
+    if task_cpu and spent[0] > task_cpu:
+        _exit(0)  # no verdict for the last test: it fails
+    become(last_fd, tests[last], tags[last], limits[last])
