@@ -94,6 +94,11 @@ def test_the_judge_refuses_results_too_large_to_build():
 
     with pytest.raises(OverflowError):
         evaluate(("b", "**", ("h", 0), ("c", 10**9)), lambda j: 3)
+    huge = 1 << (1 << 22)
+    with pytest.raises(OverflowError):
+        evaluate(("b", "*", ("h", 0), ("h", 0)), lambda j: huge)
+    with pytest.raises(OverflowError):
+        evaluate(("call", "str", [("h", 0)], []), lambda j: huge)
 
 
 def test_rewriter_raises_on_a_test_that_does_not_parse():

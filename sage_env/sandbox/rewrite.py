@@ -432,6 +432,9 @@ def _binop(op: str, a: Any, b: Any) -> Any:
             raise OverflowError("power too large for the judge")
     if op == "<<" and type(b) is int and b > _MAX_SIZE:
         raise OverflowError("shift too large for the judge")
+    if op in ("*", "//", "%", "/") and type(a) is int and type(b) is int:
+        if a.bit_length() + b.bit_length() > 4 * _MAX_SIZE:  # keep big-int work linear-ish
+            raise OverflowError("numbers too large for the judge")
     if op == "*":
         for seq, n in ((a, b), (b, a)):
             if isinstance(seq, (str, bytes, list, tuple)) and type(n) is int:
@@ -504,6 +507,11 @@ def evaluate(template: tuple, pull: Callable[[int], Any]) -> Any:
         kwargs = {a: evaluate(t, pull) for a, t in template[3]}
         if name in ("str", "repr") and any(isinstance(a, Opaque) for a in args):
             raise TypeError(f"{name}() of an object the judge cannot see")
+        for a in args:  # int <-> decimal text is quadratic: refuse what would take long
+            if (type(a) is int and a.bit_length() > _MAX_SIZE and name in ("str", "repr")) or (
+                type(a) is str and len(a) > _MAX_SIZE // 3 and name in ("int", "float")
+            ):
+                raise OverflowError(f"{name}() of a value too large for the judge")
         if name == "type":
             return type(args[0]) if not isinstance(args[0], Opaque) else Opaque
         return _check_size(fn(*args, **kwargs))
