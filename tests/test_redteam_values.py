@@ -152,14 +152,22 @@ READER_CASES = {
         ["assert f(1) > 2\nassert f(2) > 2"],
     ),
     "repeated_hole": (
-        "def f(x):\n    v, a, c, send = _harness()\n    v(0, 0, 5)\n    v(0, 0, 5)\n"
-        "    a(0, None, False)\n    send(ev='test', ok=True)\n    os._exit(0)\n",
+        "def f(x):\n    v, a, c, send = _harness()\n"
+        "    send(ev='a', k=0, v=[[0, ['I', 5]], [0, ['I', 5]]])\n"
+        "    send(ev='test', ok=True)\n    os._exit(0)\n",
         ["assert f(1) > 2"],
     ),
     "half_reported_site": (
-        "def f(x):\n    v, a, c, send = _harness()\n    v(0, 0, 5)\n"
+        "def f(x):\n    v, a, c, send = _harness()\n"
+        "    send(ev='a', k=0, v=[[0, ['I', 5]]])\n"
         "    send(ev='test', ok=True)\n    os._exit(0)\n",
-        ["assert abs(f(1) - 5) < 1"],
+        ["b = 5\nassert abs(f(1) - b) < 1"],  # two holes, one value
+    ),
+    "a_verdict_instead_of_values": (
+        "def f(x):\n    v, a, c, send = _harness()\n"
+        "    send(ev='a', k=0, v=[], t=True, ok=True)\n"
+        "    send(ev='test', ok=True)\n    os._exit(0)\n",
+        ["assert f(1) > 2"],
     ),
 }
 

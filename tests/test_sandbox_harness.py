@@ -186,7 +186,7 @@ def test_judge_reads_a_test_only_from_its_own_channel():
     judge, out = _judge(["assert f(1) == 1", "assert f(2) == 4"])
     # test 0's process claims test 1 passed, and writes an exit status: neither is believed
     _feed_test(judge, 0, False, [{"ev": "setup_ok"}])
-    for e in ({"ev": "v", "i": 1, "k": 0, "j": 0, "v": ["I", 4]}, {"ev": "a", "k": 0}):
+    for e in ({"ev": "a", "i": 1, "k": 0, "v": [[0, ["I", 4]]]},):
         judge.from_worker({"ev": "chan", "i": 0, "e": dict(e, n="tag0")})
     judge.from_worker({"ev": "chan", "i": 0, "e": {"ev": "exit", "i": 1, "status": 0}})
     _feed_test(judge, 0, False, [{"ev": "test", "ok": True}])
@@ -202,8 +202,8 @@ def test_judge_reads_a_test_only_from_its_own_channel():
 
 def test_judge_passes_a_test_whose_process_reported_the_expected_value():
     judge, out = _judge(["assert f(1) == 1"])
-    events = [{"ev": "setup_ok"}, {"ev": "program_ok"}, {"ev": "v", "k": 0, "j": 0, "v": ["I", 1]}]
-    _feed_test(judge, 0, True, events + [{"ev": "a", "k": 0}, {"ev": "test", "ok": True}])
+    events = [{"ev": "setup_ok"}, {"ev": "program_ok"}, {"ev": "a", "k": 0, "v": [[0, ["I", 1]]]}]
+    _feed_test(judge, 0, True, events + [{"ev": "test", "ok": True}])
     judge.finish(0)
     assert out == [{"ev": "program_ok"}, {"ev": "test", "i": 0, "ok": True}, {"ev": "done"}]
 
@@ -212,36 +212,27 @@ def test_judge_passes_a_test_whose_process_reported_the_expected_value():
     ("test", "events", "why"),
     [
         # a verdict instead of values: a forged truthy result
-        ("assert f(3) > 2", [{"ev": "a", "k": 0}], "out of order"),
+        ("assert f(3) > 2", [{"ev": "a", "k": 0, "v": []}], "out of order"),
+        ("assert f(3) > 2", [{"ev": "a", "k": 0}], "malformed"),
+        ("assert f(3) > 2", [{"ev": "a", "k": 0, "v": [[0, ["I", 1]]]}], "assertion 0: got 1"),
+        # a hole reported twice, values the evaluation does not need, another site's holes
         (
             "assert f(3) > 2",
-            [{"ev": "v", "k": 0, "j": 0, "v": ["I", 1]}, {"ev": "a", "k": 0}],
-            "assertion 0: got 1",
-        ),
-        # a hole reported twice, one left unfinished, one for another site
-        (
-            "assert f(3) > 2",
-            [
-                {"ev": "v", "k": 0, "j": 0, "v": ["I", 5]},
-                {"ev": "v", "k": 0, "j": 0, "v": ["I", 5]},
-                {"ev": "a", "k": 0},
-            ],
-            "unfinished",
-        ),
-        (
-            "assert f(3) > 2\nassert f(4) > 2",
-            [{"ev": "v", "k": 0, "j": 0, "v": ["I", 5]}, {"ev": "a", "k": 1}],
+            [{"ev": "a", "k": 0, "v": [[0, ["I", 5]], [0, ["I", 5]]]}],
             "out of order",
         ),
         (
             "assert f(3) > 2",
-            [{"ev": "v", "k": 0, "j": 0, "v": ["Z", 5]}, {"ev": "a", "k": 0}],
-            "ValueError",
+            [{"ev": "a", "k": 0, "v": [[0, ["I", 5]], [1, ["I", 5]]]}],
+            "out of order",
         ),
+        ("assert f(3) > 2", [{"ev": "a", "k": 0, "v": [[0, ["Z", 5]]]}], "ValueError"),
+        ("assert f(3) > 2", [{"ev": "a", "k": 0, "v": [[0, None]], "bad": "x"}], "x"),
+        ("assert f(3) > 2", [{"ev": "a", "k": 5, "v": [[0, ["I", 5]]]}], "does not have"),
         # a required site missing (the process claims it finished after the first)
         (
             "assert f(3) > 2\nassert f(4) > 2",
-            [{"ev": "v", "k": 0, "j": 0, "v": ["I", 5]}, {"ev": "a", "k": 0}],
+            [{"ev": "a", "k": 0, "v": [[0, ["I", 5]]]}],
             "never checked",
         ),
         ("f(1, 2)", [], "statement 0 was never checked"),
@@ -259,7 +250,7 @@ def test_judge_computes_outcomes_from_values_in_order(test, events, why):
 def test_judge_ignores_events_without_the_runs_tag():
     judge, out = _judge(["assert f(1) == 1"])
     _feed_test(judge, 0, True, [{"ev": "setup_ok"}, {"ev": "program_ok"}])
-    for e in ({"ev": "v", "k": 0, "j": 0, "v": ["I", 1]}, {"ev": "a", "k": 0}):
+    for e in ({"ev": "a", "k": 0, "v": [[0, ["I", 1]]]},):
         judge.from_last(dict(e, n="guessed"))
         judge.from_last(e)
     _feed_test(judge, 0, True, [{"ev": "test", "ok": True}])
@@ -279,8 +270,8 @@ def test_judge_trusts_setup_errors_only_before_the_program_runs():
 def test_judge_fails_identical_tests_that_disagree():
     judge, out = _judge(["assert f(1) == 1", "assert f(1) == 2"])
     for i, value in ((0, 1), (1, 2)):
-        events = [{"ev": "setup_ok"}, {"ev": "v", "k": 0, "j": 0, "v": ["I", value]}]
-        events += [{"ev": "a", "k": 0}, {"ev": "test", "ok": True}]
+        events = [{"ev": "setup_ok"}, {"ev": "a", "k": 0, "v": [[0, ["I", value]]]}]
+        events += [{"ev": "test", "ok": True}]
         _feed_test(judge, i, i == 1, events)
     judge.from_worker({"ev": "exit", "i": 0, "status": 0})
     judge.finish(0)

@@ -72,13 +72,14 @@ class Judge:
         tags: Per test, the run tag its own process puts on every event (``None``: untagged).
 
     Values, not verdicts: a test's process reports only the values of the holes of each
-    assertion it evaluates, in evaluation order, and that it reached the assertion; the judge
-    evaluates every assertion itself (:func:`~sage_env.sandbox.rewrite.evaluate`). A test passes
-    iff its own process exited with status 0 after reporting that it finished without raising,
-    every reported site evaluation was complete, in order and true, every required site was
-    reached, and no event was undecodable or out of place (a hole reported twice, for another
-    site, or a site left half-reported). Tests whose rewritten sources are identical (they
-    differ only in expected literals, which the program never sees) must also report identical
+    assertion it evaluates, in evaluation order, in one event once the assertion is reached;
+    the judge evaluates every assertion itself (:func:`~sage_env.sandbox.rewrite.evaluate`).
+    A test passes iff its own process exited with status 0 after reporting that it finished
+    without raising, every reported site evaluation was complete, in order and true, every
+    required site was reached, and no value was undecodable or out of place (a hole reported
+    twice or out of order, values the evaluation does not need, an untagged event). Tests
+    whose rewritten sources are identical (they differ only in the literals and operators the
+    judge keeps, which the program never sees) must also report identical
     values, or all of them fail. Exactly one verdict is reported per runnable test.
     """
 
@@ -99,7 +100,6 @@ class Judge:
                 "setup": False,
                 "trace": [],
                 "plus": {},
-                "open": [],
             }
             for i in runnable
         }
@@ -160,9 +160,7 @@ class Judge:
         kind = ev.get("ev")
         if not s["setup"]:
             return
-        if kind == "v":
-            self._value(i, s, ev)
-        elif kind == "a":
+        if kind == "a":
             self._reached(i, s, ev)
         elif kind == "test":
             if s["end"] is None or not ev.get("ok"):
@@ -193,31 +191,24 @@ class Judge:
         if s["bad"] is None:
             s["bad"] = {"exc": "AssertionError", "msg": msg}
 
-    def _value(self, i: int, s: dict, ev: dict) -> None:
-        # one hole's value: opens an evaluation of site k (or continues the open one)
-        k, j = ev.get("k"), ev.get("j")
-        if type(k) is not int or type(j) is not int or not 0 <= k < len(self.sites[i]):
-            self._fail(s, "a value for no assertion of this test")
-            return
-        raw = ev.get("v") if "v" in ev else None
-        top = s["open"][-1] if s["open"] else None
-        if top is not None and top[0] == k and j > top[1][-1][0]:
-            top[1].append((j, raw))
-        else:  # a new evaluation (possibly of a site nested in a hole of the open one)
-            s["open"].append((k, [(j, raw)]))
-        if raw is None:
-            self._fail(s, f"assertion {k}: {str(ev.get('bad'))[:120]}")
-
     def _reached(self, i: int, s: dict, ev: dict) -> None:
         # site k's evaluation is complete: judge it from its values alone
         k = ev.get("k")
         if type(k) is not int or not 0 <= k < len(self.sites[i]):
             self._fail(s, "a site this test does not have")
             return
-        if s["open"] and s["open"][-1][0] == k:
-            values = s["open"].pop()[1]
-        else:
-            values = []
+        values = ev.get("v")
+        if not isinstance(values, list) or not all(
+            isinstance(x, list) and len(x) == 2 and type(x[0]) is int for x in values
+        ):
+            self._fail(s, f"assertion {k}: malformed values")
+            return
+        if any(a[0] >= b[0] for a, b in zip(values, values[1:])):
+            self._fail(s, f"assertion {k}: values out of order")
+            return
+        if "bad" in ev or any(raw is None for _, raw in values):
+            self._fail(s, f"assertion {k}: {str(ev.get('bad', 'unreadable value'))[:120]}")
+            return
         kind, template, _required, atol = self.sites[i][k]
         s["trace"].append((k, [json.dumps(v, sort_keys=True) for _, v in values]))
         s["seen"].add(k)
@@ -273,9 +264,6 @@ class Judge:
         elif s["end"] is None or status != 0:
             code = os.WEXITSTATUS(status) if status >= 0 and os.WIFEXITED(status) else -1
             fail = {"exc": "EarlyExit", "msg": f"test exited before finishing (status {code})"}
-        elif s["open"]:
-            k = s["open"][-1][0]
-            fail = {"exc": "AssertionError", "msg": f"assertion {k} was left unfinished"}
         else:
             missing = [k for k, site in enumerate(self.sites[i]) if site[2] and k not in s["seen"]]
             if missing:

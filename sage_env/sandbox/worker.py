@@ -307,9 +307,21 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                 finish(me)
         send(ev="program_ok")
         if src is not None:
+            # Hole values wait here until their site is reached, then travel in ONE event
+            # (a site evaluation is reported whole or not at all): [k, last j, [[j, code]]].
+            # A site nested in a hole (a helper with asserts) opens an entry of its own.
+            open_sites = []
+
+            def keep(k, j, code):
+                if open_sites and open_sites[-1][0] == k and j > open_sites[-1][1]:
+                    top = open_sites[-1]
+                    top[1] = j
+                    top[2].append([j, code])
+                else:
+                    open_sites.append([k, j, [[j, code]]])
 
             def value(k, j, v):
-                # a hole's value: sent (the judge decides), and returned as plain builtins
+                # a hole's value: kept for the judge (who decides), returned as plain builtins
                 try:
                     p = plain(v)
                 except (TypeError, ValueError):
@@ -329,24 +341,26 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                             v = _ITERABLES[_type(v)](items, v)
                         except (TypeError, ValueError):
                             code = code[:3]
-                    send(ev="v", k=k, j=j, v=code)
+                    keep(k, j, code)
                     return v
                 except BaseException as exc:
-                    send(ev="v", k=k, j=j, bad=describe(exc)["msg"])
+                    keep(k, j, None)
+                    send(ev="a", k=k, v=open_sites.pop()[2], bad=describe(exc)["msg"])
                     raise AssertionError(f"assertion {k}: unreadable value") from None
                 try:
-                    send(ev="v", k=k, j=j, v=enc(p))
-                except BaseException as exc:
-                    send(ev="v", k=k, j=j, bad=describe(exc)["msg"])
+                    keep(k, j, enc(p))
+                except BaseException:
+                    keep(k, j, None)
                 return p
 
             def reached(k, result, check=True):
-                send(ev="a", k=k)
+                values = open_sites.pop()[2] if open_sites and open_sites[-1][0] == k else []
+                send(ev="a", k=k, v=values)
                 if check and truth(result) is not True:
                     raise AssertionError(f"assertion {k} failed")
 
             def called(k, result):
-                send(ev="a", k=k)
+                send(ev="a", k=k, v=[])
                 return result
 
             _clear(_builtins_dict)
