@@ -15,7 +15,7 @@ the answer extraction or the scoring, or one of the :data:`EXCEPTIONS` that
 Writes ``results/eval_selfcheck.json`` (per benchmark: items, passed, seconds, every failure
 with its verdict) and ``results/eval_selfcheck.md`` (a table)::
 
-    python benchmarks/eval_selfcheck.py                  # all ten, plus inputs as sage-env eval
+    python benchmarks/eval_selfcheck.py                  # all ten, every plus input (as eval)
     python benchmarks/eval_selfcheck.py --benchmarks mbpp_plus --plus-limit all --out /tmp/x
 """
 
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> list[SelfCheck]:
     ap.add_argument(
         "--plus-limit",
         type=lambda v: None if v == "all" else int(v),
-        default=EvalConfig().plus_limit,
+        default=None if EvalConfig().plus_limit in (None, "all") else EvalConfig().plus_limit,
         help="plus inputs per task, or 'all' (default: sage-env eval's default)",
     )
     ap.add_argument("--data-dir", default=None, help="default: $SAGE_ENV_DATA or ../shared/data")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from learners.benchmark_data import (  # noqa: F401  (re-exported: the public loaders)
     BENCHMARKS,
@@ -176,10 +177,10 @@ class EvalConfig:
     """Completion budget, tokens."""
     batch_size: int = 16
     """Sequences per generate call."""
-    plus_limit: int | None = None
-    """HumanEval+/MBPP+: plus inputs per task. ``None`` (the default): all of them, as EvalPlus
-    runs them, each under EvalPlus's own time limit; a number is a deviation from EvalPlus's
-    protocol, named in the report."""
+    plus_limit: int | Literal["all"] | None = "all"
+    """HumanEval+/MBPP+: plus inputs per task. ``all`` (the default; ``None`` too): every one,
+    as EvalPlus runs them, each under EvalPlus's own time limit; a number is a deviation from
+    EvalPlus's protocol, named in the report."""
     data_dir: str | None = None
     """Local benchmark folder (default ``$SAGE_ENV_DATA`` or ``../shared/data``)."""
     out: str = "runs/eval"
@@ -208,7 +209,8 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
     unknown = [b for b in names if b not in BENCHMARKS]
     if unknown:
         raise ValueError(f"unknown benchmark(s) {unknown}; available: {', '.join(BENCHMARKS)}")
-    suites = {b: load_benchmark(b, cfg.data_dir, cfg.plus_limit)[: cfg.limit] for b in names}
+    plus_limit = None if cfg.plus_limit in (None, "all") else int(cfg.plus_limit)
+    suites = {b: load_benchmark(b, cfg.data_dir, plus_limit)[: cfg.limit] for b in names}
     policy = policy or HFPolicy(cfg.model, device=cfg.device, seed=cfg.seed)
     sampling = SamplingConfig(
         max_new_tokens=cfg.max_new_tokens,
@@ -250,9 +252,9 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
             bar.close()
             result = summarise(name, correct, records)
             result.contaminated = overlap_report(items, n=cfg.decontam_ngram).contaminated
-            if name.endswith("_plus") and cfg.plus_limit is not None:
+            if name.endswith("_plus") and plus_limit is not None:
                 result.deviation = (
-                    f"{cfg.plus_limit} plus inputs per task (EvalPlus runs all: --plus-limit None)"
+                    f"{plus_limit} plus inputs per task (EvalPlus runs all: --plus-limit all)"
                 )
             with open(out / "items" / f"{name}.jsonl", "w", encoding="utf-8") as fh:
                 for rec in records:

@@ -70,6 +70,6 @@ def test_a_candidate_far_slower_than_the_reference_times_out(n_for_seconds):
 
 
 def test_eval_runs_every_plus_input_by_default_and_names_a_smaller_number():
-    assert EvalConfig().plus_limit is None
+    assert EvalConfig().plus_limit == "all"
     r = BenchmarkResult("mbpp_plus", 3, 1, {1: 0.5}, deviation="10 plus inputs per task")
     assert "10 plus inputs per task" in markdown_table([r])
