@@ -30,7 +30,7 @@ def test_program_printing_fake_results_cannot_change_its_output():
     "program, inputs, check, words",
     [
         (
-            "def f(a):\n    return list(open('/dev/urandom', 'rb').read(8))",
+            "import secrets\ndef f(a):\n    return secrets.token_hex(8)",
             ["1"],
             "deterministic",
             "not deterministic",
@@ -38,7 +38,8 @@ def test_program_printing_fake_results_cannot_change_its_output():
         ("import random\ndef f(a):\n    return random.random()", ["1"], "forbidden", "random"),
         ("from os import path\ndef f(a):\n    return a", ["1"], "forbidden", "'os'"),
         ("def f(a):\n    return __import__('sys').argv", ["1"], "forbidden", "__import__"),
-        ("def f(a):\n    return object()", ["1"], "literal", "not a Python literal"),
+        ("def f(a):\n    return object()", ["1"], "run", "OutputNotALiteral"),
+        ("def f(a):\n    return float('nan')", ["1"], "literal", "not a Python literal"),
         ("def f(a):\n    return a", ["print(1)"], "input", "not a Python literal"),
         ("def f(a):\n    while True:\n        pass", ["1"], "run", "timeout"),
         ("def f(a):\n    return 1 / 0", ["1"], "run", "ZeroDivisionError"),
@@ -49,6 +50,28 @@ def test_program_printing_fake_results_cannot_change_its_output():
 def test_invalid_proposals_are_rejected_with_their_reason(program, inputs, check, words):
     res = execution.validate_program(program, inputs, timeout_s=2.0)
     assert not res.valid and res.check == check and words in res.reason
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "import __main__\ndef f(x):\n    return x",
+        "def f(x):\n    return ().__class__.__base__.__subclasses__()",
+        "def f(x):\n    open('/dev/stdout', 'w').write('forged')\n    return x",
+        "import os\ndef f(x):\n    os._exit(0)",
+    ],
+)
+def test_induction_refuses_programs_that_could_reach_the_judge(program):
+    res = execution.check_induction(program, ["1", "2"], ["1", "2"])
+    assert res.score == 0.0 and res.status == "blocked"
+
+
+def test_objects_cannot_forge_their_repr():
+    program = (
+        "class X(list):\n    def __repr__(self):\n        return '42'\ndef f(a):\n    return X()"
+    )
+    ex = execution.execute(program, [(1,)])
+    assert ex.outputs == (None,) and "OutputNotALiteral" in ex.errors[0]
 
 
 def test_deduction_compares_values_not_text():
@@ -153,8 +176,7 @@ def test_azr_deduction_round_pays_learnability_and_solver_with_penalties():
 
 def test_azr_invalid_proposal_gets_penalty_and_reason_and_solver_still_trains():
     nondet = (
-        "```python\ndef f(a):\n    return list(open('/dev/urandom', 'rb').read(4))\n```\n"
-        "```input\n1\n```"
+        "```python\nimport uuid\ndef f(a):\n    return str(uuid.uuid4())\n```\n```input\n1\n```"
     )
     env = _env("abduction", k=1)
     got = _credits(env, lambda a, i, o: nondet if a == "proposer_0" else "no block")

@@ -12,9 +12,9 @@ executor and the judge around it:
 * :func:`parse_args` / :func:`parse_literal` parse model-written inputs and outputs as Python
   literals on the judge's side (never ``eval``).
 * :func:`validate_program` is AZR's proposal check (Sec. 3.3.3): the program parses, defines
-  ``f``, imports no forbidden module, runs within the limits on every input, is
-  deterministic (two independent runs give equal values), and its inputs and outputs are
-  Python literals that round-trip (``literal_eval(repr(v)) == v``).
+  ``f``, imports no forbidden module (and has no :func:`escape_hatch`), runs within the
+  limits on every input, is deterministic (two independent runs give equal values), and
+  its inputs and outputs are Python literals that round-trip (``literal_eval(repr(v)) == v``).
 * :func:`check_deduction`, :func:`check_abduction`, :func:`check_induction` are AZR's answer
   checks (Sec. 3.3.4): value equality of the predicted output; ``p(i_pred) == o`` by running
   ``p``; the predicted program's outputs on held-out inputs.
@@ -157,6 +157,63 @@ def _safe_repr(value: Any) -> bool:
         return False
 
 
+ESCAPE_NAMES = frozenset(
+    {
+        "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
+        "delattr", "breakpoint", "__import__", "__builtins__", "__loader__", "__spec__",
+    }
+)  # fmt: skip
+"""Names a program may not use: they reach code or objects outside its own values."""
+ESCAPE_ATTRIBUTES = frozenset(
+    {
+        "__class__", "__base__", "__bases__", "__mro__", "__subclasses__", "__globals__",
+        "__builtins__", "__code__", "__dict__", "__closure__", "__func__", "__self__",
+        "__module__", "__loader__", "__spec__", "__reduce__", "__reduce_ex__",
+        "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame", "cr_frame", "ag_frame",
+        "tb_frame", "co_consts", "__getattribute__",
+    }
+)  # fmt: skip
+"""Attributes a program may not read: the ways from a value to the interpreter's internals."""
+ESCAPE_MODULES = frozenset(
+    {
+        "builtins", "__main__", "ctypes", "gc", "inspect", "io", "_io", "posix", "pty",
+        "signal", "socket", "fcntl", "mmap", "resource", "pickle", "marshal", "types",
+        "code", "codeop", "runpy", "pathlib", "tempfile", "atexit", "faulthandler",
+    }
+)  # fmt: skip
+"""Modules a program may not import besides the banned ones: they reach the process's
+files, memory or interpreter."""
+
+
+def escape_hatch(program: str) -> str | None:
+    """The first construct by which ``program`` could reach its judge, else ``None``.
+
+    The sandboxed process reports its outputs on its own stdout, so a program that could
+    reach the process's I/O or the harness could forge a verdict. The judge refuses
+    programs that import :data:`ESCAPE_MODULES`, use a name of :data:`ESCAPE_NAMES` or read
+    an attribute of :data:`ESCAPE_ATTRIBUTES` (a defence in depth beside the sandbox; a
+    program that does not parse returns ``None``).
+    """
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ESCAPE_NAMES:
+            return f"uses {node.id!r}"
+        if isinstance(node, ast.Attribute) and node.attr in ESCAPE_ATTRIBUTES:
+            return f"reads .{node.attr}"
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        for name in names:
+            if name.split(".")[0] in ESCAPE_MODULES:
+                return f"imports {name!r}"
+    return None
+
+
 def forbidden_import(program: str, banned: Sequence[str] = AZR_BANNED_MODULES) -> str | None:
     """The first forbidden module ``program`` imports (or ``"__import__"``), else ``None``.
 
@@ -201,7 +258,27 @@ _SRC = {src!r}
 _ARGS = {args!r}
 _ENTRY = {entry!r}
 _MAX = {max_chars!r}
-def _main():
+_EXPR = {expr!r}
+_PLAIN = (int, float, complex, str, bytes, bool, type(None))
+def _plain(v, type=type, len=len, list=list, tuple=tuple, dict=dict, set=set, frozenset=frozenset):
+    stack, seen = [v], 0
+    while stack:
+        x = stack.pop()
+        seen += 1
+        t = type(x)
+        if seen > 100000:
+            return False
+        if t in _PLAIN:
+            continue
+        if t is list or t is tuple or t is set or t is frozenset:
+            stack.extend(x)
+        elif t is dict:
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        else:
+            return False
+    return True
+def _main(repr=repr, print=print, dumps=_json.dumps, plain=_plain, Exception=Exception):
     ns = {{"__name__": "__azr_program__"}}
     results = []
     with _cl.redirect_stdout(_io.StringIO()), _cl.redirect_stderr(_io.StringIO()):
@@ -209,14 +286,59 @@ def _main():
         fn = ns[_ENTRY]
         for text in _ARGS:
             try:
-                out = fn(*_ast.literal_eval(text))
+                if _EXPR:
+                    ns["_azr_collect"] = lambda *a, **k: (a, k)
+                    call = compile("_azr_collect(" + text + ")", "<input>", "eval")
+                    args, kwargs = eval(call, ns)
+                else:
+                    args, kwargs = _ast.literal_eval(text), {{}}
+                out = fn(*args, **kwargs)
+                if not plain(out):
+                    results.append(["error", "OutputNotALiteral: " + type(out).__name__])
+                    continue
                 r = repr(out)
                 results.append(["ok", r] if len(r) <= _MAX else ["error", "OutputTooLong"])
             except Exception as exc:
                 results.append(["error", (type(exc).__name__ + ": " + str(exc))[:200]])
-    print({nonce!r} + _json.dumps(results))
+    print({nonce!r} + dumps(results))
 _main()
 """
+
+_UNSAFE_NAMES = frozenset(
+    {
+        "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
+        "delattr", "print", "input", "breakpoint", "exit", "quit", "help", "memoryview",
+        "classmethod", "staticmethod", "property", "super", "type", "object",
+    }
+)  # fmt: skip
+
+
+def safe_input_expression(text: Any) -> str | None:
+    """A model-written argument list that may be *evaluated* in the sandbox, or ``None``.
+
+    CRUXEval's rule is ``f(<input>) == <output>`` with the input as Python source (its gold
+    inputs include ``dict(a=1)``, ``range(3)``, ``lambda x: x < 2``, names the program
+    defines). The judge first refuses text that could reach the process's I/O or the
+    harness: any name or attribute starting with ``_``, any import, and the builtins in
+    ``_UNSAFE_NAMES`` (``eval``, ``exec``, ``open``, ``globals``, ``getattr``, ``print`` ...).
+    The text must parse as the arguments of one call ``f(...)``.
+    """
+    if not isinstance(text, str) or len(text) > MAX_LITERAL_CHARS:
+        return None
+    try:
+        tree = ast.parse(f"f({text})", mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    if not (isinstance(tree.body, ast.Call) and isinstance(tree.body.func, ast.Name)):
+        return None
+    for node in ast.walk(tree.body):
+        if isinstance(node, ast.Name) and (node.id.startswith("_") or node.id in _UNSAFE_NAMES):
+            return None
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            return None
+        if isinstance(node, ast.keyword) and node.arg and node.arg.startswith("_"):
+            return None
+    return text
 
 
 def execute(
@@ -226,8 +348,14 @@ def execute(
     entry: str = "f",
     timeout_s: float = 5.0,
     memory_mb: int = 512,
+    expressions: bool = False,
 ) -> Execution:
     """Run ``entry(*args)`` of ``program`` for every argument tuple in one sandboxed process.
+
+    A call whose return value is not made only of plain built-in types (``int``, ``float``,
+    ``complex``, ``str``, ``bytes``, ``bool``, ``None``, ``list``, ``tuple``, ``set``,
+    ``frozenset``, ``dict``; exact types, no subclasses) counts as raising
+    ``OutputNotALiteral``, so no object can forge its ``repr``.
 
     Args:
         program: Python source defining ``entry`` (untrusted).
@@ -236,6 +364,8 @@ def execute(
         entry: Name of the function to call.
         timeout_s: Wall-clock limit of the whole run, seconds.
         memory_mb: Memory limit, MiB.
+        expressions: ``args_list`` holds argument-list *source text* that passed
+            :func:`safe_input_expression`, evaluated in the program's namespace (CRUXEval-I).
 
     Returns:
         An :class:`Execution`; never raises on untrusted input.
@@ -243,12 +373,19 @@ def execute(
     if not isinstance(program, str) or not program.strip():
         return Execution("syntax_error", reason="empty program")
     try:
-        arg_texts = [repr(tuple(a)) for a in args_list]
+        arg_texts = (
+            [str(a) for a in args_list] if expressions else [repr(tuple(a)) for a in args_list]
+        )
     except Exception as exc:  # a host-side value that cannot be printed
         return Execution("error", reason=f"unprintable input: {type(exc).__name__}")
     nonce = "@@AZR-" + secrets.token_hex(8) + "@@"
     code = _RUNNER.format(
-        src=program, args=arg_texts, entry=entry, max_chars=MAX_LITERAL_CHARS, nonce=nonce
+        src=program,
+        args=arg_texts,
+        entry=entry,
+        max_chars=MAX_LITERAL_CHARS,
+        nonce=nonce,
+        expr=bool(expressions),
     )
     res = sandbox.run(code, timeout_s=timeout_s, memory_mb=memory_mb)
     if res.status != "passed":
@@ -305,6 +442,9 @@ def validate_program(
     hit = forbidden_import(program, banned)
     if hit:
         return Validation(False, f"program uses forbidden module {hit!r}", "forbidden")
+    hatch = escape_hatch(program)
+    if hatch:
+        return Validation(False, f"program {hatch}, which could reach its judge", "forbidden")
     if not inputs:
         return Validation(False, "no input", "input")
     args_list = []
@@ -404,18 +544,26 @@ def check_abduction(
     *,
     timeout_s: float = 5.0,
     memory_mb: int = 512,
+    expressions: bool = False,
 ) -> Check:
     """Abduction (AZR Sec. 3.3.4): run ``program`` on the predicted input.
 
     Right when its output equals ``gold_output`` (``p(i_pred) == p(i*)``; any input that
-    gives the output is right).
+    gives the output is right). The input must be Python literals (AZR), or with
+    ``expressions`` an argument list that passes :func:`safe_input_expression`, evaluated in
+    the sandbox (CRUXEval-I's rule).
     """
     if predicted is None:
         return Check(0.0, False, "invalid", "no input answer found")
-    args = parse_args(predicted)
-    if args is None:
-        return Check(0.0, False, "invalid", "answer is not a list of Python literals")
-    ex = execute(program, [args], timeout_s=timeout_s, memory_mb=memory_mb)
+    if expressions:
+        args = safe_input_expression(predicted.strip())
+        if args is None:
+            return Check(0.0, False, "invalid", "answer is not a safe argument list")
+    else:
+        args = parse_args(predicted)
+        if args is None:
+            return Check(0.0, False, "invalid", "answer is not a list of Python literals")
+    ex = execute(program, [args], timeout_s=timeout_s, memory_mb=memory_mb, expressions=expressions)
     if ex.status not in ("ok", "error"):
         return Check(0.0, True, ex.status, ex.reason)
     if ex.outputs[0] is None:
@@ -448,6 +596,9 @@ def check_induction(
     """
     if predicted_program is None or not defines_f(predicted_program):
         return Check(0.0, False, "invalid", "no Python program defining f found")
+    hit = forbidden_import(predicted_program) or escape_hatch(predicted_program)
+    if hit:
+        return Check(0.0, True, "blocked", f"program refused: {hit}")
     args_list = [parse_args(t) for t in inputs]
     if not args_list or any(a is None for a in args_list):
         return Check(0.0, True, "invalid", "task has no parseable held-out inputs")
