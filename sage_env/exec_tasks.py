@@ -64,8 +64,11 @@ def fenced(text: str, tag: str) -> list[str]:
     return [body.strip("\n") for t, body in _FENCE.findall(text) if t.lower() in tags]
 
 
-def last_fenced(text: str, tag: str) -> str | None:
-    """The last block tagged ``tag`` (stripped), or ``None``."""
+def last_fenced(text: str, tag: str | None) -> str | None:
+    """The last block tagged ``tag`` (stripped), or ``None``; ``tag=None``: any block."""
+    if tag is None:
+        found = _FENCE.findall(text) if isinstance(text, str) else []
+        return found[-1][1].strip() if found else None
     blocks = fenced(text, tag)
     return blocks[-1].strip() if blocks else None
 
