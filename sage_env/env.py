@@ -202,6 +202,10 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             self.config.protocol_config = settings
         self.config = _bind_protocol_config(self.config, self.protocol)
         self.seeds = list(seeds) if seeds is not None else load_seeds()
+        if "exec" in self.config.domains and not any(t.domain == "exec" for t in self.seeds):
+            from sage_env.exec_tasks import load_exec_seeds
+
+            self.seeds += load_exec_seeds()
         if not self.seeds:
             raise ValueError("seeds must not be empty")
         self.pool = pool if pool is not None else make_pool(self.config, self.seeds)

@@ -230,3 +230,43 @@ def test_azr_passes_protocol_checks_and_pettingzoo_api_test():
         EnvConfig(protocol="azr", solver_samples=1, protocol_config={"seed_programs": False})
     )
     api_test(env, num_cycles=10)
+
+
+def test_sage_on_execution_tasks_grounds_the_new_task_in_the_executor():
+    from sage_env.exec_tasks import identity_tasks
+
+    env = sage_env.env(
+        EnvConfig(protocol="sage", domains=("exec",), solver_samples=1),
+        seeds=identity_tasks()[:1],  # the deduction zero triplet
+    )
+    proposal = "```python\ndef f(a):\n    return a[::-1]\n```\n```input\n'abc'\n```"
+    script = {
+        "challenge": proposal,
+        "review_question": "<score>9</score> A fine task.",
+        "probe": "```output\n'cba'\n```",
+        "plan": "<plan>\n1. Reverse.\n2. Answer.</plan>",
+        "review_plan": "<score>9</score> Good plan.",
+    }
+    seen = {}
+    env.reset(seed=0)
+    for agent in env.agent_iter():
+        obs, _, term, trunc, info = env.last()
+        if term or trunc:
+            env.step(None)
+            continue
+        seen[info["phase"]] = (obs, info)
+        env.step(script.get(info["phase"], "```output\n'wrong'\n```"))
+    assert seen["challenge"][0]["prefix"] == "```python\n"
+    assert seen["probe"][0]["prefix"] == "```output\n"
+    new = env.unwrapped.pool.tasks[-1]
+    assert new.source == "generated" and ExecSpec.of(new).outputs == ("'cba'",)
+    assert seen["solve"][1]["group"].startswith("exec/")
+
+
+def test_sage_on_execution_tasks_passes_pettingzoo_api_test():
+    from sage_env.exec_tasks import identity_tasks
+
+    env = sage_env.env(
+        EnvConfig(protocol="sage", domains=("exec",), solver_samples=1), seeds=identity_tasks()
+    )
+    api_test(env, num_cycles=10)

@@ -105,6 +105,135 @@ def _as_mode(task: Task, mode: str) -> Task:
     return dataclasses.replace(task, meta={**task.meta, "exec": spec})
 
 
+def vet_exec_proposal(
+    env: raw_env,
+    mode: str,
+    text: str,
+    reference: Task,
+    references: list[Task],
+    settings: AZRConfig,
+    protocol: str = "azr",
+) -> tuple[bool, bool, str, Task | None, dict]:
+    """Parse and validate an execution-task proposal (AZR Sec. 3.3.2-3.3.3).
+
+    Deduction/abduction: the last ```` ```python ```` block is the program, the last
+    ```` ```input ```` block its input. Induction: the program of ``reference``; the
+    ```` ```input ```` blocks (at most ``settings.induction_inputs``; the distinct literal ones
+    are kept, 2 needed) and the ```` ```message ```` block. The executor computes the outputs.
+
+    Returns:
+        ``(formatted, valid, reason, task or None, fields for infos)``; never raises on
+        model output.
+    """
+    limits = {
+        "banned": settings.banned_modules,
+        "timeout_s": env.config.code_timeout_s,
+        "memory_mb": env.config.code_memory_mb,
+        "determinism_runs": settings.determinism_runs,
+    }
+    parent = ",".join(t.task_id for t in references)
+    meta = {"episode": env.episode, "protocol": protocol}
+    if mode == "induction":
+        program = ExecSpec.of(reference).program
+        blocks = exec_tasks.fenced(text, "input")[: settings.induction_inputs]
+        message = (exec_tasks.last_fenced(text, "message") or "")[:1000]
+        fields: dict = {"inputs": blocks, "message": message}
+        if not blocks:
+            return False, False, "no ```input blocks", None, fields
+        kept: list[str] = []
+        for block in blocks:
+            args = execution.parse_args(block)
+            if args is not None and execution.format_args(args) not in kept:
+                kept.append(execution.format_args(args))
+        if len(kept) < 2:
+            return True, False, "fewer than 2 distinct literal inputs", None, fields
+        check = execution.validate_program(program, kept, **limits)
+        fields["validation"] = check.check or "valid"
+        if not check.valid:
+            return True, False, check.reason, None, fields
+        task = exec_tasks.make_task(
+            "induction",
+            program,
+            check.inputs,
+            check.outputs,
+            task_id=env.pool.new_id(),
+            message=message,
+            parent_id=parent,
+            meta=meta,
+        )
+        return True, True, "valid", task, fields
+    program = exec_tasks.last_fenced(text, "python")
+    given = exec_tasks.last_fenced(text, "input")
+    fields = {"program": program, "input": given}
+    if program is None or given is None:
+        return False, False, "needs a ```python block and an ```input block", None, fields
+    check = execution.validate_program(program, [given], **limits)
+    fields["validation"] = check.check or "valid"
+    if not check.valid:
+        return True, False, check.reason, None, fields
+    fields["output"] = check.outputs[0]
+    task = exec_tasks.make_task(
+        mode,
+        program,
+        check.inputs,
+        check.outputs,
+        task_id=env.pool.new_id(),
+        parent_id=parent,
+        meta=meta,
+    )
+    return True, True, "valid", task, fields
+
+
+def exec_references(env: raw_env, mode: str, k: int) -> tuple[Task, list[Task]]:
+    """``(the proposer's task view, its reference tasks)`` for ``mode`` from the pool's buffers.
+
+    Deduction/abduction: K tasks of the mode's buffer. Induction: one program drawn from the
+    deduction and abduction buffers, relabelled as induction.
+    """
+    if mode == "induction":
+        programs = buffer(env, "deduction") + buffer(env, "abduction")
+        programs = programs or buffer(env, "induction")  # a pool of induction tasks only
+        ref = programs[env.rng.randrange(len(programs))]
+        return _as_mode(ref, "induction"), [ref]
+    pool = buffer(env, mode)
+    refs = env.rng.sample(pool, min(k, len(pool)))
+    return refs[0], refs
+
+
+def exec_scripted_replies(kind: str, task: Task) -> list[str]:
+    """Scripted replies on an ``exec`` task, best first.
+
+    Kind ``"propose"``: a valid then an invalid proposal; ``"solve"``: a right then a wrong,
+    well-formatted answer.
+    """
+    mode = exec_mode(task)
+    if mode is None:
+        return []
+    spec = ExecSpec.of(task)
+    if kind == "propose":
+        if mode == "induction":
+            inputs = list(dict.fromkeys(spec.inputs[:4]))
+            blocks = "".join(f"```input\n{i}\n```\n" for i in inputs)
+            return [blocks + "```message\nLook at the types.\n```", "I have no inputs."]
+        valid = "```python\ndef f(a, b):\n    return [a * 2, b[::-1]]\n```\n```input\n3, 'abc'\n```"
+        invalid = (
+            "```python\nimport random\ndef f(a):\n    return random.random() + a\n```\n"
+            "```input\n1\n```"
+        )
+        return [valid, invalid]
+    if kind != "solve":
+        return []
+    if mode == "deduction":
+        wrong = "'not the output'" if spec.outputs[0] != "'not the output'" else "0"
+        return [f"```output\n{spec.outputs[0]}\n```", f"```output\n{wrong}\n```"]
+    if mode == "abduction":
+        return [f"```input\n{spec.inputs[0]}\n```", "```input\n'no such input'\n```"]
+    return [
+        f"```python\n{spec.program}\n```",
+        "```python\ndef f(*args):\n    return 'not the output'\n```",
+    ]
+
+
 class AZRProtocol(Protocol):
     """Proposer/solver self-play on execution tasks (deduction, abduction, induction)."""
 
@@ -124,16 +253,7 @@ class AZRProtocol(Protocol):
         self.proposal: dict = {}
         self.task: Task | None = None
         self.scores: list[float] = []
-        if self.mode == "induction":
-            programs = buffer(env, "deduction") + buffer(env, "abduction")
-            ref = programs[env.rng.randrange(len(programs))]
-            self.references = [ref]
-            self.reference = _as_mode(ref, "induction")
-        else:
-            pool = buffer(env, self.mode)
-            k = min(cfg.references, len(pool))
-            self.references = env.rng.sample(pool, k)
-            self.reference = self.references[0]
+        self.reference, self.references = exec_references(env, self.mode, cfg.references)
         obs = exec_tasks.proposer_prompt(
             self.mode, self.references, cfg.banned_modules, cfg.induction_inputs
         )
@@ -148,63 +268,9 @@ class AZRProtocol(Protocol):
     # ------------------------------------------------------------------ proposer
     def _vet(self, env: raw_env, text: str) -> tuple[bool, bool, str, Task | None, dict]:
         """``(formatted, valid, reason, task, fields)`` of a proposal."""
-        cfg: AZRConfig = env.config.protocol_config
-        limits = {
-            "banned": cfg.banned_modules,
-            "timeout_s": env.config.code_timeout_s,
-            "memory_mb": env.config.code_memory_mb,
-            "determinism_runs": cfg.determinism_runs,
-        }
-        parent = ",".join(t.task_id for t in self.references)
-        if self.mode == "induction":
-            program = ExecSpec.of(self.reference).program
-            blocks = exec_tasks.fenced(text, "input")[: cfg.induction_inputs]
-            message = (exec_tasks.last_fenced(text, "message") or "")[:1000]
-            fields = {"inputs": blocks, "message": message}
-            if not blocks:
-                return False, False, "no ```input blocks", None, fields
-            kept: list[str] = []
-            for block in blocks:
-                args = execution.parse_args(block)
-                if args is not None and execution.format_args(args) not in kept:
-                    kept.append(execution.format_args(args))
-            if len(kept) < 2:
-                return True, False, "fewer than 2 distinct literal inputs", None, fields
-            check = execution.validate_program(program, kept, **limits)
-            fields["validation"] = check.check or "valid"
-            if not check.valid:
-                return True, False, check.reason, None, fields
-            task = exec_tasks.make_task(
-                "induction",
-                program,
-                check.inputs,
-                check.outputs,
-                task_id=env.pool.new_id(),
-                message=message,
-                parent_id=parent,
-                meta={"episode": env.episode, "protocol": self.name},
-            )
-            return True, True, "valid", task, fields
-        program = exec_tasks.last_fenced(text, "python")
-        given = exec_tasks.last_fenced(text, "input")
-        fields = {"program": program, "input": given}
-        if program is None or given is None:
-            return False, False, "needs a ```python block and an ```input block", None, fields
-        check = execution.validate_program(program, [given], **limits)
-        fields["validation"] = check.check or "valid"
-        if not check.valid:
-            return True, False, check.reason, None, fields
-        fields["output"] = check.outputs[0]
-        task = exec_tasks.make_task(
-            self.mode,
-            program,
-            check.inputs,
-            check.outputs,
-            task_id=env.pool.new_id(),
-            parent_id=parent,
-            meta={"episode": env.episode, "protocol": self.name},
+        return vet_exec_proposal(
+            env, self.mode, text, self.reference, self.references, env.config.protocol_config
         )
-        return True, True, "valid", task, fields
 
     def on_propose(self, env: raw_env, text: str) -> None:
         """Validate the proposal with the executor; the solver attempts it (or a buffer task)."""
@@ -275,31 +341,6 @@ class AZRProtocol(Protocol):
     # ---------------------------------------------------------------- scripted
     def scripted_actions(self, phase: str, observation: dict, task: Task | None) -> list[str]:
         """A valid then an invalid proposal; a right then a wrong answer (per mode)."""
-        mode = exec_mode(task)
-        if mode is None or task is None:
+        if task is None:
             return []
-        spec = ExecSpec.of(task)
-        if phase == "propose":
-            if mode == "induction":
-                inputs = list(spec.inputs[:4])
-                if len(set(inputs)) < 2:
-                    inputs = [spec.inputs[0]] if spec.inputs else []
-                blocks = "".join(f"```input\n{i}\n```\n" for i in inputs)
-                return [blocks + "```message\nLook at the types.\n```", "I have no inputs."]
-            valid = (
-                "```python\ndef f(a, b):\n    return [a * 2, b[::-1]]\n```\n```input\n3, 'abc'\n```"
-            )
-            invalid = (
-                "```python\nimport random\ndef f(a):\n    return random.random() + a\n```\n"
-                "```input\n1\n```"
-            )
-            return [valid, invalid]
-        if mode == "deduction":
-            wrong = "'not the output'" if spec.outputs[0] != "'not the output'" else "0"
-            return [f"```output\n{spec.outputs[0]}\n```", f"```output\n{wrong}\n```"]
-        if mode == "abduction":
-            return [f"```input\n{spec.inputs[0]}\n```", "```input\n'no such input'\n```"]
-        return [
-            f"```python\n{spec.program}\n```",
-            "```python\ndef f(*args):\n    return 'not the output'\n```",
-        ]
+        return exec_scripted_replies("propose" if phase == "propose" else "solve", task)
