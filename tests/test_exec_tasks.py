@@ -249,7 +249,7 @@ def test_sage_on_execution_tasks_grounds_the_new_task_in_the_executor():
     }
     seen = {}
     env.reset(seed=0)
-    for agent in env.agent_iter():
+    for _agent in env.agent_iter():
         obs, _, term, trunc, info = env.last()
         if term or trunc:
             env.step(None)
