@@ -270,3 +270,28 @@ def test_sage_on_execution_tasks_passes_pettingzoo_api_test():
         EnvConfig(protocol="sage", domains=("exec",), solver_samples=1), seeds=identity_tasks()
     )
     api_test(env, num_cycles=10)
+
+
+def test_trr_normalises_each_mode_and_role_on_its_own():
+    from learners.advantages import group_normalised_advantages
+    from learners.rollout import Transition
+
+    def tr(role, group, reward):
+        return Transition(
+            f"{role}_0", role, "exec", "solve", [1], [2], [0.0], "", reward, group=group
+        )
+
+    batch = [
+        tr("solver", "exec/deduction", 1.0),
+        tr("solver", "exec/deduction", 0.0),
+        tr("solver", "exec/induction", -1.0),
+        tr("solver", "exec/induction", -0.5),
+        tr("proposer", "exec/deduction", 0.5),
+        tr("solver", "", 1.0),  # no group: falls back to the domain
+    ]
+    keys = [t.group_key for t in batch]
+    assert keys[0] == ("solver", "exec/deduction") and keys[-1] == ("solver", "exec")
+    adv = group_normalised_advantages([t.reward for t in batch], keys)
+    assert adv[0] == pytest.approx(1.0, abs=1e-5) and adv[1] == pytest.approx(-1.0, abs=1e-5)
+    assert adv[2] == pytest.approx(-1.0, abs=1e-5) and adv[3] == pytest.approx(1.0, abs=1e-5)
+    assert adv[4] == 0.0 and adv[5] == 0.0  # groups of one
