@@ -280,6 +280,7 @@ class AZRProtocol(Protocol):
             "mode": self.mode,
             "valid": self.valid,
             "formatted": formatted,
+            "well_formed": formatted,
             "reason": reason,
             **fields,
         }

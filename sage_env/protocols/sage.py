@@ -95,7 +95,13 @@ class SAGEProtocol(Protocol):
         formatted, valid, reason, task, fields = vet_exec_proposal(
             env, mode, text, self.reference, self.exec_refs, AZRConfig(), protocol=self.name
         )
-        self.exec_parsed = {"mode": mode, "valid": valid, "reason": reason, **fields}
+        self.exec_parsed = {
+            "mode": mode,
+            "valid": valid,
+            "well_formed": formatted,
+            "reason": reason,
+            **fields,
+        }
         self.check = {"status": "passed" if valid else "failed", "reason": reason}
         if task is None:
             f = env.soft(0.5 if formatted else 0.0, 0.0)
