@@ -11,6 +11,8 @@ the answer extraction or the scoring, or one of the :data:`EXCEPTIONS` that
   gives it, in ``$\\boxed{...}$`` after a line of "reasoning".
 - Code (HumanEval, HumanEval+, MBPP, MBPP+): the canonical solution (with the benchmark's
   prompt in front where the solution is only a body) in one python fence.
+- CRUXEval-O / -I: the dataset's output in an ``output`` fence / its input in an ``input``
+  fence (the input is then run through ``f`` in the sandbox).
 
 Writes ``results/eval_selfcheck.json`` (per benchmark: items, passed, seconds, every failure
 with its verdict) and ``results/eval_selfcheck.md`` (a table)::
@@ -58,6 +60,8 @@ FILES = {
     "humaneval_plus": "code/HumanEvalPlus-v0.1.10.jsonl.gz",
     "mbpp": "code/sanitized-mbpp.json",
     "mbpp_plus": "code/MbppPlus-v0.2.0.jsonl.gz",
+    "cruxeval_o": "code/cruxeval.jsonl.gz",
+    "cruxeval_i": "code/cruxeval.jsonl.gz",
 }
 """Raw file of each benchmark under the data folder (the layout of ``learners.evaluation``)."""
 
@@ -119,6 +123,8 @@ GOLD: dict[str, tuple[Callable[[dict], str], Callable[[dict, int], str]]] = {
     "humaneval_plus": (lambda r: fenced(_with_prompt(r)), lambda r, i: r["task_id"]),
     "mbpp": (lambda r: fenced(r["code"]), lambda r, i: str(r["task_id"])),
     "mbpp_plus": (lambda r: fenced(_with_prompt(r)), lambda r, i: r["task_id"]),
+    "cruxeval_o": (lambda r: f"It returns:\n```output\n{r['output']}\n```", lambda r, i: r["id"]),
+    "cruxeval_i": (lambda r: f"One input:\n```input\n{r['input']}\n```", lambda r, i: r["id"]),
 }
 """How each benchmark's gold is written as a model's completion, read from its raw rows."""
 
@@ -200,7 +206,7 @@ def check_benchmark(
     """Score the gold of every item of ``name`` (see the module docstring)."""
     pairs = list(gold_pairs(name, data_dir, limit, plus_limit, item_ids))
     start = time.perf_counter()
-    if pairs and pairs[0][0].domain == "code" and parallel > 1:
+    if pairs and pairs[0][0].domain in ("code", "exec") and parallel > 1:
         with ThreadPoolExecutor(max_workers=parallel) as ex:
             verdicts = list(
                 ex.map(lambda p: score(p[0], p[1], math_verifier, code_verifier), pairs)

@@ -14,6 +14,7 @@ Local data layout (``--data-dir``, default ``$SAGE_ENV_DATA`` or ``../shared/dat
     code/HumanEvalPlus-v0.1.10.jsonl.gz  + canonical_solution, base_input, plus_input, atol
     code/sanitized-mbpp.json         task_id, prompt, test_list, test_imports (test ids 11-510)
     code/MbppPlus-v0.2.0.jsonl.gz    prompt, entry_point, canonical_solution, base_input, plus_input
+    code/cruxeval.jsonl.gz           code, input, output, id (CRUXEval: cruxeval_o, cruxeval_i)
 
 LiveCodeBench's test cases are not shipped locally; ``livecodebench`` loads
 ``livecodebench/code_generation_lite`` from the Hugging Face hub and needs a network.
@@ -48,6 +49,8 @@ BENCHMARKS = (
     "humaneval_plus",
     "mbpp",
     "mbpp_plus",
+    "cruxeval_o",
+    "cruxeval_i",
     "livecodebench",
 )
 
@@ -80,6 +83,9 @@ class EvalItem:
     code_prefix: str = ""
     text: str = ""
     """The benchmark's own problem text, without our instructions (used for decontamination)."""
+    program: str = ""
+    """Execution benchmarks (domain ``"exec"``, CRUXEval): the function ``f`` asked about;
+    ``answer`` is then its output and ``tests`` holds its input."""
 
 
 def default_data_dir() -> Path:
@@ -382,9 +388,36 @@ def load_benchmark(
                 )
             )
         return items
+    if name in ("cruxeval_o", "cruxeval_i"):
+        return _cruxeval(name, _read(d / "code/cruxeval.jsonl.gz"))
     if name == "livecodebench":
         return _livecodebench()
     raise ValueError(f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}")
+
+
+def _cruxeval(name: str, rows: list[dict]) -> list[EvalItem]:
+    """CRUXEval (Gu et al. 2024, arXiv 2401.03065): O predicts ``f(input)``, I an input.
+
+    The question is the execution-task solver's (:func:`sage_env.exec_tasks.solver_question`,
+    deduction for O, abduction for I); scoring is :mod:`sage_env.verifiers.execution`'s.
+    """
+    from sage_env.exec_tasks import ExecSpec, solver_question
+
+    mode = "deduction" if name == "cruxeval_o" else "abduction"
+    return [
+        EvalItem(
+            name,
+            r["id"],
+            "exec",
+            solver_question(ExecSpec(mode, r["code"], (r["input"],), (r["output"],))),
+            answer=r["output"],
+            tests=[r["input"]],
+            entry_point="f",
+            text=r["code"],
+            program=r["code"],
+        )
+        for r in rows
+    ]
 
 
 def _called(assert_src: str) -> str | None:

@@ -46,7 +46,7 @@ class EMABaselineLearner(PolicyGradientLearner):
 
     def advantages(self, batch: list[Transition]) -> list[float]:
         """Reward minus the (role, domain) EMA baseline; then the baseline moves."""
-        return self.baseline([t.reward for t in batch], [(t.role, t.domain) for t in batch])
+        return self.baseline([t.reward for t in batch], [t.group_key for t in batch])
 
     def extra_state(self) -> dict:
         """The baselines, so a resumed run continues with them."""

@@ -95,6 +95,8 @@ def score(
     if item.domain == "math":
         res = math_verifier.verify(completion, item.answer or "")
         return res.score >= 1.0, {"status": res.status, "reason": res.reason}
+    if item.domain == "exec":
+        return score_execution(item, completion, getattr(code_verifier, "timeout_s", 10.0))
     program = program_for(item, completion)
     if program is None:
         return False, {"status": "invalid", "reason": "no code found"}
@@ -105,6 +107,32 @@ def score(
         "passed": res.passed,
         "total": res.total,
     }
+
+
+def score_execution(item: EvalItem, completion: str, timeout_s: float = 10.0) -> tuple[bool, dict]:
+    """Score a CRUXEval completion; never raises on model output.
+
+    CRUXEval-O: the last ```` ```output ```` block (else the last fenced block) is a Python
+    literal equal to ``f(input)`` (values, parsed on the judge side). CRUXEval-I: ``f`` is run
+    in the sandbox on the last ```` ```input ```` block (else the last fenced block), which
+    may be any argument list that passes
+    :func:`~sage_env.verifiers.execution.safe_input_expression` (CRUXEval's rule is
+    ``f(<input>) == <output>``); its output must equal the gold output.
+    """
+    from sage_env.exec_tasks import last_fenced
+    from sage_env.verifiers import execution
+
+    def block(tag: str) -> str | None:
+        found = last_fenced(completion, tag)
+        return found if found is not None else last_fenced(completion, None)
+
+    if item.benchmark == "cruxeval_i":
+        res = execution.check_abduction(
+            block("input"), item.program, item.answer or "", timeout_s=timeout_s, expressions=True
+        )
+    else:
+        res = execution.check_deduction(block("output"), item.answer or "")
+    return res.score >= 1.0, {"status": res.status, "reason": res.reason}
 
 
 @dataclass
@@ -166,7 +194,8 @@ class EvalConfig:
     """Model alias, hub id or local path (a training checkpoint's ``model/`` folder works)."""
     benchmarks: str = "gsm8k,math500"
     """Comma-separated names from: gsm8k, math500, aime24, aime25, amc23, olympiadbench,
-    humaneval, humaneval_plus, mbpp, mbpp_plus, livecodebench (hub only)."""
+    humaneval, humaneval_plus, mbpp, mbpp_plus, cruxeval_o, cruxeval_i, livecodebench (hub
+    only)."""
     samples: int = 1
     """Completions per item (n). 1 = greedy decoding; more = sampling at ``temperature``."""
     limit: int | None = None

@@ -51,6 +51,8 @@ class Transition:
         prefix: The observation's response prefix (its tokens are in ``prompt_ids``, so they
             never carry loss).
         truncated: The completion hit its token budget without an EOS.
+        group: The advantage group within the role (``infos[agent]["group"]``): the domain,
+            or ``"exec/<mode>"`` on AZR's execution tasks; empty means the domain.
     """
 
     agent: str
@@ -66,6 +68,15 @@ class Transition:
     env_index: int = 0
     prefix: str = ""
     truncated: bool = False
+    group: str = ""
+
+    @property
+    def group_key(self) -> tuple[str, str]:
+        """``(role, group)``, the key TRR++ normalises by; ``group`` falls back to the domain.
+
+        On execution tasks the group is the task type (AZR Sec. 3.3.5: per task type and role).
+        """
+        return (self.role, self.group or self.domain)
 
 
 @dataclass
@@ -220,6 +231,7 @@ class RolloutDriver:
                     env_index=i,
                     prefix=getattr(comp, "prefix", ""),
                     truncated=bool(getattr(comp, "truncated", False)),
+                    group=str(info.get("group") or ""),
                 )
                 tokens += len(comp.completion_ids)
                 transitions.append(tr)

@@ -23,9 +23,13 @@ class TRRLearner(PolicyGradientLearner):
     name = "trr"
 
     def advantages(self, batch: list[Transition]) -> list[float]:
-        """``(r - mean) / (std + eps)`` per (role, domain) group (0 for 1-member groups)."""
+        """``(r - mean) / (std + eps)`` per :attr:`Transition.group_key` group.
+
+        The key is (role, domain), or (role, ``exec/<mode>``) on AZR's execution tasks; a
+        1-member group gets 0.
+        """
         return group_normalised_advantages(
-            [t.reward for t in batch], [(t.role, t.domain) for t in batch], self.config.adv_eps
+            [t.reward for t in batch], [t.group_key for t in batch], self.config.adv_eps
         )
 
 

@@ -278,7 +278,10 @@ class EnvConfig(Generic[ProtocolConfigT]):
     """k: solver attempts per task, both to measure a new question's difficulty and to solve
     the planned task. The paper samples several; 2 keeps CPU demos cheap."""
     domains: tuple[str, ...] = ("math", "code")
-    """Domains the Challenger's reference task is drawn from."""
+    """Domains the Challenger's reference task is drawn from: ``math``, ``code`` and
+    ``exec`` (AZR's execution tasks; the bundled execution seeds then join the seeds and the
+    pool, and the Challenger proposes a program and an input whose output the sandboxed
+    executor computes)."""
     max_action_chars: int = 20_000
     """Actions longer than this are truncated (keeping the head) before parsing."""
     max_task_chars: int = 4_000
@@ -377,8 +380,9 @@ class EnvConfig(Generic[ProtocolConfigT]):
             raise ValueError(
                 f"pool_admission must be 'gate' or 'solvable', got {self.pool_admission!r}"
             )
-        bad = set(self.domains) - {"math", "code"}
+        bad = set(self.domains) - {"math", "code", "exec"}
         if bad or not self.domains:
             raise ValueError(
-                f"domains must be a non-empty subset of ('math', 'code'), got {self.domains!r}"
+                "domains must be a non-empty subset of ('math', 'code', 'exec'), "
+                f"got {self.domains!r}"
             )

@@ -202,6 +202,10 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             self.config.protocol_config = settings
         self.config = _bind_protocol_config(self.config, self.protocol)
         self.seeds = list(seeds) if seeds is not None else load_seeds()
+        if "exec" in self.config.domains and not any(t.domain == "exec" for t in self.seeds):
+            from sage_env.exec_tasks import load_exec_seeds
+
+            self.seeds += load_exec_seeds()
         if not self.seeds:
             raise ValueError("seeds must not be empty")
         self.pool = pool if pool is not None else make_pool(self.config, self.seeds)
@@ -354,7 +358,11 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             "prefix": self.prefix_for(phase, task, obs.get("prefix")),
         }
         self.infos[agent].update(
-            phase=phase, task_id=task.task_id, domain=task.domain, repeats=max(1, int(repeats))
+            phase=phase,
+            task_id=task.task_id,
+            domain=task.domain,
+            group=_group(task),
+            repeats=max(1, int(repeats)),
         )
         if (
             self.config.rewards.critic_score_estimate == "expected"
@@ -419,6 +427,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             ``\boxed{}`` is present; code: code found, 0.5 under the soft rule when it does
             not compile), and ``{"status", "reason", "score"}``.
         """
+        if task.domain == "exec":
+            return self.verify_exec(task, text)
         if task.domain == "math":
             if extract_boxed(text) is None:
                 return 0.0, 0.0, {"status": "invalid", "reason": "no \\boxed{} answer"}
@@ -443,6 +453,42 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             fmt,
             {"status": res.status, "reason": res.reason, "score": res.score},
         )
+
+    def verify_exec(self, task: Task, text: str) -> tuple[float, float, dict]:
+        """Score an answer to an ``exec`` task by running code (AZR Sec. 3.3.4).
+
+        Deduction: the ```` ```output ```` literal equals the executor's output. Abduction: the
+        program run on the ```` ```input ```` arguments returns the target output. Induction:
+        the ```` ```python ```` program maps every held-out input to its output (binary, AZR's
+        default). Timeouts and memory are ``code_timeout_s`` / ``code_memory_mb``.
+
+        Returns:
+            ``(s_gt, format, verdict)``: format is 1 when the answer block was found and
+            parsed, else 0.
+        """
+        from sage_env import exec_tasks
+        from sage_env.verifiers import execution
+
+        spec = exec_tasks.ExecSpec.of(task)
+        limits = {"timeout_s": self.config.code_timeout_s, "memory_mb": self.config.code_memory_mb}
+        if spec.mode == "deduction":
+            res = execution.check_deduction(exec_tasks.last_fenced(text, "output"), spec.outputs[0])
+        elif spec.mode == "abduction":
+            res = execution.check_abduction(
+                exec_tasks.last_fenced(text, "input"), spec.program, spec.outputs[0], **limits
+            )
+        else:
+            inputs, outputs = spec.held_out()
+            res = execution.check_induction(
+                exec_tasks.last_fenced(text, "python"), inputs, outputs, **limits
+            )
+        verdict = {
+            "status": res.status,
+            "reason": res.reason,
+            "score": res.score,
+            "mode": spec.mode,
+        }
+        return res.score, float(res.formatted), verdict
 
     def check_verifier(self, task: Task) -> dict:
         """Check a proposed task's own verifier before it is used.
@@ -498,6 +544,19 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def _log(self, line: str) -> None:
         if self.render_mode is not None:
             self._transcript.append(line)
+
+
+def _group(task: Task) -> str:
+    """The advantage group of actions on ``task`` within a role.
+
+    Its domain, or ``"exec/<mode>"`` for an execution task (AZR's per-(task type, role)
+    baselines).
+    """
+    if task.domain == "exec" and isinstance(task.meta, dict):
+        mode = (task.meta.get("exec") or {}).get("mode")
+        if mode:
+            return f"exec/{mode}"
+    return task.domain
 
 
 def _empty_obs() -> dict[str, str]:

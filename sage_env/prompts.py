@@ -119,7 +119,8 @@ def critic_question(question: str, domain: str, verifier: str | None = None) -> 
     user = CRITIC_QUESTION.format(domain=domain, question=question)
     if verifier is not None:
         head, sep, rubric = user.partition(CRITIC_RUBRIC)
-        user = head.rstrip("\n") + CRITIC_VERIFIER[domain].format(verifier=verifier)
+        extra = CRITIC_VERIFIER.get(domain, "\n\nVerifier:\n{verifier}")
+        user = head.rstrip("\n") + extra.format(verifier=verifier)
         user += "\n\n" + sep + rubric
     return {"system": CRITIC_SYSTEM, "user": user}
 
@@ -149,7 +150,9 @@ def planner(task: Task) -> Observation:
 
 def solver(task: Task, plan: str | None = None) -> Observation:
     """Observation of the Solver for ``task``, with the plan appended when it passed the gate."""
-    if task.domain == "math":
+    if task.domain == "exec":  # the question says what to answer and in which block
+        user = task.prompt + _plan_block(plan)
+    elif task.domain == "math":
         user = SOLVER_MATH.format(prompt=task.prompt, plan=_plan_block(plan))
     else:
         user = SOLVER_CODE.format(

@@ -107,3 +107,40 @@ def critic_plan_reward(f: float, p: float | None, s_mean: float, w: float) -> tu
     agreement = 0.0 if p is None else 1.0 - abs(p - s_mean)
     terms = {"f": f, "p": p, "s_mean": s_mean, "agreement": agreement}
     return (1.0 - w) * f + w * agreement, terms
+
+
+# --------------------------------------------------------------------- AZR (arXiv 2505.03335)
+AZR_WRONG_FORMATTED = -0.5
+"""AZR Eq. 6: reward of a response that is well formatted but wrong (not passable)."""
+AZR_FORMAT_ERROR = -1.0
+"""AZR Eq. 6: reward of a response with formatting errors."""
+
+
+def learnability_reward(acc: float) -> float:
+    """AZR's proposer reward (arXiv 2505.03335, Eq. 4): ``1 - acc`` if ``0 < acc < 1`` else 0.
+
+    ``acc`` is the solver's mean reward over its Monte Carlo rollouts on the proposed task.
+    """
+    return 1.0 - acc if 0.0 < acc < 1.0 else 0.0
+
+
+def azr_reward(
+    role_reward: float, passable: bool, formatted: bool, format_penalty: bool = True
+) -> tuple[float, dict]:
+    """AZR's format-aware reward (arXiv 2505.03335, Eq. 6).
+
+    ``R = r_role`` if the response is passable; ``-0.5`` if it is wrong but well formatted;
+    ``-1`` if it has formatting errors. For the solver, passable means a correct answer
+    (``r_role`` = its accuracy reward, Eq. 5); for the proposer, a valid task (``r_role`` =
+    the learnability reward, Eq. 4). With ``format_penalty`` False, a response that is not
+    passable earns 0 instead (rewards stay in [0, 1]).
+
+    Returns:
+        ``(reward, terms)`` with ``r_role``, ``passable`` and ``formatted``.
+    """
+    terms = {"r_role": role_reward, "passable": passable, "formatted": formatted}
+    if passable:
+        return role_reward, terms
+    if not format_penalty:
+        return 0.0, terms
+    return (AZR_WRONG_FORMATTED if formatted else AZR_FORMAT_ERROR), terms

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-Domain = Literal["math", "code"]
+Domain = Literal["math", "code", "exec"]
 SEED_SOURCES = ("math", "gsm8k", "humaneval", "mbpp")
 
 
@@ -27,8 +27,9 @@ class Task:
 
     Attributes:
         task_id: Unique id, e.g. ``"gsm8k/train/17"`` or ``"gen/3/0/12"`` for generated tasks.
-        domain: ``"math"`` (scored by :class:`sage_env.verifiers.MathVerifier`) or ``"code"``
-            (scored by :class:`sage_env.verifiers.CodeVerifier`).
+        domain: ``"math"`` (scored by :class:`sage_env.verifiers.MathVerifier`), ``"code"``
+            (scored by :class:`sage_env.verifiers.CodeVerifier`) or ``"exec"`` (AZR's execution
+            tasks, scored by running code: :mod:`sage_env.exec_tasks`).
         prompt: The problem statement shown to the model.
         answer: Math only: the gold final answer as LaTeX/plain text (``"72"``, ``"\\frac{1}{2}"``).
         tests: Code only: independent Python snippets. Each runs after ``test_setup`` and the
@@ -66,15 +67,17 @@ class Task:
 
         Raises:
             ValueError: if ``task_id``, ``domain`` or ``prompt`` is missing or ``domain`` is
-                not ``"math"``/``"code"``.
+                not ``"math"``/``"code"``/``"exec"``.
         """
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         for key in ("task_id", "domain", "prompt"):
             if key not in kwargs:
                 raise ValueError(f"task record is missing {key!r}: {str(data)[:200]}")
-        if kwargs["domain"] not in ("math", "code"):
-            raise ValueError(f"task domain must be 'math' or 'code', got {kwargs['domain']!r}")
+        if kwargs["domain"] not in ("math", "code", "exec"):
+            raise ValueError(
+                f"task domain must be 'math', 'code' or 'exec', got {kwargs['domain']!r}"
+            )
         return cls(**kwargs)
 
 

@@ -35,6 +35,11 @@ SAMPLE = {
     # tuples (2, 106, 720), nested tuples (580, 63), complex numbers (124, 252), a dict (722)
     "mbpp_plus": {"Mbpp/2", "Mbpp/106", "Mbpp/720", "Mbpp/580", "Mbpp/63", "Mbpp/124"}
     | {"Mbpp/252", "Mbpp/722", "Mbpp/3"},
+    "cruxeval_o": None,
+    # inputs that are expressions, not literals: '', dict(...), range(...), lambdas, a name
+    # the program defines, a string method call
+    "cruxeval_i": {"sample_0", "sample_135", "sample_152", "sample_258", "sample_344"}
+    | {"sample_364", "sample_522", "sample_694", "sample_770"},
 }
 
 
@@ -122,3 +127,20 @@ def test_the_selfcheck_table_names_failing_items():
     assert "| mbpp_plus | 2 / 3 | 66.7% | 1.0 | 10 | Mbpp/7 (unexplained) |" in table
     assert "| 0 / 1 | 0.0% | 1.0 | all | Mbpp/737 |" in table
     assert [f["item_id"] for f in bad.unexplained] == ["Mbpp/7"] and named.unexplained == []
+
+
+@needs_data
+def test_cruxeval_judges_values_and_runs_f_for_the_input(verifiers):
+    from learners.evaluation import load_benchmark, score
+
+    mv, cv = verifiers
+    o = load_benchmark("cruxeval_o", SHARED_DATA)[0]  # f(nums) -> [(4, 1), ... (2, 3)]
+    assert o.domain == "exec" and "```input" in o.prompt
+    assert score(o, f"```output\n{o.answer.replace(' ', '')}\n```", mv, cv)[0]
+    assert not score(o, "```output\n[(4, 1)]\n```", mv, cv)[0]
+    i = load_benchmark("cruxeval_i", SHARED_DATA)[0]
+    # any input for which f gives the output is right: here the same multiset reordered
+    assert score(i, "```input\n[3, 1, 1, 3, 1, 1]\n```", mv, cv)[0]
+    assert not score(i, "```input\n[1]\n```", mv, cv)[0]
+    ok, rec = score(i, "```input\n__import__('os').system('true')\n```", mv, cv)
+    assert not ok and rec["status"] == "invalid"

@@ -412,7 +412,8 @@ def test_protocol_settings_from_flags_yaml_and_a_user_module(tmp_path, captured_
     "protocol, settings",
     [
         ("sage", None),
-        ("azr", {"format_penalty": True}),
+        ("azr", None),
+        ("azr-qa", {"format_penalty": True}),
         ("mae", {"solver_weights": (0.5, 0.5)}),
     ],
 )

@@ -28,7 +28,7 @@ def first_obs(**kw):
 
 def test_every_protocol_phase_has_the_documented_prefix():
     seen = {}
-    for protocol in ("sage", "azr", "mae", "rlvr"):
+    for protocol in ("sage", "azr-qa", "mae", "rlvr"):
         env = sage_env.env(seeds=[MATH_SEED, CODE_SEED], protocol=protocol, solver_samples=1)
         for seed in range(6):
             env.reset(seed=seed)
@@ -42,7 +42,7 @@ def test_every_protocol_phase_has_the_documented_prefix():
                 env.step(obs["prefix"] + "9</score> fine and clear here")
         env.close()
     assert seen[("sage", "challenge", "math")] == "<question>"
-    assert seen[("azr", "propose", "code")] == "<question>"
+    assert seen[("azr-qa", "propose", "code")] == "<question>"
     assert seen[("sage", "plan", "math")] == "<plan>\n1."
     assert seen[("mae", "judge_answer", "math")] == "<score>"
     assert seen[("sage", "review_plan", "code")] == "<score>"

@@ -6,7 +6,7 @@ from pettingzoo.test import api_test, seed_test
 import sage_env
 from sage_env import EnvConfig, Protocol, ProtocolError, check_protocol, prompts, register_protocol
 from sage_env.config import ConfigMovedWarning
-from sage_env.protocols import AZRConfig, MAEConfig, learnability_reward, propose
+from sage_env.protocols import AZRConfig, AZRQAConfig, MAEConfig, learnability_reward, propose
 from tests.scripted import CODE_SEED, MATH_SEED, play_round
 
 Q = "<question>What is 7*6?</question>\n<answer>42</answer>"
@@ -34,7 +34,7 @@ def test_azr_round_values():
     answers = iter(["\\boxed{42}", "\\boxed{41}", "\\boxed{42}", "\\boxed{7}"])
     rec = by_phase(
         play_round(
-            make("azr", k=4), lambda a, phase, o, n: Q if phase == "propose" else next(answers)
+            make("azr-qa", k=4), lambda a, phase, o, n: Q if phase == "propose" else next(answers)
         )
     )
     assert [r for _, r, _ in rec["solve"]] == [1.0, 0.0, 1.0, 0.0]
@@ -45,10 +45,12 @@ def test_azr_round_values():
 
 def test_azr_all_solved_gives_zero_and_invalid_proposal_falls_back_to_pool():
     rec = by_phase(
-        play_round(make("azr"), lambda a, phase, o, n: Q if phase == "propose" else "\\boxed{42}")
+        play_round(
+            make("azr-qa"), lambda a, phase, o, n: Q if phase == "propose" else "\\boxed{42}"
+        )
     )
     assert rec["propose"][0][1] == 0.0  # acc = 1 -> not learnable
-    env = make("azr", k=1)
+    env = make("azr-qa", k=1)
     rec = by_phase(
         play_round(env, lambda a, phase, o, n: "junk" if phase == "propose" else "\\boxed{5}")
     )
@@ -66,16 +68,16 @@ def azr_penalty_round(env):
 
 
 def test_azr_format_penalty_option():
-    env = make("azr", k=2, protocol_config={"format_penalty": True})
-    assert env.unwrapped.config.protocol_config == AZRConfig(format_penalty=True)
+    env = make("azr-qa", k=2, protocol_config={"format_penalty": True})
+    assert env.unwrapped.config.protocol_config == AZRQAConfig(format_penalty=True)
     assert azr_penalty_round(env) == [-0.5, -1.0]
-    assert azr_penalty_round(make("azr", k=2)) == [0.0, 0.0]  # default: off
+    assert azr_penalty_round(make("azr-qa", k=2)) == [0.0, 0.0]  # default: off
 
 
 def test_moved_reward_fields_still_work_and_warn_where_they_went():
     with pytest.warns(ConfigMovedWarning, match=r"protocol_config\.format_penalty"):
-        env = make("azr", k=2, azr_format_penalty=True)  # env(**overrides)
-    assert azr_penalty_round(env) == [-0.5, -1.0]
+        env = make("azr", k=2, azr_format_penalty=False)  # env(**overrides)
+    assert env.unwrapped.config.protocol_config == AZRConfig(format_penalty=False)
     with pytest.warns(ConfigMovedWarning, match=r"--env\.protocol-config\.solver-weights"):
         rewards = sage_env.RewardConfig(alpha=0.6, mae_solver_weights=(0.5, 0.5))
     cfg = EnvConfig(protocol="mae", rewards=rewards)
@@ -111,9 +113,9 @@ def test_protocol_settings_are_checked_with_clear_errors():
     with pytest.raises(
         ValueError,
         match=r"unknown protocol_config key\(s\) \['penalty'\].*"
-        r"AZRConfig has \['format_penalty'\]",
+        r"AZRQAConfig has \['format_penalty'\]",
     ):
-        EnvConfig(protocol="azr", protocol_config={"penalty": True})
+        EnvConfig(protocol="azr-qa", protocol_config={"penalty": True})
     with pytest.raises(ValueError, match="'mae' takes a MAEConfig .* got AZRConfig"):
         EnvConfig(protocol="mae", protocol_config=AZRConfig())
     with pytest.raises(ValueError, match="'sage' has no settings of its own"):
@@ -166,7 +168,7 @@ def test_mae_rejected_question_is_not_pooled():
     assert len(env.unwrapped.pool) == 1
 
 
-@pytest.mark.parametrize("protocol", ["sage", "azr", "mae", "rlvr"])
+@pytest.mark.parametrize("protocol", ["sage", "azr", "azr-qa", "mae", "rlvr"])
 def test_builtin_protocols_pass_checks_and_pettingzoo_tests(protocol):
     assert check_protocol(protocol) == []
 
@@ -259,6 +261,7 @@ def test_check_protocol_names_the_problem(cls, message):
 PHASES = {
     "sage": {"challenge", "review_question", "probe", "plan", "review_plan", "solve"},
     "azr": {"propose", "solve"},
+    "azr-qa": {"propose", "solve"},
     "mae": {"propose", "judge_question", "solve", "judge_answer"},
     "rlvr": {"solve"},
 }

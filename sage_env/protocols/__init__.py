@@ -1,5 +1,8 @@
 """Games the environment can play: ``"sage"`` (default), ``"azr"``, ``"mae"``, or your own.
 
+Built in: ``"sage"``, ``"azr"`` (AZR on execution tasks), ``"azr-qa"`` (AZR's reward on
+math/code questions), ``"mae"``, ``"rlvr"``.
+
 A new protocol is a :class:`Protocol` subclass registered under a name; nothing in the
 library changes for it::
 
@@ -30,6 +33,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from sage_env.protocols.azr import AZRConfig, AZRProtocol, learnability_reward
+from sage_env.protocols.azr_qa import AZRQAConfig, AZRQAProtocol
 from sage_env.protocols.base import CODE_PREFIX, DEFAULT_PREFIXES, Protocol, propose, public
 from sage_env.protocols.mae import MAEConfig, MAEProtocol
 from sage_env.protocols.rlvr import RLVRProtocol
@@ -119,12 +123,14 @@ def protocol_config_cls(spec: str | Protocol) -> type | None:
     return cls
 
 
-for _cls in (SAGEProtocol, AZRProtocol, MAEProtocol, RLVRProtocol):
+for _cls in (SAGEProtocol, AZRProtocol, AZRQAProtocol, MAEProtocol, RLVRProtocol):
     register_protocol(_cls.name, _cls)
 
 __all__ = [
     "AZRConfig",
     "AZRProtocol",
+    "AZRQAConfig",
+    "AZRQAProtocol",
     "CODE_PREFIX",
     "DEFAULT_PREFIXES",
     "MAEConfig",

@@ -1,110 +1,347 @@
-"""An AZR-style round (Absolute Zero, arXiv 2505.03335): Proposer and Solver.
+"""Absolute Zero (AZR, arXiv 2505.03335) as its paper defines it (protocol ``"azr"``).
 
-1. ``proposer_0`` reads a seed task and proposes a new task with its verifier (same format as
-   the SAGE challenger);
-2. ``solver_0`` attempts the proposed task ``k`` times (when the proposal is invalid, a task
-   drawn from the pool instead, so the solver always trains);
-3. the proposer gets the *learnability* reward of AZR Eq. 4: ``1 - acc`` when
-   ``0 < acc < 1``, else 0, with ``acc`` the solver's mean verifier score on its task; the
-   solver gets its verifier score ``s_gt``.
+One round, on one of AZR's three modes (drawn uniformly from ``AZRConfig.modes``):
 
-A valid proposal joins the pool (AZR's task buffer). AZR's reference code additionally maps
-some zero rewards to -0.5 / -1 format penalties; this protocol follows the paper's formula,
-with format penalties off (rewards stay in [0, 1]) unless ``AZRConfig.format_penalty`` is set
-(``EnvConfig.protocol_config``): then an invalid proposal gets -1 and an unformatted answer
--1, a formatted wrong answer -0.5 (AZR Eq. 6).
+1. ``proposer_0`` proposes a task (Sec. 3.3.2). Deduction and abduction: a program ``f``
+   and one input, conditioned on K reference triplets drawn from that mode's buffer.
+   Induction: N inputs and a message for a program drawn from the deduction and abduction
+   buffers.
+2. The executor validates it (Sec. 3.3.3, :func:`~sage_env.verifiers.execution.validate_program`:
+   parses, defines ``f``, no forbidden module, runs within the limits, deterministic over two
+   runs, literal inputs and outputs) and computes the outputs. The ground truth is the
+   executor's output, never the proposer's. A valid task joins its mode's buffer (the pool).
+3. ``solver_0`` answers it ``k`` times (the Monte Carlo rollouts of Eq. 4); when the proposal
+   is invalid, a task drawn from the mode's buffer instead, so the solver always trains.
+   Answers are checked by running code (Sec. 3.3.4).
+4. Rewards (Eq. 4-6): the solver earns 1 for a right answer (induction: all held-out outputs
+   right); the proposer earns the learnability ``1 - acc`` when ``0 < acc < 1``, else 0.
+   With ``format_penalty`` (default, as AZR trains) a response that is not passable earns
+   -0.5 when well formatted and -1 when not (an invalid proposal whose blocks parse is
+   "well formatted").
+
+Buffers are the pool's ``exec`` tasks, seeded on the first round with AZR's identity triplet
+and the bundled seed programs (:func:`sage_env.exec_tasks.load_exec_seeds`). Actions on
+mode ``m`` publish ``infos[agent]["group"] = "exec/m"``, so TRR++ normalises per (mode, role)
+as AZR's task-relative baselines do (Sec. 3.3.5).
+
+``"azr-qa"`` (:mod:`sage_env.protocols.azr_qa`) is the older game: the learnability reward on
+SAGE's math/code question format.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sage_env import prompts
-from sage_env.protocols.base import Protocol, propose, public
+from sage_env import exec_tasks, rewards
+from sage_env.exec_tasks import MODES, ExecSpec, exec_mode
+from sage_env.protocols.base import Protocol
+from sage_env.verifiers import execution
 
 if TYPE_CHECKING:
     from sage_env.env import raw_env
+    from sage_env.tasks import Task
 
-
-def learnability_reward(acc: float) -> float:
-    """AZR's proposer reward (arXiv 2505.03335, Eq. 4): ``1 - acc`` if ``0 < acc < 1`` else 0."""
-    return 1.0 - acc if 0.0 < acc < 1.0 else 0.0
+learnability_reward = rewards.learnability_reward
 
 
 @dataclass
 class AZRConfig:
-    """Settings of protocol ``"azr"``.
+    """Settings of protocol ``"azr"`` (defaults: AZR's, arXiv 2505.03335 and its config).
 
     ``EnvConfig.protocol_config``; flags ``--env.protocol-config.*`` after ``--protocol azr``.
     """
 
-    format_penalty: bool = False
-    """Use AZR Eq. 6 penalties (-1 for an invalid proposal or an unformatted answer, -0.5 for a
-    formatted wrong answer) instead of 0; rewards then leave [0, 1]. Formerly
-    ``RewardConfig.azr_format_penalty``."""
+    modes: tuple[str, ...] = MODES
+    """Task types a round draws from (uniformly): ``deduction``, ``abduction``,
+    ``induction``."""
+    references: int = 6
+    """K: reference triplets from the mode's buffer in the proposer's prompt (AZR's
+    ``io_n`` = 6)."""
+    induction_inputs: int = 10
+    """N: inputs the induction proposer is asked for (AZR's ``num_inputs`` = 10); half of the
+    valid ones are shown to the solver, the rest held out."""
+    format_penalty: bool = True
+    """AZR Eq. 6: -0.5 for a well-formatted response that is not passable, -1 for one with
+    formatting errors. False: both earn 0 (rewards stay in [0, 1])."""
+    banned_modules: tuple[str, ...] = execution.AZR_BANNED_MODULES
+    """Modules a proposed program may not import (AZR's ``banned_words`` plus Sec. 3.3.3's
+    ``os``, ``sys``, ``shutil``)."""
+    determinism_runs: int = 2
+    """Independent runs whose outputs must be equal (AZR Sec. 3.3.3 uses 2)."""
+    seed_programs: bool = True
+    """Seed the buffers with the bundled seed programs as well as the identity triplet."""
+
+    def __post_init__(self) -> None:
+        self.modes = tuple(self.modes)
+        self.banned_modules = tuple(self.banned_modules)
+        bad = set(self.modes) - set(MODES)
+        if bad or not self.modes:
+            raise ValueError(f"modes must be a non-empty subset of {MODES}, got {self.modes!r}")
+        if self.references < 1 or self.induction_inputs < 2 or self.determinism_runs < 1:
+            raise ValueError(
+                "need references >= 1, induction_inputs >= 2 and determinism_runs >= 1, got "
+                f"{self.references}, {self.induction_inputs}, {self.determinism_runs}"
+            )
+
+
+@functools.lru_cache(maxsize=2)
+def _seed_buffer(with_programs: bool) -> tuple[Task, ...]:
+    tasks = exec_tasks.load_exec_seeds() if with_programs else exec_tasks.identity_tasks()
+    return tuple(tasks)
+
+
+def buffer(env: raw_env, mode: str) -> list[Task]:
+    """The ``exec`` tasks of ``mode`` in the environment's pool (AZR's buffer D_mode)."""
+    return [t for t in env.pool.tasks if exec_mode(t) == mode]
+
+
+def _as_mode(task: Task, mode: str) -> Task:
+    """``task`` relabelled as ``mode`` (the induction proposer's view of a buffer program)."""
+    spec = dict(task.meta.get("exec", {}))
+    spec["mode"] = mode
+    return dataclasses.replace(task, meta={**task.meta, "exec": spec})
+
+
+def vet_exec_proposal(
+    env: raw_env,
+    mode: str,
+    text: str,
+    reference: Task,
+    references: list[Task],
+    settings: AZRConfig,
+    protocol: str = "azr",
+) -> tuple[bool, bool, str, Task | None, dict]:
+    """Parse and validate an execution-task proposal (AZR Sec. 3.3.2-3.3.3).
+
+    Deduction/abduction: the last ```` ```python ```` block is the program, the last
+    ```` ```input ```` block its input. Induction: the program of ``reference``; the
+    ```` ```input ```` blocks (at most ``settings.induction_inputs``; the distinct literal ones
+    are kept, 2 needed) and the ```` ```message ```` block. The executor computes the outputs.
+
+    Returns:
+        ``(formatted, valid, reason, task or None, fields for infos)``; never raises on
+        model output.
+    """
+    limits = {
+        "banned": settings.banned_modules,
+        "timeout_s": env.config.code_timeout_s,
+        "memory_mb": env.config.code_memory_mb,
+        "determinism_runs": settings.determinism_runs,
+    }
+    parent = ",".join(t.task_id for t in references)
+    meta = {"episode": env.episode, "protocol": protocol}
+    if mode == "induction":
+        program = ExecSpec.of(reference).program
+        blocks = exec_tasks.fenced(text, "input")[: settings.induction_inputs]
+        message = (exec_tasks.last_fenced(text, "message") or "")[:1000]
+        fields: dict = {"inputs": blocks, "message": message}
+        if not blocks:
+            return False, False, "no ```input blocks", None, fields
+        kept: list[str] = []
+        for block in blocks:
+            args = execution.parse_args(block)
+            if args is not None and execution.format_args(args) not in kept:
+                kept.append(execution.format_args(args))
+        if len(kept) < 2:
+            return True, False, "fewer than 2 distinct literal inputs", None, fields
+        check = execution.validate_program(program, kept, **limits)
+        fields["validation"] = check.check or "valid"
+        if not check.valid:
+            return True, False, check.reason, None, fields
+        task = exec_tasks.make_task(
+            "induction",
+            program,
+            check.inputs,
+            check.outputs,
+            task_id=env.pool.new_id(),
+            message=message,
+            parent_id=parent,
+            meta=meta,
+        )
+        return True, True, "valid", task, fields
+    program = exec_tasks.last_fenced(text, "python")
+    given = exec_tasks.last_fenced(text, "input")
+    fields = {"program": program, "input": given}
+    if program is None or given is None:
+        return False, False, "needs a ```python block and an ```input block", None, fields
+    check = execution.validate_program(program, [given], **limits)
+    fields["validation"] = check.check or "valid"
+    if not check.valid:
+        return True, False, check.reason, None, fields
+    fields["output"] = check.outputs[0]
+    task = exec_tasks.make_task(
+        mode,
+        program,
+        check.inputs,
+        check.outputs,
+        task_id=env.pool.new_id(),
+        parent_id=parent,
+        meta=meta,
+    )
+    return True, True, "valid", task, fields
+
+
+def exec_references(env: raw_env, mode: str, k: int) -> tuple[Task, list[Task]]:
+    """``(the proposer's task view, its reference tasks)`` for ``mode`` from the pool's buffers.
+
+    Deduction/abduction: K tasks of the mode's buffer. Induction: one program drawn from the
+    deduction and abduction buffers, relabelled as induction.
+    """
+    if mode == "induction":
+        programs = buffer(env, "deduction") + buffer(env, "abduction")
+        programs = programs or buffer(env, "induction")  # a pool of induction tasks only
+        ref = programs[env.rng.randrange(len(programs))]
+        return _as_mode(ref, "induction"), [ref]
+    pool = buffer(env, mode)
+    refs = env.rng.sample(pool, min(k, len(pool)))
+    return refs[0], refs
+
+
+def exec_scripted_replies(kind: str, task: Task) -> list[str]:
+    """Scripted replies on an ``exec`` task, best first.
+
+    Kind ``"propose"``: a valid then an invalid proposal; ``"solve"``: a right then a wrong,
+    well-formatted answer.
+    """
+    mode = exec_mode(task)
+    if mode is None:
+        return []
+    spec = ExecSpec.of(task)
+    if kind == "propose":
+        if mode == "induction":
+            inputs = list(dict.fromkeys(spec.inputs[:4]))
+            blocks = "".join(f"```input\n{i}\n```\n" for i in inputs)
+            return [blocks + "```message\nLook at the types.\n```", "I have no inputs."]
+        valid = "```python\ndef f(a, b):\n    return [a * 2, b[::-1]]\n```\n```input\n3, 'abc'\n```"
+        invalid = (
+            "```python\nimport random\ndef f(a):\n    return random.random() + a\n```\n"
+            "```input\n1\n```"
+        )
+        return [valid, invalid]
+    if kind != "solve":
+        return []
+    if mode == "deduction":
+        wrong = "'not the output'" if spec.outputs[0] != "'not the output'" else "0"
+        return [f"```output\n{spec.outputs[0]}\n```", f"```output\n{wrong}\n```"]
+    if mode == "abduction":
+        return [f"```input\n{spec.inputs[0]}\n```", "```input\n'no such input'\n```"]
+    return [
+        f"```python\n{spec.program}\n```",
+        "```python\ndef f(*args):\n    return 'not the output'\n```",
+    ]
 
 
 class AZRProtocol(Protocol):
-    """Proposer/solver self-play with the learnability reward (protocol ``"azr"``)."""
+    """Proposer/solver self-play on execution tasks (deduction, abduction, induction)."""
 
     name = "azr"
     agents = ("proposer_0", "solver_0")
     config_cls = AZRConfig
+    phases = {"propose": "propose", "solve": "solve"}
 
     def start(self, env: raw_env) -> None:
-        """Draw a seed task and give the turn to the proposer."""
-        self.reference = env.draw_reference()
-        self.proposal = None
-        self.check = None
-        self.task = None
+        """Seed the buffers when empty, draw a mode and give the proposer its prompt."""
+        cfg: AZRConfig = env.config.protocol_config
+        if not any(t.domain == "exec" for t in env.pool.tasks):
+            for task in _seed_buffer(cfg.seed_programs):
+                env.pool.add(task)
+        self.mode = env.rng.choice(list(cfg.modes))
+        self.valid = False
+        self.proposal: dict = {}
+        self.task: Task | None = None
         self.scores: list[float] = []
-        env.select("proposer_0", "propose", self.reference, prompts.challenger(self.reference))
+        self.reference, self.references = exec_references(env, self.mode, cfg.references)
+        obs = exec_tasks.proposer_prompt(
+            self.mode, self.references, cfg.banned_modules, cfg.induction_inputs
+        )
+        env.select("proposer_0", "propose", self.reference, obs)
+
+    def prefix(self, phase: str, task: Task) -> str:
+        """The opening of the answer block the mode asks for (``````python``, ``````input``...)."""
+        mode = exec_mode(task) or "deduction"
+        table = exec_tasks.PROPOSER_PREFIX if phase == "propose" else exec_tasks.SOLVER_PREFIX
+        return table[mode]
+
+    # ------------------------------------------------------------------ proposer
+    def _vet(self, env: raw_env, text: str) -> tuple[bool, bool, str, Task | None, dict]:
+        """``(formatted, valid, reason, task, fields)`` of a proposal."""
+        return vet_exec_proposal(
+            env, self.mode, text, self.reference, self.references, env.config.protocol_config
+        )
 
     def on_propose(self, env: raw_env, text: str) -> None:
-        """Vet the proposal; the solver attempts it (or a pool task when invalid)."""
-        self.proposal, candidate, self.check = propose(env, text, self.reference)
-        if candidate is None:
-            penalty = -1.0 if env.config.protocol_config.format_penalty else 0.0
+        """Validate the proposal with the executor; the solver attempts it (or a buffer task)."""
+        cfg: AZRConfig = env.config.protocol_config
+        formatted, self.valid, reason, task, fields = self._vet(env, text)
+        self.proposal = {
+            "mode": self.mode,
+            "valid": self.valid,
+            "formatted": formatted,
+            "well_formed": formatted,
+            "reason": reason,
+            **fields,
+        }
+        if self.valid:
+            added = env.pool.add(task)
+            self.proposal["added_to_buffer"] = added
+            self.task = task
+        else:
             env.deliver(
                 "proposer_0",
-                penalty,
-                {"acc": None, "valid": False},
-                parsed=public(self.proposal),
-                verifier_check=self.check,
+                *rewards.azr_reward(0.0, False, formatted, cfg.format_penalty),
+                mode=self.mode,
+                valid=False,
+                reason=reason,
+                parsed=self.proposal,
             )
-            self.task = env.pool.sample(env.rng)
-        else:
-            self.task = candidate
-            env.pool.add(candidate)
+            pool = buffer(env, self.mode)
+            self.task = pool[env.rng.randrange(len(pool))]
         self.scores = []
         env.select(
             "solver_0",
             "solve",
             self.task,
-            prompts.solver(self.task),
+            exec_tasks.solver_prompt(self.task),
             repeats=env.config.solver_samples,
         )
 
+    # -------------------------------------------------------------------- solver
     def on_solve(self, env: raw_env, text: str) -> None:
-        """One attempt; after k, credit the proposer with the learnability reward."""
-        s_gt, f, verdict = env.verify(self.task, text)
-        self.scores.append(s_gt)
-        reward = s_gt
-        if env.config.protocol_config.format_penalty and s_gt == 0.0:
-            reward = -0.5 if f > 0 else -1.0
-        env.deliver("solver_0", reward, {"s_gt": s_gt, "f": f}, verdict=verdict)
+        """One attempt, checked by running code; after k, pay the proposer's learnability."""
+        cfg: AZRConfig = env.config.protocol_config
+        s, f, verdict = env.verify(self.task, text)
+        self.scores.append(s)
+        env.deliver(
+            "solver_0",
+            *rewards.azr_reward(s, s > 0.0, f > 0.0, cfg.format_penalty),
+            mode=self.mode,
+            verdict=verdict,
+        )
         if len(self.scores) < env.config.solver_samples:
             return
-        if self.proposal is not None and self.proposal.valid:
+        if self.valid:
             acc = sum(self.scores) / len(self.scores)
-            self.task.meta.update({"acc": acc, "scores": list(self.scores)})
+            reward, terms = rewards.azr_reward(
+                rewards.learnability_reward(acc), True, True, cfg.format_penalty
+            )
             env.deliver(
                 "proposer_0",
-                learnability_reward(acc),
-                {"acc": acc, "valid": True},
-                parsed=public(self.proposal),
-                verifier_check=self.check,
+                reward,
+                {**terms, "acc": acc},
+                mode=self.mode,
+                valid=True,
+                reason="valid",
+                parsed=self.proposal,
                 new_task_id=self.task.task_id,
             )
         env.finish()
+
+    # ---------------------------------------------------------------- scripted
+    def scripted_actions(self, phase: str, observation: dict, task: Task | None) -> list[str]:
+        """A valid then an invalid proposal; a right then a wrong answer (per mode)."""
+        if task is None:
+            return []
+        return exec_scripted_replies("propose" if phase == "propose" else "solve", task)

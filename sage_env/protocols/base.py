@@ -143,9 +143,19 @@ class Protocol:
         """The start of the reply the environment asks for in ``phase`` on ``task``.
 
         Default: :data:`DEFAULT_PREFIXES` by phase name; ``probe``/``solve`` get
-        :data:`CODE_PREFIX` on code tasks; any other phase ``""``. Override it (or
+        :data:`CODE_PREFIX` on code tasks; on ``exec`` tasks the proposing and solving phases
+        open the fenced block of the task's mode (:data:`sage_env.exec_tasks.SOLVER_PREFIX`,
+        :data:`~sage_env.exec_tasks.PROPOSER_PREFIX`); any other phase ``""``. Override it (or
         put ``"prefix"`` into the observation passed to ``env.select``) for other phases.
         """
+        if task.domain == "exec":  # AZR's execution tasks: open the block the mode asks for
+            from sage_env import exec_tasks
+
+            mode = exec_tasks.exec_mode(task) or "deduction"
+            if phase in ("probe", "solve"):
+                return exec_tasks.SOLVER_PREFIX[mode]
+            if phase in ("challenge", "propose"):
+                return exec_tasks.PROPOSER_PREFIX[mode]
         if phase in ("probe", "solve"):
             return CODE_PREFIX if task.domain == "code" else ""
         return DEFAULT_PREFIXES.get(phase, "")

@@ -8,6 +8,12 @@
 6. ``solver_0`` solves the pool task ``k`` times, seeing the plan when it parses and
    ``p > beta``.
 
+On an execution task (``EnvConfig.domains`` holding ``"exec"``) the challenger proposes as
+AZR's proposer does (a program and an input, or inputs for a buffer program, for the
+reference task's mode; :func:`~sage_env.protocols.azr.vet_exec_proposal`) and the sandboxed
+executor computes the outputs, so the new task's ground truth is never the challenger's
+claim; critic, planner and solver then play as on any task.
+
 Steps 2-3 are skipped when the proposal does not parse or its verifier fails its check, and
 step 3 when the question fails the quality gate. With ``pool_admission="solvable"`` a
 question that no probe solves stays out of the pool and earns no difficulty term.
@@ -19,7 +25,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sage_env import parsing, prompts, rewards
+from sage_env import exec_tasks, parsing, prompts, rewards
+from sage_env.protocols.azr import (
+    AZRConfig,
+    exec_references,
+    exec_scripted_replies,
+    vet_exec_proposal,
+)
 from sage_env.protocols.base import (
     Protocol,
     gate_estimate,
@@ -31,6 +43,7 @@ from sage_env.protocols.base import (
 
 if TYPE_CHECKING:
     from sage_env.env import raw_env
+    from sage_env.tasks import Task
 
 
 class SAGEProtocol(Protocol):
@@ -55,18 +68,73 @@ class SAGEProtocol(Protocol):
         self.plan_review: tuple[float | None, float, float] | None = None
         self.plan_review_details: dict = {}
         self.solve_scores: list[float] = []
+        self.exec_parsed: dict | None = None
+        mode = exec_tasks.exec_mode(self.reference)
+        if mode is not None:  # AZR-style proposal of an execution task
+            settings = AZRConfig()
+            self.reference, self.exec_refs = exec_references(env, mode, settings.references)
+            obs = exec_tasks.proposer_prompt(
+                mode, self.exec_refs, settings.banned_modules, settings.induction_inputs
+            )
+            env.select("challenger_0", "challenge", self.reference, obs)
+            return
         env.select("challenger_0", "challenge", self.reference, prompts.challenger(self.reference))
+
+    def _parsed(self) -> dict:
+        return self.exec_parsed if self.exec_parsed is not None else public(self.proposal)
+
+    def scripted_actions(self, phase: str, observation: dict, task: Task | None) -> list[str]:
+        """As :meth:`Protocol.scripted_actions`; AZR's scripted replies on execution tasks."""
+        kind = self.phase_kind(phase, observation)
+        if task is not None and task.domain == "exec" and kind in ("propose", "solve"):
+            return exec_scripted_replies(kind, task)
+        return super().scripted_actions(phase, observation, task)
+
+    def _challenge_exec(self, env: raw_env, text: str) -> None:
+        mode = exec_tasks.exec_mode(self.reference) or "deduction"
+        formatted, valid, reason, task, fields = vet_exec_proposal(
+            env, mode, text, self.reference, self.exec_refs, AZRConfig(), protocol=self.name
+        )
+        self.exec_parsed = {
+            "mode": mode,
+            "valid": valid,
+            "well_formed": formatted,
+            "reason": reason,
+            **fields,
+        }
+        self.check = {"status": "passed" if valid else "failed", "reason": reason}
+        if task is None:
+            f = env.soft(0.5 if formatted else 0.0, 0.0)
+            env.deliver(
+                "challenger_0",
+                *rewards.challenger_reward(0.0, None, f, env.config.rewards),
+                parsed=self.exec_parsed,
+                accepted=False,
+                verifier_check=self.check,
+            )
+            self._start_plan(env)
+            return
+        self.new_task = task
+        env.select(
+            "critic_0",
+            "review_question",
+            task,
+            prompts.critic_question(task.prompt, task.domain, None),
+        )
 
     # phase handlers --------------------------------------------------------------
     def on_challenge(self, env: raw_env, text: str) -> None:
         """Vet the proposal; send it to review or skip to planning."""
+        if self.reference.domain == "exec":
+            self._challenge_exec(env, text)
+            return
         self.proposal, self.new_task, self.check = propose(env, text, self.reference)
         if self.new_task is None:
             f = env.soft(self.proposal.format_score, 0.0)
             env.deliver(
                 "challenger_0",
                 *rewards.challenger_reward(0.0, None, f, env.config.rewards),
-                parsed=public(self.proposal),
+                parsed=self._parsed(),
                 accepted=False,
                 verifier_check=self.check,
             )
@@ -100,7 +168,7 @@ class SAGEProtocol(Protocol):
         env.deliver(
             "challenger_0",
             *rewards.challenger_reward(self.q, None, 1.0, cfg),
-            parsed=public(self.proposal),
+            parsed=self._parsed(),
             verifier_check=self.check,
             accepted=False,
             gate=f"q={self.q:.3f} < alpha={cfg.alpha:.3f}: rejected",
@@ -126,7 +194,7 @@ class SAGEProtocol(Protocol):
             env.deliver(
                 "challenger_0",
                 *rewards.challenger_reward(self.q, None, 1.0, cfg),
-                parsed=public(self.proposal),
+                parsed=self._parsed(),
                 verifier_check=self.check,
                 accepted=False,
                 probe_scores=list(self.probe_scores),
@@ -139,7 +207,7 @@ class SAGEProtocol(Protocol):
         env.deliver(
             "challenger_0",
             *rewards.challenger_reward(self.q, d, 1.0, cfg),
-            parsed=public(self.proposal),
+            parsed=self._parsed(),
             verifier_check=self.check,
             accepted=True,
             added_to_pool=added,

@@ -1,0 +1,329 @@
+r"""Execution tasks: AZR's deduction, abduction and induction (arXiv 2505.03335, Sec. 3.2).
+
+A task of domain ``"exec"`` is built from a program ``p`` (entry function ``f``) and inputs
+whose outputs the sandboxed executor computed (:mod:`sage_env.verifiers.execution`); the
+ground truth is never a model's claim. Its :class:`~sage_env.tasks.Task` keeps the program in
+``reference_solution`` and everything else in ``meta["exec"]``::
+
+    {"mode": "deduction" | "abduction" | "induction",
+     "inputs": ["1, 2", ...],       # canonical argument text, one per call
+     "outputs": ["3", ...],         # repr of each output, from the executor
+     "shown": 1,                    # pairs the solver sees (induction holds out the rest)
+     "message": "..."}              # induction only: the proposer's hint
+
+The solver is asked (prompts here, paraphrasing AZR's ``code_output_predictor_prompt``,
+``code_input_predictor_prompt`` and ``code_function_predictor_prompt``):
+
+- deduction: ``p`` and ``i`` -> ``o`` in a fenced block tagged ``output``;
+- abduction: ``p`` and ``o`` -> any ``i`` with ``p(i) == o`` in a block tagged ``input``;
+- induction: the shown ``(i, o)`` pairs and the message -> a program ``f`` in a ``python``
+  block, judged on the held-out inputs.
+
+The proposer writes (AZR's ``code_output_prompt`` / ``code_input_prompt`` /
+``code_function_prompt``): for deduction and abduction a program in a ``python`` block and one
+input in an ``input`` block, given K reference triplets; for induction, N inputs (each in its
+own ``input`` block) and a ``message`` block for a program drawn from the deduction and
+abduction buffers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from sage_env.tasks import Task
+
+MODES = ("deduction", "abduction", "induction")
+"""AZR's three reasoning modes (Sec. 3.2)."""
+
+IDENTITY_PROGRAM = "def f(a):\n    return a"
+"""AZR's seed program (``seed_program`` in AZR's ``azr_ray_trainer.py``; the paper's zero
+triplet, Sec. 3.3.1)."""
+IDENTITY_INPUT = "'Hello World'"
+"""The zero triplet's input and output."""
+
+EXEC_SYSTEM = (
+    "You are a careful Python programmer. You reason about what code does and answer in the "
+    "exact fenced format asked for."
+)
+"""System message of every execution-task prompt."""
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z_0-9]*)[^\n]*\n(.*?)```", re.DOTALL)
+
+
+def fenced(text: str, tag: str) -> list[str]:
+    """Contents of the fenced blocks of ``text`` tagged ``tag`` (`````tag``), in order.
+
+    ``python`` also matches ``py``/``python3``. Never raises; a non-``str`` gives ``[]``.
+    """
+    if not isinstance(text, str):
+        return []
+    tags = {"python", "py", "python3"} if tag == "python" else {tag}
+    return [body.strip("\n") for t, body in _FENCE.findall(text) if t.lower() in tags]
+
+
+def last_fenced(text: str, tag: str | None) -> str | None:
+    """The last block tagged ``tag`` (stripped), or ``None``; ``tag=None``: any block."""
+    if tag is None:
+        found = _FENCE.findall(text) if isinstance(text, str) else []
+        return found[-1][1].strip() if found else None
+    blocks = fenced(text, tag)
+    return blocks[-1].strip() if blocks else None
+
+
+@dataclass(frozen=True)
+class ExecSpec:
+    """The execution part of an ``exec`` task (``Task.meta["exec"]`` as a record)."""
+
+    mode: str
+    program: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    shown: int = 1
+    message: str = ""
+
+    @classmethod
+    def of(cls, task: Task) -> ExecSpec:
+        """Read the spec of an ``exec`` task.
+
+        Raises:
+            ValueError: if ``task`` is not an execution task.
+        """
+        m = task.meta.get("exec") if isinstance(task.meta, dict) else None
+        if task.domain != "exec" or not isinstance(m, dict) or m.get("mode") not in MODES:
+            raise ValueError(f"task {task.task_id} is not an execution task")
+        return cls(
+            m["mode"],
+            task.reference_solution or "",
+            tuple(m.get("inputs", ())),
+            tuple(m.get("outputs", ())),
+            int(m.get("shown", 1)),
+            str(m.get("message", "")),
+        )
+
+    def held_out(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Induction: the inputs and outputs the solver does not see."""
+        return self.inputs[self.shown :], self.outputs[self.shown :]
+
+
+def exec_mode(task: Task | None) -> str | None:
+    """The mode of an ``exec`` task, else ``None``."""
+    if task is None or task.domain != "exec" or not isinstance(task.meta, dict):
+        return None
+    m = task.meta.get("exec")
+    return m.get("mode") if isinstance(m, dict) else None
+
+
+def make_task(
+    mode: str,
+    program: str,
+    inputs: list[str],
+    outputs: list[str],
+    *,
+    task_id: str,
+    message: str = "",
+    source: str = "generated",
+    parent_id: str | None = None,
+    meta: dict | None = None,
+) -> Task:
+    """An ``exec`` :class:`Task` whose prompt is the solver's question.
+
+    Deduction and abduction ask about the first input/output pair (the others are kept).
+    Induction shows the first half of the pairs (at least one) and holds out the rest (AZR
+    shows N/2, Sec. 3.3.2).
+
+    Raises:
+        ValueError: on an unknown mode, or induction with fewer than 2 pairs.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if len(inputs) != len(outputs) or not inputs:
+        raise ValueError(
+            f"need as many outputs as inputs (>= 1), got {len(inputs)}, {len(outputs)}"
+        )
+    if mode == "induction":
+        if len(inputs) < 2:
+            raise ValueError("induction needs at least 2 input/output pairs")
+        shown = max(1, len(inputs) // 2)
+    else:
+        shown = 1  # the question uses the first pair; the others stay as provenance
+    spec = {
+        "mode": mode,
+        "inputs": list(inputs),
+        "outputs": list(outputs),
+        "shown": shown,
+        "message": message,
+    }
+    task = Task(
+        task_id=task_id,
+        domain="exec",
+        prompt="",
+        source=source,
+        parent_id=parent_id,
+        reference_solution=program,
+        entry_point="f",
+        meta={**(meta or {}), "exec": spec},
+    )
+    task.prompt = solver_question(ExecSpec.of(task))
+    return task
+
+
+# ------------------------------------------------------------------------ prompts
+def solver_question(spec: ExecSpec) -> str:
+    """The solver's user message for ``spec`` (its mode decides what is asked)."""
+    if spec.mode == "deduction":
+        return (
+            "Deduce the output of this Python function for the given input. Think it through "
+            "step by step, then give the output as a Python literal in a ```output block "
+            "(quote strings; tuples in parentheses).\n\n"
+            f"```python\n{spec.program}\n```\n\nInput (the arguments of f):\n"
+            f"```input\n{spec.inputs[0]}\n```"
+        )
+    if spec.mode == "abduction":
+        return (
+            "Find an input for which this Python function returns the given output. Think it "
+            "through, then give the arguments of f as Python literals, separated by commas, in "
+            "an ```input block (quote strings). Any input that produces the output is right."
+            f"\n\n```python\n{spec.program}\n```\n\nOutput:\n```output\n{spec.outputs[0]}\n```"
+        )
+    pairs = "\n".join(
+        f"```input\n{i}\n```\n```output\n{o}\n```"
+        for i, o in zip(spec.inputs[: spec.shown], spec.outputs[: spec.shown])
+    )
+    return (
+        "Deduce the Python function that maps these inputs to these outputs. Your function "
+        "will be run on other, hidden inputs and must return their outputs. Name it `f`, keep "
+        "it deterministic, and give it in one ```python block.\n\n"
+        f"{pairs}\n\nMessage from the task's author:\n```message\n{spec.message}\n```"
+    )
+
+
+def solver_prompt(task: Task) -> dict[str, str]:
+    """The solver's observation (``system``, ``user``) on an ``exec`` task."""
+    return {"system": EXEC_SYSTEM, "user": task.prompt}
+
+
+SOLVER_PREFIX = {"deduction": "```output\n", "abduction": "```input\n", "induction": "```python\n"}
+"""Response prefix of the solver per mode (the opening of the answer block)."""
+PROPOSER_PREFIX = {
+    "deduction": "```python\n",
+    "abduction": "```python\n",
+    "induction": "```input\n",
+}
+"""Response prefix of the proposer per mode."""
+
+
+def _reference_block(i: int, spec: ExecSpec) -> str:
+    return (
+        f"<snippet_{i}>\n```python\n{spec.program}\n```\n```input\n{spec.inputs[0]}\n```\n"
+        f"```output\n{spec.outputs[0]}\n```\n</snippet_{i}>"
+    )
+
+
+def proposer_prompt(
+    mode: str, references: list[Task], banned: tuple[str, ...], n_inputs: int = 10
+) -> dict[str, str]:
+    """The proposer's observation for ``mode``.
+
+    Deduction/abduction: write a new program ``f`` and one input, given K reference triplets
+    (AZR Sec. 3.3.2). Induction: write ``n_inputs`` inputs and a message for the program of
+    ``references[0]``.
+    """
+    if mode == "induction":
+        spec = ExecSpec.of(references[0])
+        user = (
+            f"Write {n_inputs} different inputs for this Python function, so that a test "
+            "subject who sees half of the input/output pairs and your message can work out "
+            "what the function does. Put each input (the arguments of f as Python literals, "
+            "comma-separated) in its own ```input block, then a short hint in a ```message "
+            "block. Do not reveal the code in the message.\n\n"
+            f"```python\n{spec.program}\n```"
+        )
+        return {"system": EXEC_SYSTEM, "user": user}
+    goal = (
+        "whose OUTPUT is hard but possible to deduce from the code and the input"
+        if mode == "deduction"
+        else "for which it is hard but possible to find an INPUT that gives a shown output"
+    )
+    refs = "\n".join(_reference_block(i, ExecSpec.of(t)) for i, t in enumerate(references))
+    user = (
+        f"Write a new Python function `f` and one input {goal}. Requirements: `f` takes at "
+        "least one argument and returns a value; it is deterministic; no randomness, time, "
+        "I/O, printing or external state; it finishes within a few seconds; imports at the "
+        f"top; do not use these modules: {', '.join(banned)}. The input is the arguments of f "
+        "as Python literals, comma-separated. Make it different from the reference snippets."
+        "\n\nReply with the function in a ```python block and the input in an ```input block."
+        f"\n\nReference snippets:\n{refs}"
+    )
+    return {"system": EXEC_SYSTEM, "user": user}
+
+
+# ------------------------------------------------------------------------ seeds
+def identity_tasks() -> list[Task]:
+    """AZR's zero triplet as a deduction, an abduction and an induction task.
+
+    ``def f(a): return a`` on ``'Hello World'`` (Sec. 3.3.1); the induction task adds three
+    more inputs so that it has pairs to hold out.
+    """
+    ded = make_task(
+        "deduction",
+        IDENTITY_PROGRAM,
+        [IDENTITY_INPUT],
+        [IDENTITY_INPUT],
+        task_id="exec/identity/deduction",
+        source="exec_seed",
+    )
+    abd = make_task(
+        "abduction",
+        IDENTITY_PROGRAM,
+        [IDENTITY_INPUT],
+        [IDENTITY_INPUT],
+        task_id="exec/identity/abduction",
+        source="exec_seed",
+    )
+    ind = make_task(
+        "induction",
+        IDENTITY_PROGRAM,
+        [IDENTITY_INPUT, "[1, 2]", "42", "'abc'"],
+        [IDENTITY_INPUT, "[1, 2]", "42", "'abc'"],
+        task_id="exec/identity/induction",
+        message="The function returns something simple.",
+        source="exec_seed",
+    )
+    return [ded, abd, ind]
+
+
+def load_exec_seeds() -> list[Task]:
+    """AZR's zero triplet plus the bundled seed programs, as ``exec`` tasks of all modes.
+
+    ``sage_env/data/exec_seeds.jsonl`` is built by ``scripts/build_exec_seeds.py`` from the
+    code seeds' reference solutions (renamed to ``f``) on the literal inputs of their tests,
+    every output computed by the sandboxed executor. Each record makes one deduction, one
+    abduction and (with 2+ pairs) one induction task.
+    """
+    tasks = identity_tasks()
+    path = resources.files("sage_env") / "data" / "exec_seeds.jsonl"
+    if not path.is_file():
+        return tasks
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        for mode in MODES:
+            if mode == "induction" and len(rec["inputs"]) < 2:
+                continue
+            tasks.append(
+                make_task(
+                    mode,
+                    rec["program"],
+                    rec["inputs"],
+                    rec["outputs"],
+                    task_id=f"exec/{rec['id']}/{mode}",
+                    message=rec.get("message", ""),
+                    source="exec_seed",
+                    parent_id=rec["id"],
+                )
+            )
+    return tasks

@@ -1,0 +1,618 @@
+"""Execution-grounded checks: run a program on inputs in the sandbox and judge values on the host.
+
+The ground truth of AZR's tasks (Absolute Zero, arXiv 2505.03335, Sec. 3.2-3.3) is what a
+code executor returns for ``o = p(i)``, never what a model claims. This module is that
+executor and the judge around it:
+
+* :func:`execute` runs ``f(*args)`` of a program for each argument tuple inside
+  :func:`sage_env.sandbox.run` (one sandboxed process per call of :func:`execute`) and returns
+  the ``repr`` of every output. Arguments travel into the sandbox as ``repr`` of host-parsed
+  literals and are parsed there with :func:`ast.literal_eval`, so a model-written input never
+  becomes code.
+* :func:`parse_args` / :func:`parse_literal` parse model-written inputs and outputs as Python
+  literals on the judge's side (never ``eval``).
+* :func:`validate_program` is AZR's proposal check (Sec. 3.3.3): the program parses, defines
+  ``f``, imports no forbidden module (and has no :func:`escape_hatch`), runs within the
+  limits on every input, is deterministic (two independent runs give equal values), and
+  its inputs and outputs are Python literals that round-trip (``literal_eval(repr(v)) == v``).
+* :func:`check_deduction`, :func:`check_abduction`, :func:`check_induction` are AZR's answer
+  checks (Sec. 3.3.4): value equality of the predicted output; ``p(i_pred) == o`` by running
+  ``p``; the predicted program's outputs on held-out inputs.
+
+Values are compared by Python ``==`` on the host after parsing both sides with
+:func:`ast.literal_eval`; the sandboxed process only ever reports a ``repr`` string, which is
+worth no more than a value the program could have returned.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sage_env import sandbox
+
+AZR_BANNED_MODULES: tuple[str, ...] = (
+    "logging",
+    "random",
+    "multiprocessing",
+    "pebble",
+    "subprocess",
+    "threading",
+    "datetime",
+    "time",
+    "hashlib",
+    "hmac",
+    "bcrypt",
+    "os",
+    "sys",
+    "shutil",
+    "calendar",
+    "importlib",
+)
+"""Modules a proposed program may not import.
+
+AZR's ``banned_words`` (``azr.data_selection_strategy.banned_words`` in
+``absolute_zero_reasoner/configs/azr_ppo_trainer.yaml``) plus the paper's Sec. 3.3.3 list
+(``os.sys``, ``sys``, ``shutil``); AZR's dotted entries (``os.sys``, ``os.path``,
+``sys.exit``, ``os.environ``) are matched here by their top module (``os``, ``sys``), as a
+module check sees them, and ``importlib`` is added so ``import_module`` cannot bypass the
+list. A call of ``__import__`` is refused too."""
+
+MAX_LITERAL_CHARS = 2_000
+"""Inputs and outputs (as ``repr``) longer than this are refused (the prompt must stay short)."""
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What one sandboxed run of ``f`` on several inputs returned.
+
+    Attributes:
+        status: ``"ok"`` when the program loaded and every call returned; ``"error"`` when a
+            call raised (see ``errors``); otherwise the sandbox status (``"timeout"``,
+            ``"memory"``, ``"syntax_error"``, ``"crashed"``, ``"blocked"``, ``"failed"``).
+        outputs: ``repr`` of each call's return value, ``None`` where it raised.
+        errors: ``"ExcType: message"`` of each call that raised, ``None`` where it returned.
+        reason: Short explanation.
+    """
+
+    status: str
+    outputs: tuple[str | None, ...] = ()
+    errors: tuple[str | None, ...] = ()
+    reason: str = ""
+
+
+@dataclass
+class Validation:
+    """Outcome of :func:`validate_program`.
+
+    Attributes:
+        valid: Whether the program and its inputs make valid AZR tasks.
+        reason: Why not (or ``"valid"``), at most 200 characters.
+        check: The check that failed: ``"parse"``, ``"entry"``, ``"forbidden"``,
+            ``"input"``, ``"run"``, ``"literal"``, ``"deterministic"``, or ``""``.
+        inputs: Canonical ``repr`` of each argument tuple's arguments, comma-separated (what a
+            solver is shown).
+        outputs: ``repr`` of each output, as the executor computed it.
+    """
+
+    valid: bool
+    reason: str
+    check: str = ""
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+
+def parse_literal(text: Any) -> tuple[bool, Any]:
+    """Parse ``text`` as one Python literal on the judge side.
+
+    Returns:
+        ``(True, value)`` or ``(False, None)``; never raises (non-``str``, too long, not a
+        literal, nested too deep all give ``(False, None)``).
+    """
+    if not isinstance(text, str) or len(text) > MAX_LITERAL_CHARS:
+        return False, None
+    try:
+        return True, ast.literal_eval(text.strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def parse_args(text: Any) -> tuple[Any, ...] | None:
+    """Parse an input as AZR writes it (``arg1, arg2, ...``) into an argument tuple.
+
+    ``"[1, 2]"`` is one argument, ``"'a', 3"`` two. Returns ``None`` when it is not a
+    comma-separated list of Python literals (or empty, or too long).
+    """
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    if not text or len(text) > MAX_LITERAL_CHARS:
+        return None
+    ok, value = parse_literal(f"({text},)")
+    return value if ok and isinstance(value, tuple) else None
+
+
+def format_args(args: tuple[Any, ...]) -> str:
+    """The canonical text of an argument tuple: ``repr`` of each argument, comma-separated."""
+    return ", ".join(repr(a) for a in args)
+
+
+def round_trips(value: Any) -> bool:
+    """Whether ``literal_eval(repr(value)) == value`` (a Python literal, no NaN, no objects)."""
+    ok, back = parse_literal(repr(value)) if _safe_repr(value) else (False, None)
+    try:
+        return ok and back == value and type(back) is type(value)
+    except Exception:
+        return False
+
+
+def _safe_repr(value: Any) -> bool:
+    try:
+        return len(repr(value)) <= MAX_LITERAL_CHARS
+    except Exception:
+        return False
+
+
+ESCAPE_NAMES = frozenset(
+    {
+        "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
+        "delattr", "breakpoint", "__import__", "__builtins__", "__loader__", "__spec__",
+    }
+)  # fmt: skip
+"""Names a program may not use: they reach code or objects outside its own values."""
+ESCAPE_ATTRIBUTES = frozenset(
+    {
+        "__class__", "__base__", "__bases__", "__mro__", "__subclasses__", "__globals__",
+        "__builtins__", "__code__", "__dict__", "__closure__", "__func__", "__self__",
+        "__module__", "__loader__", "__spec__", "__reduce__", "__reduce_ex__",
+        "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame", "cr_frame", "ag_frame",
+        "tb_frame", "co_consts", "__getattribute__",
+    }
+)  # fmt: skip
+"""Attributes a program may not read: the ways from a value to the interpreter's internals."""
+ESCAPE_MODULES = frozenset(
+    {
+        "builtins", "__main__", "ctypes", "gc", "inspect", "io", "_io", "posix", "pty",
+        "signal", "socket", "fcntl", "mmap", "resource", "pickle", "marshal", "types",
+        "code", "codeop", "runpy", "pathlib", "tempfile", "atexit", "faulthandler",
+    }
+)  # fmt: skip
+"""Modules a program may not import besides the banned ones: they reach the process's
+files, memory or interpreter."""
+
+
+def escape_hatch(program: str) -> str | None:
+    """The first construct by which ``program`` could reach its judge, else ``None``.
+
+    The sandboxed process reports its outputs on its own stdout, so a program that could
+    reach the process's I/O or the harness could forge a verdict. The judge refuses
+    programs that import :data:`ESCAPE_MODULES`, use a name of :data:`ESCAPE_NAMES` or read
+    an attribute of :data:`ESCAPE_ATTRIBUTES` (a defence in depth beside the sandbox; a
+    program that does not parse returns ``None``).
+    """
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ESCAPE_NAMES:
+            return f"uses {node.id!r}"
+        if isinstance(node, ast.Attribute) and node.attr in ESCAPE_ATTRIBUTES:
+            return f"reads .{node.attr}"
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        for name in names:
+            if name.split(".")[0] in ESCAPE_MODULES:
+                return f"imports {name!r}"
+    return None
+
+
+def forbidden_import(program: str, banned: Sequence[str] = AZR_BANNED_MODULES) -> str | None:
+    """The first forbidden module ``program`` imports (or ``"__import__"``), else ``None``.
+
+    AZR's check (``contains_banned_imports``): every ``import a.b`` / ``from a.b import c``
+    whose dotted name has a component in ``banned``. A program that does not parse returns
+    ``None`` (the parse check reports it).
+    """
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    banned_set = set(banned)
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] + [a.name for a in node.names]
+        elif isinstance(node, ast.Name) and node.id == "__import__":
+            return "__import__"
+        for name in names:
+            hit = next((part for part in name.split(".") if part in banned_set), None)
+            if hit:
+                return hit
+    return None
+
+
+def defines_f(program: str, name: str = "f") -> bool:
+    """Whether ``program`` parses and defines function ``name`` at top level."""
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body
+    )
+
+
+_RUNNER = """\
+import ast as _ast, contextlib as _cl, io as _io, json as _json
+_SRC = {src!r}
+_ARGS = {args!r}
+_ENTRY = {entry!r}
+_MAX = {max_chars!r}
+_EXPR = {expr!r}
+_PLAIN = (int, float, complex, str, bytes, bool, type(None))
+def _plain(v, type=type, len=len, list=list, tuple=tuple, dict=dict, set=set, frozenset=frozenset):
+    stack, seen = [v], 0
+    while stack:
+        x = stack.pop()
+        seen += 1
+        t = type(x)
+        if seen > 100000:
+            return False
+        if t in _PLAIN:
+            continue
+        if t is list or t is tuple or t is set or t is frozenset:
+            stack.extend(x)
+        elif t is dict:
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        else:
+            return False
+    return True
+def _main(repr=repr, print=print, dumps=_json.dumps, plain=_plain, Exception=Exception):
+    ns = {{"__name__": "__azr_program__"}}
+    results = []
+    with _cl.redirect_stdout(_io.StringIO()), _cl.redirect_stderr(_io.StringIO()):
+        exec(compile(_SRC, "<program>", "exec"), ns)
+        fn = ns[_ENTRY]
+        for text in _ARGS:
+            try:
+                if _EXPR:
+                    ns["_azr_collect"] = lambda *a, **k: (a, k)
+                    call = compile("_azr_collect(" + text + ")", "<input>", "eval")
+                    args, kwargs = eval(call, ns)
+                else:
+                    args, kwargs = _ast.literal_eval(text), {{}}
+                out = fn(*args, **kwargs)
+                if not plain(out):
+                    results.append(["error", "OutputNotALiteral: " + type(out).__name__])
+                    continue
+                r = repr(out)
+                results.append(["ok", r] if len(r) <= _MAX else ["error", "OutputTooLong"])
+            except Exception as exc:
+                results.append(["error", (type(exc).__name__ + ": " + str(exc))[:200]])
+    print({nonce!r} + dumps(results))
+_main()
+"""
+
+_UNSAFE_NAMES = frozenset(
+    {
+        "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
+        "delattr", "print", "input", "breakpoint", "exit", "quit", "help", "memoryview",
+        "classmethod", "staticmethod", "property", "super", "type", "object",
+    }
+)  # fmt: skip
+
+
+def safe_input_expression(text: Any) -> str | None:
+    """A model-written argument list that may be *evaluated* in the sandbox, or ``None``.
+
+    CRUXEval's rule is ``f(<input>) == <output>`` with the input as Python source (its gold
+    inputs include ``dict(a=1)``, ``range(3)``, ``lambda x: x < 2``, names the program
+    defines). The judge first refuses text that could reach the process's I/O or the
+    harness: any name or attribute starting with ``_``, any import, and the builtins in
+    ``_UNSAFE_NAMES`` (``eval``, ``exec``, ``open``, ``globals``, ``getattr``, ``print`` ...).
+    The text must parse as the arguments of one call ``f(...)``.
+    """
+    if not isinstance(text, str) or len(text) > MAX_LITERAL_CHARS:
+        return None
+    try:
+        tree = ast.parse(f"f({text})", mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    if not (isinstance(tree.body, ast.Call) and isinstance(tree.body.func, ast.Name)):
+        return None
+    for node in ast.walk(tree.body):
+        if isinstance(node, ast.Name) and (node.id.startswith("_") or node.id in _UNSAFE_NAMES):
+            return None
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            return None
+        if isinstance(node, ast.keyword) and node.arg and node.arg.startswith("_"):
+            return None
+    return text
+
+
+def execute(
+    program: str,
+    args_list: Sequence[tuple[Any, ...]],
+    *,
+    entry: str = "f",
+    timeout_s: float = 5.0,
+    memory_mb: int = 512,
+    expressions: bool = False,
+) -> Execution:
+    """Run ``entry(*args)`` of ``program`` for every argument tuple in one sandboxed process.
+
+    A call whose return value is not made only of plain built-in types (``int``, ``float``,
+    ``complex``, ``str``, ``bytes``, ``bool``, ``None``, ``list``, ``tuple``, ``set``,
+    ``frozenset``, ``dict``; exact types, no subclasses) counts as raising
+    ``OutputNotALiteral``, so no object can forge its ``repr``.
+
+    Args:
+        program: Python source defining ``entry`` (untrusted).
+        args_list: Argument tuples, already parsed on the host (:func:`parse_args`); each is
+            sent into the sandbox as its ``repr`` and re-parsed there with ``literal_eval``.
+        entry: Name of the function to call.
+        timeout_s: Wall-clock limit of the whole run, seconds.
+        memory_mb: Memory limit, MiB.
+        expressions: ``args_list`` holds argument-list *source text* that passed
+            :func:`safe_input_expression`, evaluated in the program's namespace (CRUXEval-I).
+
+    Returns:
+        An :class:`Execution`; never raises on untrusted input.
+    """
+    if not isinstance(program, str) or not program.strip():
+        return Execution("syntax_error", reason="empty program")
+    try:
+        arg_texts = (
+            [str(a) for a in args_list] if expressions else [repr(tuple(a)) for a in args_list]
+        )
+    except Exception as exc:  # a host-side value that cannot be printed
+        return Execution("error", reason=f"unprintable input: {type(exc).__name__}")
+    nonce = "@@AZR-" + secrets.token_hex(8) + "@@"
+    code = _RUNNER.format(
+        src=program,
+        args=arg_texts,
+        entry=entry,
+        max_chars=MAX_LITERAL_CHARS,
+        nonce=nonce,
+        expr=bool(expressions),
+    )
+    res = sandbox.run(code, timeout_s=timeout_s, memory_mb=memory_mb)
+    if res.status != "passed":
+        reason = res.reason
+        if res.status == "failed" and "KeyError" in reason and repr(entry) in reason:
+            reason = f"the program defines no function {entry!r}"
+        return Execution(res.status, reason=reason)
+    stdout = res.stdout.decode("utf-8", errors="replace")
+    at = stdout.rfind(nonce)
+    if at < 0:
+        return Execution("crashed", reason="the run reported no result")
+    try:
+        rows = json.loads(stdout[at + len(nonce) :].strip().splitlines()[0])
+        outputs = tuple(r[1] if r[0] == "ok" else None for r in rows)
+        errors = tuple(None if r[0] == "ok" else str(r[1]) for r in rows)
+    except (ValueError, IndexError, TypeError, KeyError):
+        return Execution("crashed", reason="the run's result does not parse")
+    if len(outputs) != len(arg_texts):
+        return Execution("crashed", reason="the run reported the wrong number of results")
+    status = "ok" if all(e is None for e in errors) else "error"
+    first = next((e for e in errors if e is not None), "")
+    return Execution(status, outputs, errors, first or "every call returned")
+
+
+def validate_program(
+    program: str,
+    inputs: Sequence[str],
+    *,
+    banned: Sequence[str] = AZR_BANNED_MODULES,
+    timeout_s: float = 5.0,
+    memory_mb: int = 512,
+    determinism_runs: int = 2,
+) -> Validation:
+    """AZR's proposal check (arXiv 2505.03335, Sec. 3.3.3) of a program and its inputs.
+
+    In order: the program parses and defines ``f``; it imports no module of ``banned``;
+    every input is a comma-separated list of Python literals that round-trip; the program
+    runs on every input within the limits without raising; every output round-trips as a
+    Python literal; ``determinism_runs`` independent runs (separate processes, so string
+    hashing differs) return equal values.
+
+    Returns:
+        A :class:`Validation` with the canonical inputs and the executor's outputs; never
+        raises on model output.
+    """
+    if not isinstance(program, str) or not program.strip():
+        return Validation(False, "empty program", "parse")
+    try:
+        ast.parse(program)
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        return Validation(False, f"program does not parse: {type(exc).__name__}", "parse")
+    if not defines_f(program):
+        return Validation(False, "program defines no top-level function f", "entry")
+    hit = forbidden_import(program, banned)
+    if hit:
+        return Validation(False, f"program uses forbidden module {hit!r}", "forbidden")
+    hatch = escape_hatch(program)
+    if hatch:
+        return Validation(False, f"program {hatch}, which could reach its judge", "forbidden")
+    if not inputs:
+        return Validation(False, "no input", "input")
+    args_list = []
+    for text in inputs:
+        args = parse_args(text)
+        if args is None or not all(round_trips(a) for a in args):
+            return Validation(False, f"input is not a Python literal: {str(text)[:80]!r}", "input")
+        args_list.append(args)
+    runs = []
+    for _ in range(max(1, determinism_runs)):
+        ex = execute(program, args_list, timeout_s=timeout_s, memory_mb=memory_mb)
+        if ex.status != "ok":
+            return Validation(False, f"program does not run ({ex.status}): {ex.reason}", "run")
+        values = []
+        for out in ex.outputs:
+            ok, value = parse_literal(out)
+            if not ok or not round_trips(value):
+                return Validation(
+                    False, f"output is not a Python literal: {str(out)[:80]}", "literal"
+                )
+            values.append(value)
+        runs.append(values)
+    if any(not _equal(runs[0], r) for r in runs[1:]):
+        return Validation(False, "program is not deterministic (runs differ)", "deterministic")
+    canonical = [format_args(a) for a in args_list]
+    return Validation(True, "valid", "", canonical, [repr(v) for v in runs[0]])
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except Exception:
+        return False
+
+
+@dataclass(frozen=True)
+class Check:
+    """Outcome of an answer check.
+
+    Attributes:
+        score: In [0, 1].
+        formatted: An answer block was found and parsed (AZR Eq. 6's format condition).
+        status: ``passed``, ``failed``, ``invalid`` or a sandbox status.
+        reason: Short explanation.
+    """
+
+    score: float
+    formatted: bool
+    status: str
+    reason: str
+
+
+def check_deduction(predicted: str | None, gold_output: str) -> Check:
+    """Deduction (AZR Sec. 3.3.4): the predicted output equals the executor's, as values.
+
+    Both sides are parsed with :func:`ast.literal_eval` on the judge's side and compared
+    with ``==`` (so ``(1, 2)`` is not ``[1, 2]``, and ``1 == 1.0`` as Python has it).
+    """
+    if predicted is None:
+        return Check(0.0, False, "invalid", "no output answer found")
+    ok, value = parse_literal(predicted)
+    if not ok:
+        return Check(0.0, False, "invalid", "answer is not a Python literal")
+    _, gold = parse_literal(gold_output)
+    right = _values_equal(value, gold)
+    return Check(float(right), True, "passed" if right else "failed", _verdict(right))
+
+
+def _values_equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b) and _same_shape(a, b)
+    except Exception:
+        return False
+
+
+def _same_shape(a: Any, b: Any) -> bool:
+    """Containers must be of the same kind (a tuple is not a list); scalars compare by ``==``."""
+    containers = (list, tuple, dict, set, frozenset)
+    if isinstance(a, containers) or isinstance(b, containers):
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, dict):
+            return all(_same_shape(a[k], b[k]) for k in a)
+        if isinstance(a, (list, tuple)):
+            return all(_same_shape(x, y) for x, y in zip(a, b))
+    return True
+
+
+def _verdict(right: bool) -> str:
+    return "equals the executor's output" if right else "differs from the executor's output"
+
+
+def check_abduction(
+    predicted: str | None,
+    program: str,
+    gold_output: str,
+    *,
+    timeout_s: float = 5.0,
+    memory_mb: int = 512,
+    expressions: bool = False,
+) -> Check:
+    """Abduction (AZR Sec. 3.3.4): run ``program`` on the predicted input.
+
+    Right when its output equals ``gold_output`` (``p(i_pred) == p(i*)``; any input that
+    gives the output is right). The input must be Python literals (AZR), or with
+    ``expressions`` an argument list that passes :func:`safe_input_expression`, evaluated in
+    the sandbox (CRUXEval-I's rule).
+    """
+    if predicted is None:
+        return Check(0.0, False, "invalid", "no input answer found")
+    if expressions:
+        args = safe_input_expression(predicted.strip())
+        if args is None:
+            return Check(0.0, False, "invalid", "answer is not a safe argument list")
+    else:
+        args = parse_args(predicted)
+        if args is None:
+            return Check(0.0, False, "invalid", "answer is not a list of Python literals")
+    ex = execute(program, [args], timeout_s=timeout_s, memory_mb=memory_mb, expressions=expressions)
+    if ex.status not in ("ok", "error"):
+        return Check(0.0, True, ex.status, ex.reason)
+    if ex.outputs[0] is None:
+        return Check(0.0, True, "failed", f"f raised on this input: {ex.errors[0]}")
+    ok, value = parse_literal(ex.outputs[0])
+    _, gold = parse_literal(gold_output)
+    right = ok and _values_equal(value, gold)
+    return Check(float(right), True, "passed" if right else "failed", _verdict(right))
+
+
+def check_induction(
+    predicted_program: str | None,
+    inputs: Sequence[str],
+    gold_outputs: Sequence[str],
+    *,
+    reward: str = "binary",
+    timeout_s: float = 5.0,
+    memory_mb: int = 512,
+) -> Check:
+    """Induction (AZR Sec. 3.3.4): run the predicted program on the held-out inputs.
+
+    Args:
+        predicted_program: The solver's program (must define ``f``), or ``None``.
+        inputs: Held-out inputs (canonical text, :func:`format_args`).
+        gold_outputs: The hidden program's outputs on them, as the executor gave them.
+        reward: ``"binary"`` (AZR's default ``code_f_reward_type``: 1 iff every output
+            matches) or ``"accuracy"`` (the fraction that match).
+        timeout_s: Wall-clock limit of the run, seconds.
+        memory_mb: Memory limit, MiB.
+    """
+    if predicted_program is None or not defines_f(predicted_program):
+        return Check(0.0, False, "invalid", "no Python program defining f found")
+    hit = forbidden_import(predicted_program) or escape_hatch(predicted_program)
+    if hit:
+        return Check(0.0, True, "blocked", f"program refused: {hit}")
+    args_list = [parse_args(t) for t in inputs]
+    if not args_list or any(a is None for a in args_list):
+        return Check(0.0, True, "invalid", "task has no parseable held-out inputs")
+    ex = execute(predicted_program, args_list, timeout_s=timeout_s, memory_mb=memory_mb)
+    if ex.status not in ("ok", "error"):
+        return Check(0.0, True, ex.status, ex.reason)
+    hits = 0
+    for out, gold_text in zip(ex.outputs, gold_outputs):
+        if out is None:
+            continue
+        ok, value = parse_literal(out)
+        _, gold = parse_literal(gold_text)
+        hits += bool(ok and _values_equal(value, gold))
+    acc = hits / len(args_list)
+    score = acc if reward == "accuracy" else float(hits == len(args_list))
+    status = "passed" if score >= 1.0 else "failed"
+    return Check(score, True, status, f"{hits}/{len(args_list)} held-out outputs match")

@@ -1,0 +1,297 @@
+"""AZR's execution tasks and the ``azr`` protocol: ground truth from the executor."""
+
+import pytest
+from pettingzoo.test import api_test
+
+import sage_env
+from sage_env import EnvConfig, check_protocol, rewards
+from sage_env.exec_tasks import ExecSpec, exec_mode, load_exec_seeds, make_task
+from sage_env.verifiers import execution
+
+SQUARE = "def f(a):\n    return a * a"
+
+
+def test_executor_output_is_the_ground_truth_not_the_proposers_claim():
+    # the proposer claims 10; the executor computes 9 and the task says 9
+    check = execution.validate_program(SQUARE, ["3"])
+    assert check.valid and check.outputs == ["9"]
+    task = make_task("deduction", SQUARE, check.inputs, check.outputs, task_id="t")
+    assert ExecSpec.of(task).outputs == ("9",)
+    assert execution.check_deduction("9", "9").score == 1.0
+    assert execution.check_deduction("10", "9").score == 0.0
+
+
+def test_program_printing_fake_results_cannot_change_its_output():
+    program = 'def f(a):\n    print(\'@@AZR-0@@[["ok", "999"]]\')\n    return a + 1'
+    assert execution.execute(program, [(1,)]).outputs == ("2",)
+
+
+@pytest.mark.parametrize(
+    "program, inputs, check, words",
+    [
+        (
+            "import secrets\ndef f(a):\n    return secrets.token_hex(8)",
+            ["1"],
+            "deterministic",
+            "not deterministic",
+        ),
+        ("import random\ndef f(a):\n    return random.random()", ["1"], "forbidden", "random"),
+        ("from os import path\ndef f(a):\n    return a", ["1"], "forbidden", "'os'"),
+        ("def f(a):\n    return __import__('sys').argv", ["1"], "forbidden", "__import__"),
+        ("def f(a):\n    return object()", ["1"], "run", "OutputNotALiteral"),
+        ("def f(a):\n    return float('nan')", ["1"], "literal", "not a Python literal"),
+        ("def f(a):\n    return a", ["print(1)"], "input", "not a Python literal"),
+        ("def f(a):\n    while True:\n        pass", ["1"], "run", "timeout"),
+        ("def f(a):\n    return 1 / 0", ["1"], "run", "ZeroDivisionError"),
+        ("def g(a):\n    return a", ["1"], "entry", "no top-level function f"),
+        ("def f(a:\n    return a", ["1"], "parse", "does not parse"),
+    ],
+)
+def test_invalid_proposals_are_rejected_with_their_reason(program, inputs, check, words):
+    res = execution.validate_program(program, inputs, timeout_s=2.0)
+    assert not res.valid and res.check == check and words in res.reason
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "import __main__\ndef f(x):\n    return x",
+        "def f(x):\n    return ().__class__.__base__.__subclasses__()",
+        "def f(x):\n    open('/dev/stdout', 'w').write('forged')\n    return x",
+        "import os\ndef f(x):\n    os._exit(0)",
+    ],
+)
+def test_induction_refuses_programs_that_could_reach_the_judge(program):
+    res = execution.check_induction(program, ["1", "2"], ["1", "2"])
+    assert res.score == 0.0 and res.status == "blocked"
+
+
+def test_objects_cannot_forge_their_repr():
+    program = (
+        "class X(list):\n    def __repr__(self):\n        return '42'\ndef f(a):\n    return X()"
+    )
+    ex = execution.execute(program, [(1,)])
+    assert ex.outputs == (None,) and "OutputNotALiteral" in ex.errors[0]
+
+
+def test_deduction_compares_values_not_text():
+    assert execution.check_deduction("[1,2 ]", "[1, 2]").score == 1.0
+    assert execution.check_deduction("(1, 2)", "[1, 2]").score == 0.0  # a tuple is not a list
+    assert execution.check_deduction("{'b': 2, 'a': 1}", "{'a': 1, 'b': 2}").score == 1.0
+    bad = execution.check_deduction("__import__('os')", "1")
+    assert bad.score == 0.0 and not bad.formatted
+    assert not execution.check_deduction(None, "1").formatted
+    assert not execution.check_deduction("x" * 100_000, "1").formatted
+
+
+def test_abduction_runs_the_program_on_the_answer():
+    program = "def f(a, b):\n    return sorted(a)[b]"
+    gold = execution.validate_program(program, ["[3, 1, 2], 0"]).outputs[0]
+    assert gold == "1"
+    # a different input that gives the same output is right: checked by running f
+    assert execution.check_abduction("[5, 1], 0", program, gold).score == 1.0
+    assert execution.check_abduction("[5, 7], 0", program, gold).score == 0.0
+    raised = execution.check_abduction("[], 0", program, gold)
+    assert raised.score == 0.0 and raised.formatted and "IndexError" in raised.reason
+    assert not execution.check_abduction("os.system('x')", program, gold).formatted
+
+
+def test_induction_runs_the_solvers_program_on_held_out_inputs():
+    inputs, outputs = ["1", "2", "3", "4"], ["2", "4", "6", "8"]
+    task = make_task("induction", "def f(x):\n    return 2 * x", inputs, outputs, task_id="t")
+    held_in, held_out = ExecSpec.of(task).held_out()
+    assert held_in == ("3", "4") and "```input\n3" not in task.prompt
+    right = "def f(x):\n    return x + x"
+    assert execution.check_induction(right, held_in, held_out).score == 1.0
+    lookup = "def f(x):\n    return {1: 2, 2: 4}[x]"  # memorises the shown pairs only
+    assert execution.check_induction(lookup, held_in, held_out).score == 0.0
+    half = "def f(x):\n    return 6 if x == 3 else 0"
+    assert execution.check_induction(half, held_in, held_out).score == 0.0
+    assert execution.check_induction(half, held_in, held_out, reward="accuracy").score == 0.5
+
+
+def test_azr_reward_matches_equations_4_to_6():
+    assert rewards.learnability_reward(0.0) == 0.0
+    assert rewards.learnability_reward(1.0) == 0.0
+    assert rewards.learnability_reward(0.25) == 0.75
+    assert rewards.azr_reward(0.75, True, True)[0] == 0.75
+    assert rewards.azr_reward(0.0, True, True)[0] == 0.0  # valid but not learnable
+    assert rewards.azr_reward(0.0, False, True)[0] == -0.5
+    assert rewards.azr_reward(0.0, False, False)[0] == -1.0
+    assert rewards.azr_reward(0.0, False, False, format_penalty=False)[0] == 0.0
+
+
+def test_seed_buffers_hold_the_identity_triplet_and_checked_seed_programs():
+    seeds = load_exec_seeds()
+    ids = {t.task_id for t in seeds}
+    assert {"exec/identity/deduction", "exec/identity/abduction"} <= ids
+    by_mode = {m: [t for t in seeds if exec_mode(t) == m] for m in ("deduction", "induction")}
+    assert len(by_mode["deduction"]) > 150 and len(by_mode["induction"]) > 100
+    spec = ExecSpec.of(next(t for t in seeds if t.task_id == "exec/humaneval/0/deduction"))
+    # the executor's output on the seed's first test input
+    assert execution.check_deduction(spec.outputs[0], spec.outputs[0]).score == 1.0
+    assert "def f(" in spec.program
+
+
+def _env(mode, k=2, **cfg):
+    return sage_env.env(
+        EnvConfig(
+            protocol="azr",
+            solver_samples=k,
+            protocol_config={"modes": (mode,), "seed_programs": False, **cfg},
+        ),
+        render_mode="ansi",
+    )
+
+
+def _credits(env, script):
+    """Rewards delivered per (agent, phase) over one round, read from infos as they come."""
+    got = []
+    env.reset(seed=0)
+    for agent in env.agent_iter():
+        obs, reward, term, trunc, info = env.last()
+        last = info.get("last") or {}
+        if last and (term or trunc or last.get("phase") is not None):
+            got.append((agent, last.get("phase"), reward, last))
+        if term or trunc:
+            env.step(None)
+            continue
+        env.step(script(agent, info, obs))
+    return got
+
+
+def test_azr_deduction_round_pays_learnability_and_solver_with_penalties():
+    proposal = "```python\ndef f(a):\n    return a * 3\n```\n```input\n4\n```"
+    answers = iter(["```output\n12\n```", "```output\n13\n```"])
+    env = _env("deduction")
+    got = _credits(env, lambda a, i, o: proposal if a == "proposer_0" else next(answers))
+    solver = [(r, last["verdict"]["status"]) for a, p, r, last in got if a == "solver_0"]
+    assert (1.0, "passed") in solver and (-0.5, "failed") in solver
+    prop = [last for a, p, r, last in got if a == "proposer_0"][-1]
+    assert prop["valid"] and prop["terms"]["acc"] == 0.5 and prop["reward"] == 0.5
+    assert prop["parsed"]["output"] == "12"  # the executor's output
+    new = env.unwrapped.pool.tasks[-1]
+    assert exec_mode(new) == "deduction" and ExecSpec.of(new).outputs == ("12",)
+
+
+def test_azr_invalid_proposal_gets_penalty_and_reason_and_solver_still_trains():
+    nondet = (
+        "```python\nimport uuid\ndef f(a):\n    return str(uuid.uuid4())\n```\n```input\n1\n```"
+    )
+    env = _env("abduction", k=1)
+    got = _credits(env, lambda a, i, o: nondet if a == "proposer_0" else "no block")
+    prop = next(last for a, p, r, last in got if a == "proposer_0")
+    assert prop["reward"] == -0.5 and not prop["valid"]
+    assert "not deterministic" in prop["reason"]
+    solver = next(last for a, p, r, last in got if a == "solver_0")
+    assert solver["reward"] == -1.0  # unformatted answer on the identity buffer task
+    env = _env("abduction", k=1)
+    got = _credits(env, lambda a, i, o: "junk" if a == "proposer_0" else "```input\n'x'\n```")
+    prop = next(last for a, p, r, last in got if a == "proposer_0")
+    assert prop["reward"] == -1.0 and "```python" in prop["reason"]
+
+
+def test_azr_induction_round_checks_the_solvers_program_by_running_it():
+    env = _env("induction", k=2)
+    proposal = "".join(f"```input\n{x!r}\n```\n" for x in ["a", "b", "c", "d"])
+    proposal += "```message\nreturns its argument\n```"
+    answers = iter(
+        ["```python\ndef f(a):\n    return a\n```", "```python\ndef f(a):\n  return 0\n```"]
+    )
+    got = _credits(env, lambda a, i, o: proposal if a == "proposer_0" else next(answers))
+    solver = [r for a, p, r, last in got if a == "solver_0" and "verdict" in last]
+    assert solver == [1.0, -0.5]
+    prop = [last for a, p, r, last in got if a == "proposer_0"][-1]
+    assert prop["valid"] and prop["reward"] == 0.5
+
+
+def test_azr_groups_advantages_per_mode_and_role_and_play_shows_each_mode():
+    seen = {}
+    env = sage_env.env(EnvConfig(protocol="azr", solver_samples=1), render_mode="ansi")
+    for seed in range(12):
+        env.reset(seed=seed)
+        for agent in env.agent_iter():
+            obs, _, term, trunc, info = env.last()
+            if term or trunc:
+                env.step(None)
+                continue
+            seen[(agent, info["group"])] = obs
+            env.step(obs["prefix"])
+    groups = {g for _, g in seen}
+    assert groups == {"exec/deduction", "exec/abduction", "exec/induction"}
+    assert "```output" in seen[("solver_0", "exec/abduction")]["user"]
+    assert seen[("solver_0", "exec/deduction")]["prefix"] == "```output\n"
+    assert "<snippet_0>" in seen[("proposer_0", "exec/deduction")]["user"]
+
+
+def test_azr_passes_protocol_checks_and_pettingzoo_api_test():
+    assert check_protocol("azr", rounds=3) == []
+    env = sage_env.env(
+        EnvConfig(protocol="azr", solver_samples=1, protocol_config={"seed_programs": False})
+    )
+    api_test(env, num_cycles=10)
+
+
+def test_sage_on_execution_tasks_grounds_the_new_task_in_the_executor():
+    from sage_env.exec_tasks import identity_tasks
+
+    env = sage_env.env(
+        EnvConfig(protocol="sage", domains=("exec",), solver_samples=1),
+        seeds=identity_tasks()[:1],  # the deduction zero triplet
+    )
+    proposal = "```python\ndef f(a):\n    return a[::-1]\n```\n```input\n'abc'\n```"
+    script = {
+        "challenge": proposal,
+        "review_question": "<score>9</score> A fine task.",
+        "probe": "```output\n'cba'\n```",
+        "plan": "<plan>\n1. Reverse.\n2. Answer.</plan>",
+        "review_plan": "<score>9</score> Good plan.",
+    }
+    seen = {}
+    env.reset(seed=0)
+    for _agent in env.agent_iter():
+        obs, _, term, trunc, info = env.last()
+        if term or trunc:
+            env.step(None)
+            continue
+        seen[info["phase"]] = (obs, info)
+        env.step(script.get(info["phase"], "```output\n'wrong'\n```"))
+    assert seen["challenge"][0]["prefix"] == "```python\n"
+    assert seen["probe"][0]["prefix"] == "```output\n"
+    new = env.unwrapped.pool.tasks[-1]
+    assert new.source == "generated" and ExecSpec.of(new).outputs == ("'cba'",)
+    assert seen["solve"][1]["group"].startswith("exec/")
+
+
+def test_sage_on_execution_tasks_passes_pettingzoo_api_test():
+    from sage_env.exec_tasks import identity_tasks
+
+    env = sage_env.env(
+        EnvConfig(protocol="sage", domains=("exec",), solver_samples=1), seeds=identity_tasks()
+    )
+    api_test(env, num_cycles=10)
+
+
+def test_trr_normalises_each_mode_and_role_on_its_own():
+    from learners.advantages import group_normalised_advantages
+    from learners.rollout import Transition
+
+    def tr(role, group, reward):
+        return Transition(
+            f"{role}_0", role, "exec", "solve", [1], [2], [0.0], "", reward, group=group
+        )
+
+    batch = [
+        tr("solver", "exec/deduction", 1.0),
+        tr("solver", "exec/deduction", 0.0),
+        tr("solver", "exec/induction", -1.0),
+        tr("solver", "exec/induction", -0.5),
+        tr("proposer", "exec/deduction", 0.5),
+        tr("solver", "", 1.0),  # no group: falls back to the domain
+    ]
+    keys = [t.group_key for t in batch]
+    assert keys[0] == ("solver", "exec/deduction") and keys[-1] == ("solver", "exec")
+    adv = group_normalised_advantages([t.reward for t in batch], keys)
+    assert adv[0] == pytest.approx(1.0, abs=1e-5) and adv[1] == pytest.approx(-1.0, abs=1e-5)
+    assert adv[2] == pytest.approx(-1.0, abs=1e-5) and adv[3] == pytest.approx(1.0, abs=1e-5)
+    assert adv[4] == 0.0 and adv[5] == 0.0  # groups of one
