@@ -40,16 +40,16 @@ commands:
 class DecontamConfig:
     """Options of ``sage-env decontam``."""
 
-    benchmarks: str = (
-        "gsm8k,math500,aime24,aime25,amc23,olympiadbench,humaneval,humaneval_plus,mbpp,mbpp_plus"
-    )
-    """Comma-separated benchmark names (local data only)."""
+    benchmarks: str = "gsm8k,math500,humaneval,humaneval_plus,mbpp,mbpp_plus"
+    """Comma-separated benchmark names (default: the ones shipped with sage-env; aime24, aime25,
+    amc23 and olympiadbench load from --data-dir or, with a network, the Hugging Face hub)."""
     pool: str | None = None
     """A run's pool.jsonl to check instead of the bundled seeds."""
     n: int = 13
     """Word n-gram size."""
     data_dir: str | None = None
-    """Local benchmark folder (default ``$SAGE_ENV_DATA`` or ``../shared/data``)."""
+    """Benchmark folder (default ``$SAGE_ENV_DATA``, else the shipped files; layout:
+    ``learners/benchmark_data.py``)."""
     out: str | None = None
     """Write the item-by-item report as JSON here."""
 
@@ -63,7 +63,9 @@ def _eval(argv: list[str]) -> int:
         EvalConfig,
         args=argv,
         prog="sage-env eval",
-        description="pass@1 and unbiased pass@k on local benchmark files.",
+        description="pass@1 and unbiased pass@k on math and code benchmarks (files shipped "
+        "in learners/data/benchmarks; --data-dir for your own copy; the Hugging Face hub for "
+        'the rest, with pip install "sage-env[hub]").',
     )
     try:
         results = run_eval(cfg)
@@ -118,7 +120,7 @@ def _decontam(argv: list[str]) -> int:
             for b in cfg.benchmarks.split(",")
             if b.strip()
         ]
-    except (ValueError, FileNotFoundError, OSError) as exc:
+    except (ValueError, FileNotFoundError, OSError, RuntimeError) as exc:
         print(f"sage-env decontam: error: {exc}", file=sys.stderr)
         return 2
     print("| benchmark | items | overlapping | share | flagged |\n|---|---|---|---|---|")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from learners.benchmark_data import (  # noqa: F401  (re-exported: the public loaders)
     BENCHMARKS,
@@ -175,7 +176,12 @@ class EvalConfig:
     plus_limit: int | None = 100
     """HumanEval+/MBPP+: plus inputs per task (None: all, as EvalPlus does)."""
     data_dir: str | None = None
-    """Local benchmark folder (default ``$SAGE_ENV_DATA`` or ``../shared/data``)."""
+    """Benchmark folder with the layout of ``learners/benchmark_data.py`` (default
+    ``$SAGE_ENV_DATA``, else the files shipped in ``learners/data/benchmarks``)."""
+    source: Literal["auto", "local", "hub"] = "auto"
+    """Where rows come from: ``auto`` (the data folder; a benchmark not there, such as aime24,
+    from the Hugging Face hub), ``local`` (never the network) or ``hub`` (``datasets``; needs
+    ``pip install "sage-env[hub]"`` and a network)."""
     out: str = "runs/eval"
     """Output folder: results.json, results.md, items/<benchmark>.jsonl."""
     device: str = "auto"
@@ -202,7 +208,9 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
     unknown = [b for b in names if b not in BENCHMARKS]
     if unknown:
         raise ValueError(f"unknown benchmark(s) {unknown}; available: {', '.join(BENCHMARKS)}")
-    suites = {b: load_benchmark(b, cfg.data_dir, cfg.plus_limit)[: cfg.limit] for b in names}
+    suites = {
+        b: load_benchmark(b, cfg.data_dir, cfg.plus_limit, cfg.source)[: cfg.limit] for b in names
+    }
     policy = policy or HFPolicy(cfg.model, device=cfg.device, seed=cfg.seed)
     sampling = SamplingConfig(
         max_new_tokens=cfg.max_new_tokens,
