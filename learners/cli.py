@@ -31,6 +31,7 @@ commands:
   train    run SAGE self-play training (sage-env train --help)
   play     step one round turn by turn and see every reward term (sage-env play --help)
   eval     pass@k of a model on math and code benchmarks (sage-env eval --help)
+  compare  protocols side by side under one learner, several seeds (sage-env compare --help)
   decontam n-gram overlap between the seeds (or a run's pool) and each benchmark
   export   write a run's checkpoint (LoRA merged) as a plain transformers model
 """
@@ -73,6 +74,35 @@ def _eval(argv: list[str]) -> int:
         print(f"sage-env eval: error: {exc}", file=sys.stderr)
         return 2
     print(markdown_table(results))
+    print(f"results in {cfg.out}")
+    return 0
+
+
+def _compare(argv: list[str]) -> int:
+    import tyro
+
+    from learners.compare import CompareConfig, run_compare
+
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
+    known, rest = pre.parse_known_args(argv)
+    cfg = tyro.cli(
+        CompareConfig,
+        args=rest,
+        prog="sage-env compare",
+        description="Train every protocol arm with one learner, once per seed, on an equal "
+        "budget of steps; report verifier accuracy on the same held-out items for every arm "
+        "(like for like) and each protocol's own reward apart, as mean and spread over seeds "
+        "(table.md, summary.json, compare.png). --import MODULE (repeatable) registers a "
+        "learner or protocol first.",
+    )
+    cfg = dataclasses.replace(cfg, imports=(*cfg.imports, *known.imports))
+    try:
+        summary = run_compare(cfg)
+    except (ValueError, ImportError, FileExistsError) as exc:
+        print(f"sage-env compare: error: {exc}", file=sys.stderr)
+        return 2
+    print(summary["table"])
     print(f"results in {cfg.out}")
     return 0
 
@@ -421,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         return _eval(rest)
     if command == "decontam":
         return _decontam(rest)
+    if command == "compare":
+        return _compare(rest)
     if command == "export":
         return _export(rest)
     print(f"sage-env: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)

@@ -1,0 +1,124 @@
+"""``sage-env compare``: every protocol under one imported learner, several seeds, like for like."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from learners.cli import main
+from learners.compare import CompareConfig, Stat, parse_arms, run_compare
+from learners.plots import read_metrics
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_YAML = (
+    "device: cpu\nmax_new_tokens: 6\nphase_max_new_tokens: {}\nphase_stop_strings: {}\n"
+    "critic_probe_size: 0\ngate_calibration: false\nwarmup: {steps: 0}\nreport_to: none\n"
+    "learner: {gradient_checkpointing: false, micro_batch_size: 8}\n"
+)
+"""Tiny budgets over the demo preset: no warm-up, no critic probe, 6 tokens a reply."""
+
+
+def test_compare_runs_every_protocol_with_an_imported_learner(tmp_path, tiny_path, capsys):
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(TINY_YAML)
+    out = tmp_path / "cmp"
+    rc = main(
+        ["compare", "--import", str(ROOT / "examples/rloo_learner.py"), "--algorithm", "rloo"]
+        + ["--protocols", "sage,azr,mae,rlvr", "--seeds", "0", "1", "--model", tiny_path]
+        + ["--steps", "1", "--rounds-per-step", "2", "--config", str(cfg)]
+        + ["--heldout", "2", "--heldout-max-new-tokens", "4", "--out", str(out), "--no-progress"]
+    )
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["algorithm"] == "rloo" and summary["budget"]["unit"] == "steps"
+    arms = summary["arms"]
+    assert list(arms) == ["sage", "azr", "mae", "rlvr"]
+    table = (out / "table.md").read_text()
+    assert table == summary["table"] + "\n" and table in capsys.readouterr().out + "\n"
+    like, own = table.split("NOT comparable")
+    assert "held-out verifier acc, end" in like and "own reward: solver" in own
+    for name, arm in arms.items():
+        assert arm["seeds"] == [0, 1]
+        for key in ("heldout_start", "heldout_end"):
+            stat = arm[key]
+            assert stat["n"] == 2 and all(0.0 <= v <= 1.0 for v in stat["values"])
+            assert 0.0 <= stat["min"] <= stat["mean"] <= stat["max"] <= 1.0
+        # the like-for-like row of every protocol shows its held-out verifier accuracy
+        row = next(line for line in like.splitlines() if line.startswith(f"| {name} |"))
+        assert row.split(" | ")[2] == (
+            f"{arm['heldout_end']['mean']:.3f} ± {arm['heldout_end']['std']:.3f} "
+            f"[{arm['heldout_end']['min']:.3f}, {arm['heldout_end']['max']:.3f}]"
+        )
+        assert "solver" in arm["own_reward"]
+        # every value is the run's own metrics.jsonl, read back
+        for seed, end, start in zip(
+            [0, 1], arm["heldout_end"]["values"], arm["heldout_start"]["values"]
+        ):
+            rows = read_metrics(out / name / f"seed{seed}" / "metrics.jsonl")
+            val = {r["step"]: r["val/accuracy"] for r in rows if "val/accuracy" in r}
+            assert val == {0: start, 1: end}
+            step = next(r for r in rows if r["step"] == 1)
+            run = next(r for r in summary["runs"] if r["arm"] == name and r["seed"] == seed)
+            assert run["own_reward"]["solver"] == step["reward/solver"]
+            assert run["rollout_tokens"] == step["rollout/tokens"]
+            config = (out / name / f"seed{seed}" / "config.yaml").read_text()
+            assert "algorithm: rloo" in config and f"protocol: {name}" in config
+    assert set(arms["rlvr"]["own_reward"]) == {"solver"}
+    assert "judge" in arms["mae"]["own_reward"] and "critic" in arms["sage"]["own_reward"]
+    assert (out / "compare.png").stat().st_size > 0
+    # a second run into the same folder stops before training anything
+    assert main(["compare", "--protocols", "rlvr", "--out", str(out), "--seeds", "0"]) == 2
+
+
+def test_stat_is_mean_sample_std_and_range():
+    s = Stat.of([0.25, None, 0.75])
+    assert (s.mean, s.min, s.max, s.n) == (0.5, 0.25, 0.75, 2)
+    assert math.isclose(s.std, math.sqrt(0.125))
+    assert Stat.of([0.4]).std == 0.0 and Stat.of([None]).mean is None
+
+
+def test_arms_are_checked_against_the_protocol_registry():
+    arms = parse_arms("sage, rlvr,sage-frozen-critic")
+    assert [(a.name, a.protocol, a.freeze) for a in arms] == [
+        ("sage", "sage", ()),
+        ("rlvr", "rlvr", ()),
+        ("sage-frozen-critic", "sage", ("critic",)),
+    ]
+    with pytest.raises(ValueError, match="unknown protocol 'sgae'"):
+        parse_arms("sage,sgae")
+    with pytest.raises(ValueError, match="has no role 'critic'"):
+        parse_arms("rlvr-frozen-critic")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--algorithm", "nope"], "unknown algorithm 'nope'"),
+        (["--protocols", "sage,nope"], "unknown protocol 'nope'"),
+        (["--steps", "3", "--val-every", "2"], "must divide steps"),
+        (["--seeds", "1", "1"], "distinct"),
+        (["--import", "no_such_module_xyz"], "no_such_module_xyz"),
+    ],
+)
+def test_bad_options_fail_before_any_model_loads(tmp_path, capsys, args, message):
+    assert main(["compare", "--out", str(tmp_path / "c"), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
+
+
+def test_compare_protocols_script_is_the_compare_command(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import compare_protocols
+
+    with pytest.raises(SystemExit) as done:
+        compare_protocols.main(["--protocols", "nope", "--out", str(tmp_path / "c")])
+    assert done.value.code == 2
+    assert "compare" in sys.modules["compare_protocols"].__doc__
+
+
+def test_run_compare_python_api_validates_like_the_cli(tmp_path):
+    with pytest.raises(ValueError, match="heldout"):
+        run_compare(CompareConfig(heldout=0, out=str(tmp_path / "c")))
