@@ -337,6 +337,7 @@ def plot(runs: list[RunResult], arms: list[Arm], path: str | Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.5))
     for i, arm in enumerate(arms):
@@ -364,6 +365,10 @@ def plot(runs: list[RunResult], arms: list[Arm], path: str | Path) -> Path:
     ax3.set(title="Own solver reward (each protocol's scale)", xlabel="step")
     for ax in (ax1, ax2, ax3):
         ax.grid(alpha=0.3)
+    for ax in (ax1, ax2):
+        ax.set_ylim(-0.02, 1.02)  # accuracies: the whole [0, 1] scale
+    for ax in (ax1, ax3):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in (ax1, ax3):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
