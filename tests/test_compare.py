@@ -122,3 +122,55 @@ def test_compare_protocols_script_is_the_compare_command(tmp_path, monkeypatch):
 def test_run_compare_python_api_validates_like_the_cli(tmp_path):
     with pytest.raises(ValueError, match="heldout"):
         run_compare(CompareConfig(heldout=0, out=str(tmp_path / "c")))
+
+
+def test_statistics_and_labels_from_known_metrics(tmp_path, monkeypatch):
+    """With train() replaced by one that writes known metrics, every cell is checked."""
+    import learners.train
+
+    descs = []
+
+    def fake_train(cfg, progress=True, desc="sage train"):
+        descs.append((desc, cfg.env.protocol, cfg.seed, cfg.freeze, cfg.steps, cfg.val_every))
+        out = Path(cfg.out)
+        out.mkdir(parents=True)
+        bonus = 0.5 if cfg.env.protocol == "rlvr" else 0.0
+        rows = [
+            {"step": 0, "val/accuracy": 0.5},
+            {"step": 1, "reward/solver": 0.2 + cfg.seed, "rollout/tokens": 10.0},
+            {"step": 2, "reward/solver": 0.4 + cfg.seed, "rollout/tokens": 30.0},
+            {"step": 2, "val/accuracy": 0.25 + 0.25 * cfg.seed + bonus, "solver/accuracy": 0.5},
+        ]
+        rows[-2].update(rows.pop())  # one row per step, as train writes it
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return rows[-1]
+
+    monkeypatch.setattr(learners.train, "train", fake_train)
+    summary = run_compare(
+        CompareConfig(
+            protocols="sage-frozen-critic,rlvr",
+            seeds=(0, 1),
+            steps=2,
+            model="unused",
+            out=str(tmp_path / "c"),
+            progress=False,
+        )
+    )
+    assert descs == [
+        ("sage-frozen-critic seed 0", "sage", 0, ("critic",), 2, 2),
+        ("sage-frozen-critic seed 1", "sage", 1, ("critic",), 2, 2),
+        ("rlvr seed 0", "rlvr", 0, (), 2, 2),
+        ("rlvr seed 1", "rlvr", 1, (), 2, 2),
+    ]
+    sage, rlvr = summary["arms"]["sage-frozen-critic"], summary["arms"]["rlvr"]
+    assert sage["heldout_end"]["values"] == [0.25, 0.5]
+    assert math.isclose(sage["heldout_end"]["std"], math.sqrt(0.03125))
+    assert rlvr["heldout_change"]["values"] == [0.25, 0.5]
+    assert sage["own_reward"]["solver"]["values"] == pytest.approx([0.3, 1.3])
+    assert (
+        sage["rollout_tokens"]["mean"] == 40.0 and sage["solver_verifier_accuracy"]["mean"] == 0.5
+    )
+    table = summary["table"]
+    assert "| rlvr | 0.500 ± 0.000 [0.500, 0.500] | 0.875 ± 0.177 [0.750, 1.000] |" in table
+    assert "| sage-frozen-critic | 0.300 ± 0.000 [0.300, 0.300] |" not in table  # own reward
+    assert "| sage-frozen-critic | 0.800 ± 0.707 [0.300, 1.300] |" in table
