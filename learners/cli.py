@@ -97,9 +97,11 @@ def _compare(argv: list[str]) -> int:
         "learner or protocol first.",
     )
     cfg = dataclasses.replace(cfg, imports=(*cfg.imports, *known.imports))
+    from learners.preflight import PreflightError
+
     try:
         summary = run_compare(cfg)
-    except (ValueError, ImportError, FileExistsError) as exc:
+    except (ValueError, ImportError, FileExistsError, OSError, PreflightError) as exc:
         print(f"sage-env compare: error: {exc}", file=sys.stderr)
         return 2
     print(summary["table"])

@@ -37,9 +37,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from learners.policy import DEFAULT_MODEL
 
 logger = logging.getLogger("sage_env.compare")
+
+OWNED = {
+    "model": "--model",
+    "out": "--out",
+    "steps": "--steps",
+    "rounds_per_step": "--rounds-per-step",
+    "seed": "--seeds",
+    "freeze": "the arm name",
+    "val_every": "--val-every",
+    "val_at_start": "always on",
+    "val_limit": "--heldout",
+    "val_max_new_tokens": "--heldout-max-new-tokens",
+    "early_stopping_patience": "0: equal budgets",
+    "resume": "off",
+}
+"""TrainConfig fields the comparison sets for every run (a YAML value for them is ignored,
+with a warning), and the option that sets each."""
 
 FROZEN = "-frozen-"
 """Separator of an arm's frozen roles: ``sage-frozen-critic-frozen-planner``."""
@@ -192,6 +211,15 @@ def run_config(cfg: CompareConfig, arm: Arm, seed: int) -> Any:
     base = PRESETS[cfg.preset]
     if cfg.config:
         base = load_yaml_config(cfg.config, base, cfg.algorithm, arm.protocol)
+        data = yaml.safe_load(Path(cfg.config).read_text(encoding="utf-8")) or {}
+        for key in sorted(set(data) & set(OWNED)):
+            logger.warning(
+                "compare: %s sets %s, which sage-env compare sets for every run (%s); "
+                "the file's value is ignored",
+                cfg.config,
+                key,
+                OWNED[key],
+            )
     else:
         base = with_protocol(with_algorithm(base, cfg.algorithm), arm.protocol)
     return dataclasses.replace(

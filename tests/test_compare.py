@@ -124,14 +124,18 @@ def test_run_compare_python_api_validates_like_the_cli(tmp_path):
         run_compare(CompareConfig(heldout=0, out=str(tmp_path / "c")))
 
 
-def test_statistics_and_labels_from_known_metrics(tmp_path, monkeypatch):
+def test_statistics_and_labels_from_known_metrics(tmp_path, monkeypatch, caplog):
     """With train() replaced by one that writes known metrics, every cell is checked."""
     import learners.train
+
+    yaml_file = tmp_path / "over.yaml"
+    yaml_file.write_text("steps: 9\ntemperature: 0.5\n")  # steps is the comparison's
 
     descs = []
 
     def fake_train(cfg, progress=True, desc="sage train"):
         descs.append((desc, cfg.env.protocol, cfg.seed, cfg.freeze, cfg.steps, cfg.val_every))
+        assert cfg.temperature == 0.5 and cfg.early_stopping_patience == 0
         out = Path(cfg.out)
         out.mkdir(parents=True)
         bonus = 0.5 if cfg.env.protocol == "rlvr" else 0.0
@@ -154,8 +158,10 @@ def test_statistics_and_labels_from_known_metrics(tmp_path, monkeypatch):
             model="unused",
             out=str(tmp_path / "c"),
             progress=False,
+            config=str(yaml_file),
         )
     )
+    assert "over.yaml sets steps, which sage-env compare sets" in caplog.text
     assert descs == [
         ("sage-frozen-critic seed 0", "sage", 0, ("critic",), 2, 2),
         ("sage-frozen-critic seed 1", "sage", 1, ("critic",), 2, 2),
