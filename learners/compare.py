@@ -92,7 +92,13 @@ class CompareConfig:
     """Held-out items: the first N tasks of the 200-task validation split (100 MATH then
     100 GSM8K, none a seed), scored by the math verifier."""
     heldout_max_new_tokens: int = 128
-    """Completion budget of the held-out answers (greedy)."""
+    """Completion budget of the held-out answers and of ``benchmarks`` (greedy)."""
+    benchmarks: str = ""
+    """Also score the starting model and every run's final model on these ``sage-env eval``
+    benchmarks (comma-separated, e.g. ``gsm8k,humaneval_plus``; greedy pass@1 through the
+    same verifiers): held-out code items too. Empty: off."""
+    benchmark_limit: int = 20
+    """Items per benchmark of ``benchmarks`` (the first ones)."""
     val_every: int = 0
     """Held-out accuracy every this many steps (a learning curve); 0 = before training and
     after the last step only. Must divide ``steps``."""
@@ -130,6 +136,7 @@ class RunResult:
         rollout_tokens: Tokens generated in rollouts, summed over steps.
         seconds_per_step: Mean wall time of a step.
         steps: Steps the run completed.
+        benchmark_end: ``benchmarks``: pass@1 of the run's final model per benchmark.
     """
 
     arm: str
@@ -144,6 +151,7 @@ class RunResult:
     rollout_tokens: float
     seconds_per_step: float | None
     steps: int
+    benchmark_end: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -305,6 +313,10 @@ def summarise(arms: list[Arm], runs: list[RunResult]) -> dict[str, dict[str, Any
             },
             "rollout_tokens": dataclasses.asdict(Stat.of([r.rollout_tokens for r in rs])),
             "seconds_per_step": dataclasses.asdict(Stat.of([r.seconds_per_step for r in rs])),
+            "benchmark_end": {
+                b: dataclasses.asdict(Stat.of([r.benchmark_end.get(b) for r in rs]))
+                for b in dict.fromkeys(b for r in rs for b in r.benchmark_end)
+            },
         }
     return out
 
@@ -334,12 +346,24 @@ def markdown(summary: dict[str, Any]) -> str:
         "solver verifier acc, training rounds | rollout tokens | s/step |",
         "|---|---|---|---|---|---|---|",
     ]
+    benches = list(summary.get("benchmark_start") or {})
+    if benches:
+        lines[-2] += "".join(f" {b} pass@1, end |" for b in benches)
+        lines[-1] += "---|" * len(benches)
     for name, a in arms.items():
         lines.append(
             f"| {name} | {_cell(a['heldout_start'])} | {_cell(a['heldout_end'])} | "
             f"{_cell(a['heldout_change'])} | {_cell(a['solver_verifier_accuracy'])} | "
             f"{_cell(a['rollout_tokens'], 0)} | {_cell(a['seconds_per_step'], 1)} |"
+            + "".join(f" {_cell(a['benchmark_end'][b])} |" for b in benches)
         )
+    if benches:
+        start = ", ".join(f"{b} {v:.3f}" for b, v in summary["benchmark_start"].items())
+        lines += [
+            "",
+            f"Benchmarks (first {cfg['benchmark_limit']} items each, greedy pass@1, the same "
+            f"verifiers): the starting model scores {start}.",
+        ]
     roles = list(dict.fromkeys(role for a in arms.values() for role in a["own_reward"]))
     lines += [
         "",
@@ -406,6 +430,45 @@ def plot(runs: list[RunResult], arms: list[Arm], path: str | Path) -> Path:
     return Path(path)
 
 
+def final_model(run: Path) -> str:
+    """The folder of a run's last checkpoint as a plain model.
+
+    A LoRA run's adapters are merged first, into ``RUN/final_model``, with
+    :func:`learners.export.export_model`.
+
+    Raises:
+        FileNotFoundError: if the run holds no checkpoint.
+    """
+    from learners.export import ExportConfig, checkpoint_model_dir, export_model
+
+    weights = checkpoint_model_dir(run)
+    if not (weights / "adapter_config.json").exists():
+        return str(weights)
+    merged = run / "final_model"
+    if not (merged / "config.json").exists():
+        export_model(ExportConfig(run=str(run), out=str(merged)))
+    return str(merged)
+
+
+def benchmark_scores(model: str, cfg: CompareConfig, out: Path, device: str) -> dict[str, float]:
+    """Greedy pass@1 of ``model`` on ``cfg.benchmarks`` (``sage-env eval``'s loop and verifiers).
+
+    Writes ``sage-env eval``'s files (results.json, items/) to ``out``.
+    """
+    from learners.evaluation import EvalConfig, run_eval
+
+    ecfg = EvalConfig(
+        model=model,
+        benchmarks=cfg.benchmarks,
+        limit=cfg.benchmark_limit,
+        samples=1,
+        max_new_tokens=cfg.heldout_max_new_tokens,
+        out=str(out),
+        device=device,
+    )
+    return {r.benchmark: r.pass_at[1] for r in run_eval(ecfg, progress=cfg.progress)}
+
+
 def run_compare(cfg: CompareConfig) -> dict[str, Any]:
     """Train every arm once per seed and write ``summary.json``, ``table.md``, ``compare.png``.
 
@@ -435,6 +498,12 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
         raise ValueError(f"val_every ({cfg.val_every}) must divide steps ({cfg.steps}) or be 0")
     if not cfg.seeds or len(set(cfg.seeds)) != len(cfg.seeds):
         raise ValueError(f"seeds must be distinct and at least one, got {list(cfg.seeds)}")
+    benches = [b.strip() for b in cfg.benchmarks.split(",") if b.strip()]
+    if benches:  # load once now: a missing file fails before any training
+        from learners.evaluation import load_benchmark
+
+        for b in benches:
+            load_benchmark(b, plus_limit=1)
     plan = [(arm, seed, run_config(cfg, arm, seed)) for arm in arms for seed in cfg.seeds]
     for _, _, tcfg in plan:
         out = Path(tcfg.out)
@@ -444,12 +513,21 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
                     f"{out} already holds a run; pass --overwrite or another --out"
                 )
             shutil.rmtree(out)
+    out = Path(cfg.out)
+    bench_start = {}
+    if benches:
+        model = plan[0][2].model
+        bench_start = benchmark_scores(model, cfg, out / "benchmark_start", plan[0][2].device)
     runs = []
     for i, (arm, seed, tcfg) in enumerate(plan, 1):
         logger.info("compare: run %d/%d: %s seed %d -> %s", i, len(plan), arm.name, seed, tcfg.out)
         train(tcfg, progress=cfg.progress, desc=f"{arm.name} seed {seed}")
         runs.append(read_run(arm.name, seed, tcfg.out))
-    out = Path(cfg.out)
+        if benches:
+            run = Path(tcfg.out)
+            runs[-1].benchmark_end = benchmark_scores(
+                final_model(run), cfg, run / "benchmarks", tcfg.device
+            )
     summary: dict[str, Any] = {
         "config": dataclasses.asdict(cfg),
         "budget": {"unit": "steps", "steps": cfg.steps, "rounds_per_step": cfg.rounds_per_step},
@@ -458,6 +536,7 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
             "source": "sage_env.load_validation() first N tasks",
             "verifier": "MathVerifier",
         },
+        "benchmark_start": bench_start,
         "runs": [dataclasses.asdict(r) for r in runs],
         "arms": summarise(arms, runs),
     }

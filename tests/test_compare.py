@@ -180,3 +180,53 @@ def test_statistics_and_labels_from_known_metrics(tmp_path, monkeypatch, caplog)
     assert "| rlvr | 0.500 ± 0.000 [0.500, 0.500] | 0.875 ± 0.177 [0.750, 1.000] |" in table
     assert "| sage-frozen-critic | 0.300 ± 0.000 [0.300, 0.300] |" not in table  # own reward
     assert "| sage-frozen-critic | 0.800 ± 0.707 [0.300, 1.300] |" in table
+
+
+def test_benchmarks_score_the_start_and_every_final_model(tmp_path, tiny_path, monkeypatch):
+    """--benchmarks: pass@1 of the starting model and each run's last checkpoint."""
+    import shutil
+
+    import learners.train
+
+    def fake_train(cfg, progress=True, desc="sage train"):
+        out = Path(cfg.out)
+        step = out / "checkpoints" / "step_000001"
+        shutil.copytree(tiny_path, step / "model")
+        (step / "state.json").write_text("{}")
+        rows = [{"step": 0, "val/accuracy": 0.0}, {"step": 1, "val/accuracy": 0.5}]
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return rows[-1]
+
+    monkeypatch.setattr(learners.train, "train", fake_train)
+    cfg = CompareConfig(
+        protocols="rlvr",
+        seeds=(0, 1),
+        steps=1,
+        model=tiny_path,
+        out=str(tmp_path / "c"),
+        progress=False,
+        benchmarks="gsm8k,humaneval",
+        benchmark_limit=1,
+        heldout_max_new_tokens=4,
+    )
+    summary = run_compare(cfg)
+    assert set(summary["benchmark_start"]) == {"gsm8k", "humaneval"}
+    ends = summary["arms"]["rlvr"]["benchmark_end"]
+    for b in ("gsm8k", "humaneval"):
+        assert ends[b]["n"] == 2 and all(0.0 <= v <= 1.0 for v in ends[b]["values"])
+        for seed, value in zip((0, 1), ends[b]["values"]):
+            res = json.loads((tmp_path / f"c/rlvr/seed{seed}/benchmarks/results.json").read_text())
+            (r,) = [r for r in res["results"] if r["benchmark"] == b]
+            assert r["items"] == 1 and r["pass_at"]["pass@1"] == value
+    assert "humaneval pass@1, end |" in summary["table"]
+    assert "the starting model scores gsm8k" in summary["table"]
+
+
+def test_a_missing_benchmark_fails_before_training(tmp_path, monkeypatch):
+    import learners.train
+
+    monkeypatch.setattr(learners.train, "train", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setenv("SAGE_ENV_DATA", str(tmp_path))  # an empty data folder
+    cfg = CompareConfig(protocols="rlvr", out=str(tmp_path / "c"), benchmarks="gsm8k")
+    with pytest.raises(FileNotFoundError, match="learners/benchmark_data.py"):
+        run_compare(cfg)
