@@ -482,7 +482,9 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
 
     Raises:
         ImportError: if an ``imports`` module fails to import.
-        ValueError: on an unknown protocol, role, algorithm or preset, bad budgets or seeds.
+        ValueError: on an unknown protocol, role, algorithm, preset or benchmark, bad
+            budgets or seeds, or a ``benchmarks`` entry the hub cannot serve now.
+        FileNotFoundError: if a ``benchmarks`` file is missing.
         FileExistsError: if a run folder exists and ``overwrite`` is off.
     """
     from learners.base import learner_spec
@@ -503,7 +505,10 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
         from learners.evaluation import load_benchmark
 
         for b in benches:
-            load_benchmark(b, plus_limit=1)
+            try:
+                load_benchmark(b, plus_limit=1)
+            except RuntimeError as exc:  # the hub (livecodebench): not reachable now
+                raise ValueError(f"--benchmarks {b}: {exc}") from exc
     plan = [(arm, seed, run_config(cfg, arm, seed)) for arm in arms for seed in cfg.seeds]
     for _, _, tcfg in plan:
         out = Path(tcfg.out)
