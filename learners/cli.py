@@ -82,6 +82,7 @@ def _compare(argv: list[str]) -> int:
     import tyro
 
     from learners.compare import CompareConfig, run_compare
+    from learners.preflight import PreflightError
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
@@ -97,8 +98,6 @@ def _compare(argv: list[str]) -> int:
         "learner or protocol first.",
     )
     cfg = dataclasses.replace(cfg, imports=(*cfg.imports, *known.imports))
-    from learners.preflight import PreflightError
-
     try:
         summary = run_compare(cfg)
     except (ValueError, ImportError, FileExistsError, OSError, PreflightError) as exc:
