@@ -261,7 +261,9 @@ def main(argv: list[str] | None = None) -> list[SelfCheck]:
         default=None if EvalConfig().plus_limit in (None, "all") else EvalConfig().plus_limit,
         help="plus inputs per task, or 'all' (default: sage-env eval's default)",
     )
-    ap.add_argument("--data-dir", default=None, help="default: $SAGE_ENV_DATA or ../shared/data")
+    ap.add_argument(
+        "--data-dir", default=None, help="default: $SAGE_ENV_DATA, else ../shared/data if present"
+    )
     ap.add_argument("--parallel", type=int, default=2, help="sandboxes at a time (code)")
     ap.add_argument(
         "--timeout-s", type=float, default=None, help="code budget per item (sage-env eval's)"
@@ -272,8 +274,9 @@ def main(argv: list[str] | None = None) -> list[SelfCheck]:
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args(argv)
     data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
-    if not (data_dir / "math").is_dir():
-        data_dir = HERE.parents[1] / "shared" / "data"
+    shared = HERE.parents[1] / "shared" / "data"  # every raw file; the package ships some
+    if not args.data_dir and not (data_dir / FILES["aime24"]).exists() and shared.is_dir():
+        data_dir = shared
     names = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
     unknown = [b for b in names if b not in LOCAL_BENCHMARKS]
     if unknown:

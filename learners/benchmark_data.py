@@ -1,22 +1,34 @@
-"""Benchmark data: local loaders of the ten evaluation benchmarks, as :class:`EvalItem`.
+"""Benchmark data: loaders of the evaluation benchmarks, as :class:`EvalItem`, and the layout.
 
 Used by :mod:`learners.evaluation` (scoring, pass@k, ``sage-env eval``).
 
-Local data layout (``--data-dir``, default ``$SAGE_ENV_DATA`` or ``../shared/data``)::
+Where a benchmark's rows come from (``source``, ``sage-env eval --source``):
+
+- ``auto`` (default): the data folder, which is ``--data-dir`` if given, else
+  ``$SAGE_ENV_DATA``, else the files shipped inside the package
+  (``learners/data/benchmarks``, see its README for sources and licenses); a benchmark
+  whose file is not there loads from the Hugging Face hub (:data:`HUB_SOURCES`, needs
+  ``pip install "sage-env[hub]"`` and a network).
+- ``local``: the data folder only (no network).
+- ``hub``: the hub only, through ``datasets.load_dataset``; the rows go through the same
+  loaders as local files.
+
+Data folder layout (:data:`BENCHMARK_FILES`; shipped: gsm8k, math500, humaneval,
+humaneval_plus, mbpp, mbpp_plus, cruxeval)::
 
     math/gsm8k_test.jsonl            question, answer ("... #### 18")
     math/math500_test.jsonl          problem, answer
-    math/aime24_test.jsonl           problem, answer
-    math/aime25_test.jsonl           problem, answer
-    math/amc23_test.jsonl            problem, answer (float)
-    math/olympiadbench_test.jsonl.gz question, final_answer (list of LaTeX strings)
+    math/aime24_test.jsonl           problem, answer                  (not shipped: hub)
+    math/aime25_test.jsonl           problem, answer                  (not shipped: hub)
+    math/amc23_test.jsonl            problem, answer (float)          (not shipped: hub)
+    math/olympiadbench_test.jsonl.gz question, final_answer (list)    (not shipped: hub)
     code/HumanEval.jsonl.gz          task_id, prompt, test, entry_point
     code/HumanEvalPlus-v0.1.10.jsonl.gz  + canonical_solution, base_input, plus_input, atol
     code/sanitized-mbpp.json         task_id, prompt, test_list, test_imports (test ids 11-510)
     code/MbppPlus-v0.2.0.jsonl.gz    prompt, entry_point, canonical_solution, base_input, plus_input
     code/cruxeval.jsonl.gz           code, input, output, id (CRUXEval: cruxeval_o, cruxeval_i)
 
-LiveCodeBench's test cases are not shipped locally; ``livecodebench`` loads
+LiveCodeBench's test cases are not shipped; ``livecodebench`` loads
 ``livecodebench/code_generation_lite`` from the Hugging Face hub and needs a network.
 """
 
@@ -88,21 +100,157 @@ class EvalItem:
     ``answer`` is then its output and ``tests`` holds its input."""
 
 
+SHIPPED_DATA = Path(__file__).resolve().parent / "data" / "benchmarks"
+"""The benchmark files shipped inside the package (``learners/data/benchmarks``)."""
+
+BENCHMARK_FILES: dict[str, str] = {
+    "gsm8k": "math/gsm8k_test.jsonl",
+    "math500": "math/math500_test.jsonl",
+    "aime24": "math/aime24_test.jsonl",
+    "aime25": "math/aime25_test.jsonl",
+    "amc23": "math/amc23_test.jsonl",
+    "olympiadbench": "math/olympiadbench_test.jsonl.gz",
+    "humaneval": "code/HumanEval.jsonl.gz",
+    "humaneval_plus": "code/HumanEvalPlus-v0.1.10.jsonl.gz",
+    "mbpp": "code/sanitized-mbpp.json",
+    "mbpp_plus": "code/MbppPlus-v0.2.0.jsonl.gz",
+    "cruxeval_o": "code/cruxeval.jsonl.gz",
+    "cruxeval_i": "code/cruxeval.jsonl.gz",
+}
+"""Each local benchmark's file, relative to the data folder (the layout of ``--data-dir``)."""
+
+SOURCES = ("auto", "local", "hub")
+"""Values of ``source``: see the module docstring."""
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """Where a benchmark file's rows live on the Hugging Face hub.
+
+    Attributes:
+        path: Dataset id (``"openai/gsm8k"``).
+        name: Dataset configuration, if it has several.
+        split: Split to load.
+        revision: Commit or tag (``None``: the hub's default branch at load time).
+        rename: ``(hub field, local field)`` pairs, applied when the local field is absent,
+            so the rows fit the loader written for the local file.
+    """
+
+    path: str
+    name: str | None = None
+    split: str = "test"
+    revision: str | None = None
+    rename: tuple[tuple[str, str], ...] = ()
+
+
+HUB_SOURCES: dict[str, HubSource] = {
+    "math/gsm8k_test.jsonl": HubSource("openai/gsm8k", "main"),
+    "math/math500_test.jsonl": HubSource("HuggingFaceH4/MATH-500"),
+    "math/aime24_test.jsonl": HubSource("HuggingFaceH4/aime_2024", split="train"),
+    "math/aime25_test.jsonl": HubSource("math-ai/aime25", rename=(("question", "problem"),)),
+    "math/amc23_test.jsonl": HubSource("math-ai/amc23", rename=(("question", "problem"),)),
+    "math/olympiadbench_test.jsonl.gz": HubSource(
+        "Hothan/OlympiadBench", "OE_TO_maths_en_COMP", split="train"
+    ),
+    "code/HumanEval.jsonl.gz": HubSource("openai/openai_humaneval"),
+    "code/sanitized-mbpp.json": HubSource("google-research-datasets/mbpp", "sanitized"),
+    "code/cruxeval.jsonl.gz": HubSource("cruxeval-org/cruxeval"),
+}
+"""Hub copies of the layout's files, keyed by file. HumanEval+ and MBPP+ have none: the hub
+copies do not carry EvalPlus's ``base_input``/``plus_input`` (the package ships both files)."""
+
+
 def default_data_dir() -> Path:
-    """``$SAGE_ENV_DATA`` if set, else ``../shared/data`` next to the working directory."""
-    return Path(os.environ.get("SAGE_ENV_DATA", Path.cwd().parent / "shared" / "data"))
+    """``$SAGE_ENV_DATA`` if set, else the files shipped with the package (:data:`SHIPPED_DATA`)."""
+    env = os.environ.get("SAGE_ENV_DATA")
+    return Path(env) if env else SHIPPED_DATA
 
 
 def _read(path: Path) -> list[dict]:
     if not path.exists():
         raise FileNotFoundError(
-            f"benchmark file {path} not found; pass --data-dir (layout: see learners/evaluation.py)"
+            f"benchmark file {path} not found; pass --data-dir DIR holding it (layout: "
+            "BENCHMARK_FILES in learners/benchmark_data.py; what ships with sage-env: "
+            "learners/data/benchmarks/README.md) or load it from the hub (--source hub, "
+            'needs pip install "sage-env[hub]" and a network)'
         )
     if path.suffix == ".json":
         return json.loads(path.read_text(encoding="utf-8"))
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+def hub_rows(hub: HubSource) -> list[dict]:
+    """The rows of a hub dataset split as plain dicts, renamed to the local file's fields.
+
+    Raises:
+        RuntimeError: without the ``datasets`` package, or when the load fails (no network
+            and no cached copy under ``HF_HUB_OFFLINE=1``, an unknown dataset).
+    """
+    try:
+        from datasets import load_dataset
+    except ImportError as exc:
+        raise RuntimeError(
+            f'loading {hub.path} from the Hugging Face hub needs pip install "sage-env[hub]" '
+            "(the datasets package)"
+        ) from exc
+    try:
+        rows = load_dataset(hub.path, hub.name, split=hub.split, revision=hub.revision)
+    except Exception as exc:  # network, auth, unknown dataset: one clear message
+        raise RuntimeError(
+            f"could not load {hub.path} (config {hub.name or 'default'}, split {hub.split}) "
+            f"from the Hugging Face hub: {type(exc).__name__}: {exc}"
+        ) from exc
+    out = []
+    for row in rows:
+        row = dict(row)
+        for src, dst in hub.rename:
+            if dst not in row and src in row:
+                row[dst] = row.pop(src)
+        out.append(row)
+    return out
+
+
+def benchmark_rows(
+    file: str, data_dir: str | os.PathLike | None = None, source: str = "auto"
+) -> list[dict]:
+    """The rows of one benchmark file of the layout, from the data folder or the hub.
+
+    Args:
+        file: The file's path in the layout (``"math/gsm8k_test.jsonl"``).
+        data_dir: Data folder (default :func:`default_data_dir`).
+        source: ``auto`` (the folder, else the hub for a file that is not there), ``local``
+            or ``hub``.
+
+    Raises:
+        ValueError: on an unknown ``source``, or ``hub`` for a file with no hub copy.
+        FileNotFoundError: if the file is not in the folder (and, with ``auto``, the hub
+            could not provide it either; the message says both).
+        RuntimeError: with ``hub``, when the hub load fails.
+    """
+    if source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
+    path = (Path(data_dir) if data_dir is not None else default_data_dir()) / file
+    hub = HUB_SOURCES.get(file)
+    if source == "hub":
+        if hub is None:
+            raise ValueError(
+                f"{file} has no hub source (HUB_SOURCES in learners/benchmark_data.py); "
+                "use --source local"
+            )
+        return hub_rows(hub)
+    if source == "local" or path.exists() or hub is None:
+        return _read(path)
+    try:
+        return hub_rows(hub)
+    except RuntimeError as exc:
+        raise FileNotFoundError(
+            f"benchmark file {file} is not in {path.parent.parent} (sage-env does not ship it: "
+            f"learners/data/benchmarks/README.md says why), and the hub fallback failed: {exc}. "
+            f"Pass --data-dir DIR holding {file} (layout: BENCHMARK_FILES in "
+            "learners/benchmark_data.py), or give the hub a network."
+        ) from exc
 
 
 def gsm8k_gold(answer: str) -> str:
@@ -287,44 +435,37 @@ def _humaneval_tests(row: dict) -> list[str]:
 
 
 def load_benchmark(
-    name: str, data_dir: str | os.PathLike | None = None, plus_limit: int | None = 100
+    name: str,
+    data_dir: str | os.PathLike | None = None,
+    plus_limit: int | None = 100,
+    source: str = "auto",
 ) -> list[EvalItem]:
-    """Load one benchmark from the local data folder.
+    """Load one benchmark from the data folder (by default the shipped files) or the hub.
 
     Args:
         name: One of :data:`BENCHMARKS`.
-        data_dir: Data folder (default :func:`default_data_dir`).
+        data_dir: Data folder (default :func:`default_data_dir`: ``$SAGE_ENV_DATA`` or the
+            shipped files).
         plus_limit: HumanEval+/MBPP+: at most this many plus inputs per task (``None``: all).
+        source: ``auto``, ``local`` or ``hub`` (:func:`benchmark_rows`).
 
     Raises:
-        ValueError: on an unknown benchmark.
-        FileNotFoundError: if its file is missing.
-        RuntimeError: for ``livecodebench`` without the ``datasets`` package or a network.
+        ValueError: on an unknown benchmark or source.
+        FileNotFoundError: if its file is missing (and the hub could not stand in).
+        RuntimeError: for ``livecodebench`` or ``source="hub"`` without the ``datasets``
+            package or a network.
     """
-    d = Path(data_dir) if data_dir is not None else default_data_dir()
+    if name in BENCHMARK_FILES:
+        rows = benchmark_rows(BENCHMARK_FILES[name], data_dir, source)
     if name == "gsm8k":
-        return _math(
-            name, _read(d / "math/gsm8k_test.jsonl"), "question", lambda r: gsm8k_gold(r["answer"])
-        )
+        return _math(name, rows, "question", lambda r: gsm8k_gold(r["answer"]))
     if name in ("math500", "aime24", "aime25"):
-        return _math(
-            name, _read(d / f"math/{name}_test.jsonl"), "problem", lambda r: str(r["answer"])
-        )
+        return _math(name, rows, "problem", lambda r: str(r["answer"]))
     if name == "amc23":
-        return _math(name, _read(d / "math/amc23_test.jsonl"), "problem", _amc_answer)
+        return _math(name, rows, "problem", _amc_answer)
     if name == "olympiadbench":
-        return _math(
-            name, _read(d / "math/olympiadbench_test.jsonl.gz"), "question", _olympiad_answer
-        )
+        return _math(name, rows, "question", _olympiad_answer)
     if name in ("humaneval", "humaneval_plus"):
-        rows = _read(
-            d
-            / (
-                "code/HumanEval.jsonl.gz"
-                if name == "humaneval"
-                else "code/HumanEvalPlus-v0.1.10.jsonl.gz"
-            )
-        )
         items = []
         for r in rows:
             setup, tests = (
@@ -345,7 +486,7 @@ def load_benchmark(
             )
         return items
     if name == "mbpp":
-        rows = [r for r in _read(d / "code/sanitized-mbpp.json") if 11 <= int(r["task_id"]) <= 510]
+        rows = [r for r in rows if 11 <= int(r["task_id"]) <= 510]
         items = []
         for r in rows:
             tests = list(r["test_list"])
@@ -367,7 +508,7 @@ def load_benchmark(
         return items
     if name == "mbpp_plus":
         items = []
-        for r in _read(d / "code/MbppPlus-v0.2.0.jsonl.gz"):
+        for r in rows:
             r = {
                 **r,
                 "base_input": mbpp_plus_inputs(r["task_id"], r["base_input"]),
@@ -389,8 +530,10 @@ def load_benchmark(
             )
         return items
     if name in ("cruxeval_o", "cruxeval_i"):
-        return _cruxeval(name, _read(d / "code/cruxeval.jsonl.gz"))
+        return _cruxeval(name, rows)
     if name == "livecodebench":
+        if source == "local":
+            raise ValueError("livecodebench has no local test cases: use --source auto or hub")
         return _livecodebench()
     raise ValueError(f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}")
 

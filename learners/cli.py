@@ -31,6 +31,7 @@ commands:
   train    run SAGE self-play training (sage-env train --help)
   play     step one round turn by turn and see every reward term (sage-env play --help)
   eval     pass@k of a model on math and code benchmarks (sage-env eval --help)
+  compare  protocols side by side under one learner, several seeds (sage-env compare --help)
   decontam n-gram overlap between the seeds (or a run's pool) and each benchmark
   export   write a run's checkpoint (LoRA merged) as a plain transformers model
 """
@@ -40,16 +41,16 @@ commands:
 class DecontamConfig:
     """Options of ``sage-env decontam``."""
 
-    benchmarks: str = (
-        "gsm8k,math500,aime24,aime25,amc23,olympiadbench,humaneval,humaneval_plus,mbpp,mbpp_plus"
-    )
-    """Comma-separated benchmark names (local data only)."""
+    benchmarks: str = "gsm8k,math500,humaneval,humaneval_plus,mbpp,mbpp_plus"
+    """Comma-separated benchmark names (default: the ones shipped with sage-env; aime24, aime25,
+    amc23 and olympiadbench load from --data-dir or, with a network, the Hugging Face hub)."""
     pool: str | None = None
     """A run's pool.jsonl to check instead of the bundled seeds."""
     n: int = 13
     """Word n-gram size."""
     data_dir: str | None = None
-    """Local benchmark folder (default ``$SAGE_ENV_DATA`` or ``../shared/data``)."""
+    """Benchmark folder (default ``$SAGE_ENV_DATA``, else the shipped files; layout:
+    ``learners/benchmark_data.py``)."""
     out: str | None = None
     """Write the item-by-item report as JSON here."""
 
@@ -63,7 +64,9 @@ def _eval(argv: list[str]) -> int:
         EvalConfig,
         args=argv,
         prog="sage-env eval",
-        description="pass@1 and unbiased pass@k on local benchmark files.",
+        description="pass@1 and unbiased pass@k on math and code benchmarks (files shipped "
+        "in learners/data/benchmarks; --data-dir for your own copy; the Hugging Face hub for "
+        'the rest, with pip install "sage-env[hub]").',
     )
     try:
         results = run_eval(cfg)
@@ -71,6 +74,36 @@ def _eval(argv: list[str]) -> int:
         print(f"sage-env eval: error: {exc}", file=sys.stderr)
         return 2
     print(markdown_table(results))
+    print(f"results in {cfg.out}")
+    return 0
+
+
+def _compare(argv: list[str]) -> int:
+    import tyro
+
+    from learners.compare import CompareConfig, run_compare
+    from learners.preflight import PreflightError
+
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
+    known, rest = pre.parse_known_args(argv)
+    cfg = tyro.cli(
+        CompareConfig,
+        args=rest,
+        prog="sage-env compare",
+        description="Train every protocol arm with one learner, once per seed, on an equal "
+        "budget of steps; report verifier accuracy on the same held-out items for every arm "
+        "(like for like) and each protocol's own reward apart, as mean and spread over seeds "
+        "(table.md, summary.json, compare.png). --import MODULE (repeatable) registers a "
+        "learner or protocol first.",
+    )
+    cfg = dataclasses.replace(cfg, imports=(*cfg.imports, *known.imports))
+    try:
+        summary = run_compare(cfg)
+    except (ValueError, ImportError, FileExistsError, OSError, PreflightError) as exc:
+        print(f"sage-env compare: error: {exc}", file=sys.stderr)
+        return 2
+    print(summary["table"])
     print(f"results in {cfg.out}")
     return 0
 
@@ -118,7 +151,7 @@ def _decontam(argv: list[str]) -> int:
             for b in cfg.benchmarks.split(",")
             if b.strip()
         ]
-    except (ValueError, FileNotFoundError, OSError) as exc:
+    except (ValueError, FileNotFoundError, OSError, RuntimeError) as exc:
         print(f"sage-env decontam: error: {exc}", file=sys.stderr)
         return 2
     print("| benchmark | items | overlapping | share | flagged |\n|---|---|---|---|---|")
@@ -419,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         return _eval(rest)
     if command == "decontam":
         return _decontam(rest)
+    if command == "compare":
+        return _compare(rest)
     if command == "export":
         return _export(rest)
     print(f"sage-env: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)

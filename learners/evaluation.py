@@ -211,7 +211,12 @@ class EvalConfig:
     as EvalPlus runs them, each under EvalPlus's own time limit; a number is a deviation from
     EvalPlus's protocol, named in the report."""
     data_dir: str | None = None
-    """Local benchmark folder (default ``$SAGE_ENV_DATA`` or ``../shared/data``)."""
+    """Benchmark folder with the layout of ``learners/benchmark_data.py`` (default
+    ``$SAGE_ENV_DATA``, else the files shipped in ``learners/data/benchmarks``)."""
+    source: Literal["auto", "local", "hub"] = "auto"
+    """Where rows come from: ``auto`` (the data folder; a benchmark not there, such as aime24,
+    from the Hugging Face hub), ``local`` (never the network) or ``hub`` (``datasets``; needs
+    ``pip install "sage-env[hub]"`` and a network)."""
     out: str = "runs/eval"
     """Output folder: results.json, results.md, items/<benchmark>.jsonl."""
     device: str = "auto"
@@ -239,7 +244,9 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
     if unknown:
         raise ValueError(f"unknown benchmark(s) {unknown}; available: {', '.join(BENCHMARKS)}")
     plus_limit = None if cfg.plus_limit in (None, "all") else int(cfg.plus_limit)
-    suites = {b: load_benchmark(b, cfg.data_dir, plus_limit)[: cfg.limit] for b in names}
+    suites = {
+        b: load_benchmark(b, cfg.data_dir, plus_limit, cfg.source)[: cfg.limit] for b in names
+    }
     policy = policy or HFPolicy(cfg.model, device=cfg.device, seed=cfg.seed)
     sampling = SamplingConfig(
         max_new_tokens=cfg.max_new_tokens,

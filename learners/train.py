@@ -65,8 +65,10 @@ from sage_env.verifiers import CodeVerifier, MathVerifier
 logger = logging.getLogger("sage_env.train")
 
 
-def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
+def train(cfg: TrainConfig, progress: bool = True, desc: str = "sage train") -> dict[str, float]:
     """Run SAGE training as configured; returns the last step's metrics.
+
+    ``desc`` labels the progress bar (``sage-env compare`` names each run's arm and seed).
 
     Every environment and verifier it opens is closed when it returns or raises. Before
     anything heavy loads, :func:`learners.preflight.check_train` checks the device, the model,
@@ -108,7 +110,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             out.mkdir(parents=True, exist_ok=True)
             plain = _plain(dataclasses.asdict(cfg))
             (out / "config.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
-        metrics = _run(cfg, out, roles, frozen, existing, progress and main, stack, accelerator)
+        metrics = _run(
+            cfg, out, roles, frozen, existing, progress and main, stack, accelerator, desc
+        )
     if main and (out / "metrics.jsonl").exists():
         plot_training(out / "metrics.jsonl", out / "training.png")
     return metrics
@@ -123,6 +127,7 @@ def _run(
     progress: bool,
     stack: contextlib.ExitStack,
     accelerator: Any = None,
+    desc: str = "sage train",
 ) -> dict[str, float]:
     """The loop; whatever it opens is registered on ``stack`` (closed by :func:`train`)."""
     from tqdm.auto import tqdm
@@ -247,7 +252,7 @@ def _run(
     bar = tqdm(
         total=cfg.steps,
         initial=start,
-        desc="sage train",
+        desc=desc,
         unit="step",
         disable=not progress,
         dynamic_ncols=True,

@@ -8,37 +8,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-def test_compare_protocols_runs_every_arm_on_a_tiny_model(tmp_path):
-    import compare_protocols
-
-    from learners.tiny import build_tiny_model
-
-    model = build_tiny_model(tmp_path / "tiny")
-    out = tmp_path / "cmp"
-    compare_protocols.main(
-        [
-            "--arms",
-            "sage,azr,rlvr,sage-frozen-critic",
-            "--model",
-            model,
-            "--steps",
-            "1",
-            "--rounds",
-            "1",
-            "--val-every",
-            "1",
-            "--val-limit",
-            "2",
-            "--out",
-            str(out),
-        ]
-    )
-    summary = json.loads((out / "summary.json").read_text())
-    assert [a["arm"] for a in summary["arms"]] == ["sage", "azr", "rlvr", "sage-frozen-critic"]
-    assert summary["arms"][2]["mean_reward"].keys() == {"solver"}
-    assert (out / "compare.png").exists() and "| rlvr |" in (out / "table.md").read_text()
-
-
 def test_env_bench_math_pairs_are_deterministic():
     import env_bench
 

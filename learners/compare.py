@@ -1,0 +1,552 @@
+"""Like-for-like comparison of protocols under one learner: ``sage-env compare``.
+
+Every arm is a protocol (``sage``, ``azr``, ``mae``, ``rlvr`` or any registered / ``--import``ed
+one, optionally with frozen roles: ``sage-frozen-critic``) trained by
+:func:`learners.train.train` once per seed, with the same model, learner, preset, YAML
+overrides and budget. The budget is **training steps**: every run plays ``steps`` x
+``rounds_per_step`` rounds (rollout tokens differ by protocol and are reported, not equalised).
+
+What is compared:
+
+- **Held-out verifier accuracy**, the like-for-like column: greedy accuracy on the same
+  held-out items for every arm (the first ``heldout`` tasks of the validation split,
+  :func:`sage_env.load_validation`: none is a seed), scored by the external verifier
+  (``val/accuracy`` of ``metrics.jsonl``), before training (step 0) and after the last step.
+- **Solver verifier accuracy on training rounds** (``solver/accuracy``): the external
+  verifier's score of the solver's rollout answers, on each protocol's own tasks.
+- **Each protocol's own reward** per role (``reward/<role>``), reported apart: a protocol's
+  reward is its own scale (MAE's solver is paid by its judge) and does not compare across arms.
+
+Statistics over seeds: mean, sample standard deviation (``ddof=1``; 0 for one seed), min and
+max. Output folder::
+
+    OUT/<arm>/seed<k>/   one training run (metrics.jsonl, transcripts, checkpoints, ...)
+    OUT/summary.json     config, per-run values and per-arm statistics
+    OUT/table.md         the two tables (like-for-like, own rewards)
+    OUT/compare.png      held-out accuracy and own solver reward against step (mean, min-max band)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from learners.policy import DEFAULT_MODEL
+
+logger = logging.getLogger("sage_env.compare")
+
+OWNED = {
+    "model": "--model",
+    "out": "--out",
+    "steps": "--steps",
+    "rounds_per_step": "--rounds-per-step",
+    "seed": "--seeds",
+    "freeze": "the arm name",
+    "val_every": "--val-every",
+    "val_at_start": "always on",
+    "val_limit": "--heldout",
+    "val_max_new_tokens": "--heldout-max-new-tokens",
+    "early_stopping_patience": "0: equal budgets",
+    "resume": "off",
+}
+"""TrainConfig fields the comparison sets for every run (a YAML value for them is ignored,
+with a warning), and the option that sets each."""
+
+FROZEN = "-frozen-"
+"""Separator of an arm's frozen roles: ``sage-frozen-critic-frozen-planner``."""
+
+
+@dataclass
+class CompareConfig:
+    """Options of ``sage-env compare``."""
+
+    protocols: str = "sage,azr,mae,rlvr"
+    """Comma-separated arms: protocol names (registered, or registered by an ``--import``ed
+    module), each optionally with frozen roles, e.g. ``sage-frozen-critic``."""
+    algorithm: str = "trr"
+    """Learner of every arm: a registered algorithm or one an ``--import`` module registers."""
+    imports: tuple[str, ...] = ()
+    """Modules to import first (dotted names or ``.py`` paths; ``--import MODULE`` works too)."""
+    seeds: tuple[int, ...] = (0, 1)
+    """Seeds; every arm trains once per seed (sampling, round order, initial task draws)."""
+    steps: int = 4
+    """The budget of every run: training steps (each plays ``rounds_per_step`` rounds)."""
+    rounds_per_step: int = 4
+    """Rounds per step, the same for every arm."""
+    model: str = DEFAULT_MODEL
+    """Model alias, hub id or local path, the starting point of every arm."""
+    preset: str = "demo"
+    """Training preset every arm starts from (``sage-env train --preset``)."""
+    config: str | None = None
+    """YAML file of TrainConfig fields applied to every arm over the preset (``learner:``
+    keys are the chosen algorithm's); steps, rounds, seed, validation and out are set here."""
+    heldout: int = 16
+    """Held-out items: the first N tasks of the 200-task validation split (100 MATH then
+    100 GSM8K, none a seed), scored by the math verifier."""
+    heldout_max_new_tokens: int = 128
+    """Completion budget of the held-out answers and of ``benchmarks`` (greedy)."""
+    benchmarks: str = ""
+    """Also score the starting model and every run's final model on these ``sage-env eval``
+    benchmarks (comma-separated, e.g. ``gsm8k,humaneval_plus``; greedy pass@1 through the
+    same verifiers): held-out code items too. Empty: off."""
+    benchmark_limit: int = 20
+    """Items per benchmark of ``benchmarks`` (the first ones)."""
+    val_every: int = 0
+    """Held-out accuracy every this many steps (a learning curve); 0 = before training and
+    after the last step only. Must divide ``steps``."""
+    out: str = "runs/compare"
+    """Output folder (see ``learners/compare.py``)."""
+    overwrite: bool = False
+    """Delete run folders already in ``out`` instead of stopping."""
+    progress: bool = True
+    """Progress bars (each names its arm and seed)."""
+
+
+@dataclass
+class Arm:
+    """One arm: a protocol and the roles it keeps frozen."""
+
+    name: str
+    protocol: str
+    freeze: tuple[str, ...] = ()
+
+
+@dataclass
+class RunResult:
+    """What one run (arm x seed) measured, read back from its ``metrics.jsonl``.
+
+    Attributes:
+        arm: Arm name.
+        seed: Seed.
+        out: Run folder.
+        heldout_start: Held-out verifier accuracy before training (step 0).
+        heldout_end: Held-out verifier accuracy after the last step.
+        heldout_curve: ``[[step, accuracy], ...]`` of every held-out evaluation.
+        solver_verifier_accuracy: Mean over steps of ``solver/accuracy`` (training rounds).
+        own_reward: Mean over steps of each role's own reward (``reward/<role>``).
+        own_reward_curve: Per role, ``[[step, reward], ...]``.
+        rollout_tokens: Tokens generated in rollouts, summed over steps.
+        seconds_per_step: Mean wall time of a step.
+        steps: Steps the run completed.
+        benchmark_end: ``benchmarks``: pass@1 of the run's final model per benchmark.
+    """
+
+    arm: str
+    seed: int
+    out: str
+    heldout_start: float | None
+    heldout_end: float | None
+    heldout_curve: list[list[float]]
+    solver_verifier_accuracy: float | None
+    own_reward: dict[str, float]
+    own_reward_curve: dict[str, list[list[float]]]
+    rollout_tokens: float
+    seconds_per_step: float | None
+    steps: int
+    benchmark_end: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Stat:
+    """Mean, sample std (``ddof=1``; 0 for one value), min and max over seeds, and the values."""
+
+    mean: float | None
+    std: float | None
+    min: float | None
+    max: float | None
+    n: int
+    values: list[float | None] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, values: list[float | None]) -> Stat:
+        """Statistics of the non-missing values (all fields ``None`` when there are none)."""
+        xs = [float(v) for v in values if v is not None]
+        if not xs:
+            return cls(None, None, None, None, 0, list(values))
+        mean = sum(xs) / len(xs)
+        var = sum((x - mean) ** 2 for x in xs) / (len(xs) - 1) if len(xs) > 1 else 0.0
+        return cls(mean, math.sqrt(var), min(xs), max(xs), len(xs), list(values))
+
+
+def parse_arms(spec: str) -> list[Arm]:
+    """Arms from ``"sage,azr,sage-frozen-critic"``, checked against the protocol registry.
+
+    Raises:
+        ValueError: on an empty list, a repeated arm, an unknown protocol (the message lists
+            the registered ones) or a frozen role the protocol does not have.
+    """
+    from sage_env.protocols import make_protocol
+
+    names = [a.strip() for a in spec.split(",") if a.strip()]
+    if not names:
+        raise ValueError("--protocols is empty; give e.g. sage,azr,mae,rlvr")
+    if len(set(names)) != len(names):
+        raise ValueError(f"--protocols repeats an arm: {names}")
+    arms = []
+    for name in names:
+        protocol, *frozen = name.split(FROZEN)
+        roles = [a.rsplit("_", 1)[0] for a in make_protocol(protocol).agents]
+        unknown = [r for r in frozen if r not in roles]
+        if unknown:
+            raise ValueError(
+                f"arm {name!r}: protocol {protocol!r} has no role {unknown[0]!r}; roles: {roles}"
+            )
+        arms.append(Arm(name, protocol, tuple(frozen)))
+    return arms
+
+
+def run_config(cfg: CompareConfig, arm: Arm, seed: int) -> Any:
+    """The :class:`~learners.train_config.TrainConfig` of one run (arm x seed).
+
+    Preset, then the YAML file, then algorithm and protocol, then the comparison's own
+    settings: budget, seed, held-out validation, no early stopping (equal budgets), out.
+
+    Raises:
+        ValueError: on an unknown preset or algorithm, or a bad YAML file.
+    """
+    from learners.train import PRESETS, load_yaml_config, with_algorithm, with_protocol
+
+    if cfg.preset not in PRESETS:
+        raise ValueError(f"unknown preset {cfg.preset!r}; presets: {sorted(PRESETS)}")
+    base = PRESETS[cfg.preset]
+    if cfg.config:
+        base = load_yaml_config(cfg.config, base, cfg.algorithm, arm.protocol)
+        data = yaml.safe_load(Path(cfg.config).read_text(encoding="utf-8")) or {}
+        for key in sorted(set(data) & set(OWNED)):
+            logger.warning(
+                "compare: %s sets %s, which sage-env compare sets for every run (%s); "
+                "the file's value is ignored",
+                cfg.config,
+                key,
+                OWNED[key],
+            )
+    else:
+        base = with_protocol(with_algorithm(base, cfg.algorithm), arm.protocol)
+    return dataclasses.replace(
+        base,
+        model=cfg.model,
+        out=str(Path(cfg.out) / arm.name / f"seed{seed}"),
+        steps=cfg.steps,
+        rounds_per_step=cfg.rounds_per_step,
+        seed=seed,
+        freeze=arm.freeze,
+        val_every=cfg.val_every or cfg.steps,
+        val_at_start=True,
+        val_limit=cfg.heldout,
+        val_max_new_tokens=cfg.heldout_max_new_tokens,
+        early_stopping_patience=0,
+        resume=False,
+    )
+
+
+def read_run(arm: str, seed: int, out: str | Path) -> RunResult:
+    """A run's figures from its ``metrics.jsonl`` (step-0 row: before training)."""
+    from learners.plots import read_metrics
+
+    rows = read_metrics(Path(out) / "metrics.jsonl")
+    steps = [r for r in rows if r.get("step", 0) > 0]
+    curve = [[r["step"], r["val/accuracy"]] for r in rows if r.get("val/accuracy") is not None]
+    start = next((a for s, a in curve if s == 0), None)
+    last = steps[-1]["step"] if steps else 0
+    end = next((a for s, a in curve if s == last and s > 0), None)
+    roles = list(dict.fromkeys(k[7:] for r in steps for k in r if k.startswith("reward/")))
+    reward_curve = {
+        role: [
+            [r["step"], r[f"reward/{role}"]] for r in steps if r.get(f"reward/{role}") is not None
+        ]
+        for role in roles
+    }
+    solver = [r["solver/accuracy"] for r in steps if r.get("solver/accuracy") is not None]
+    secs = [r["time/step_s"] for r in steps if r.get("time/step_s") is not None]
+    return RunResult(
+        arm=arm,
+        seed=seed,
+        out=str(out),
+        heldout_start=start,
+        heldout_end=end,
+        heldout_curve=curve,
+        solver_verifier_accuracy=sum(solver) / len(solver) if solver else None,
+        own_reward={r: sum(v for _, v in c) / len(c) for r, c in reward_curve.items() if c},
+        own_reward_curve=reward_curve,
+        rollout_tokens=float(sum(r.get("rollout/tokens") or 0.0 for r in steps)),
+        seconds_per_step=sum(secs) / len(secs) if secs else None,
+        steps=last,
+    )
+
+
+def summarise(arms: list[Arm], runs: list[RunResult]) -> dict[str, dict[str, Any]]:
+    """Per-arm statistics over seeds of every reported figure (:class:`Stat` as dicts)."""
+    out: dict[str, dict[str, Any]] = {}
+    for arm in arms:
+        rs = [r for r in runs if r.arm == arm.name]
+        roles = list(dict.fromkeys(role for r in rs for role in r.own_reward))
+        out[arm.name] = {
+            "protocol": arm.protocol,
+            "freeze": list(arm.freeze),
+            "seeds": [r.seed for r in rs],
+            "heldout_start": dataclasses.asdict(Stat.of([r.heldout_start for r in rs])),
+            "heldout_end": dataclasses.asdict(Stat.of([r.heldout_end for r in rs])),
+            "heldout_change": dataclasses.asdict(
+                Stat.of(
+                    [
+                        None
+                        if r.heldout_end is None or r.heldout_start is None
+                        else r.heldout_end - r.heldout_start
+                        for r in rs
+                    ]
+                )
+            ),
+            "solver_verifier_accuracy": dataclasses.asdict(
+                Stat.of([r.solver_verifier_accuracy for r in rs])
+            ),
+            "own_reward": {
+                role: dataclasses.asdict(Stat.of([r.own_reward.get(role) for r in rs]))
+                for role in roles
+            },
+            "rollout_tokens": dataclasses.asdict(Stat.of([r.rollout_tokens for r in rs])),
+            "seconds_per_step": dataclasses.asdict(Stat.of([r.seconds_per_step for r in rs])),
+            "benchmark_end": {
+                b: dataclasses.asdict(Stat.of([r.benchmark_end.get(b) for r in rs]))
+                for b in dict.fromkeys(b for r in rs for b in r.benchmark_end)
+            },
+        }
+    return out
+
+
+def _cell(stat: dict[str, Any], digits: int = 3) -> str:
+    if stat["mean"] is None:
+        return "-"
+    text = f"{stat['mean']:.{digits}f}"
+    if stat["n"] > 1:
+        text += f" ± {stat['std']:.{digits}f} [{stat['min']:.{digits}f}, {stat['max']:.{digits}f}]"
+    return text
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """The two Markdown tables of a comparison (``summary`` as :func:`run_compare` returns)."""
+    arms, cfg = summary["arms"], summary["config"]
+    n = len(cfg["seeds"])
+    lines = [
+        f"Budget: {cfg['steps']} steps x {cfg['rounds_per_step']} rounds per arm and seed; "
+        f"learner `{cfg['algorithm']}`; model `{cfg['model']}`; {n} seed(s) "
+        f"{list(cfg['seeds'])}. Cells: mean ± sample std [min, max] over seeds.",
+        "",
+        f"Like for like: verifier accuracy on the same {cfg['heldout']} held-out items "
+        "(validation split, greedy, external verifier) for every protocol.",
+        "",
+        "| arm | held-out verifier acc, start | held-out verifier acc, end | change | "
+        "solver verifier acc, training rounds | rollout tokens | s/step |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    benches = list(summary.get("benchmark_start") or {})
+    if benches:
+        lines[-2] += "".join(f" {b} pass@1, end |" for b in benches)
+        lines[-1] += "---|" * len(benches)
+    for name, a in arms.items():
+        lines.append(
+            f"| {name} | {_cell(a['heldout_start'])} | {_cell(a['heldout_end'])} | "
+            f"{_cell(a['heldout_change'])} | {_cell(a['solver_verifier_accuracy'])} | "
+            f"{_cell(a['rollout_tokens'], 0)} | {_cell(a['seconds_per_step'], 1)} |"
+            + "".join(f" {_cell(a['benchmark_end'][b])} |" for b in benches)
+        )
+    if benches:
+        start = ", ".join(f"{b} {v:.3f}" for b, v in summary["benchmark_start"].items())
+        lines += [
+            "",
+            f"Benchmarks (first {cfg['benchmark_limit']} items each, greedy pass@1, the same "
+            f"verifiers): the starting model scores {start}.",
+        ]
+    roles = list(dict.fromkeys(role for a in arms.values() for role in a["own_reward"]))
+    lines += [
+        "",
+        "Each protocol's own reward (mean over steps, per role): its own reward function, "
+        "NOT comparable across protocols.",
+        "",
+        "| arm | " + " | ".join(f"own reward: {r}" for r in roles) + " |",
+        "|---|" + "---|" * len(roles),
+    ]
+    for name, a in arms.items():
+        cells = [_cell(a["own_reward"][r]) if r in a["own_reward"] else "-" for r in roles]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(runs: list[RunResult], arms: list[Arm], path: str | Path) -> Path:
+    """Held-out accuracy and own solver reward against step: mean over seeds, min-max band.
+
+    Returns:
+        The PNG path.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.5))
+    for i, arm in enumerate(arms):
+        rs = [r for r in runs if r.arm == arm.name]
+        color = f"C{i % 10}"
+        for ax, curves in (
+            (ax1, [r.heldout_curve for r in rs]),
+            (ax3, [r.own_reward_curve.get("solver", []) for r in rs]),
+        ):
+            steps = sorted({s for c in curves for s, _ in c})
+            if not steps:
+                continue
+            stats = [Stat.of([dict(map(tuple, c)).get(s) for c in curves]) for s in steps]
+            ax.plot(steps, [s.mean for s in stats], marker="o", color=color, label=arm.name)
+            ax.fill_between(
+                steps, [s.min for s in stats], [s.max for s in stats], color=color, alpha=0.2
+            )
+        end = Stat.of([r.heldout_end for r in rs])
+        if end.mean is not None:
+            ax2.bar(i, end.mean, yerr=end.std, capsize=4, color=color, alpha=0.7)
+            ax2.scatter([i] * end.n, [v for v in end.values if v is not None], color="k", s=12)
+    ax2.set_xticks(range(len(arms)), [a.name for a in arms], rotation=20)
+    ax1.set(title="Held-out verifier accuracy (mean, min-max band)", xlabel="step")
+    ax2.set(title="Held-out verifier accuracy after training (mean ± std, seeds)")
+    ax3.set(title="Own solver reward (each protocol's scale)", xlabel="step")
+    for ax in (ax1, ax2, ax3):
+        ax.grid(alpha=0.3)
+    for ax in (ax1, ax2):
+        ax.set_ylim(-0.02, 1.02)  # accuracies: the whole [0, 1] scale
+    for ax in (ax1, ax3):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in (ax1, ax3):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def final_model(run: Path) -> str:
+    """The folder of a run's last checkpoint as a plain model.
+
+    A LoRA run's adapters are merged first, into ``RUN/final_model``, with
+    :func:`learners.export.export_model`.
+
+    Raises:
+        FileNotFoundError: if the run holds no checkpoint.
+    """
+    from learners.export import ExportConfig, checkpoint_model_dir, export_model
+
+    weights = checkpoint_model_dir(run)
+    if not (weights / "adapter_config.json").exists():
+        return str(weights)
+    merged = run / "final_model"
+    if not (merged / "config.json").exists():
+        export_model(ExportConfig(run=str(run), out=str(merged)))
+    return str(merged)
+
+
+def benchmark_scores(model: str, cfg: CompareConfig, out: Path, device: str) -> dict[str, float]:
+    """Greedy pass@1 of ``model`` on ``cfg.benchmarks`` (``sage-env eval``'s loop and verifiers).
+
+    Writes ``sage-env eval``'s files (results.json, items/) to ``out``.
+    """
+    from learners.evaluation import EvalConfig, run_eval
+
+    ecfg = EvalConfig(
+        model=model,
+        benchmarks=cfg.benchmarks,
+        limit=cfg.benchmark_limit,
+        samples=1,
+        max_new_tokens=cfg.heldout_max_new_tokens,
+        out=str(out),
+        device=device,
+    )
+    return {r.benchmark: r.pass_at[1] for r in run_eval(ecfg, progress=cfg.progress)}
+
+
+def run_compare(cfg: CompareConfig) -> dict[str, Any]:
+    """Train every arm once per seed and write ``summary.json``, ``table.md``, ``compare.png``.
+
+    Everything that can be checked without a model is checked before the first run: the
+    imports, every arm's protocol and frozen roles, the algorithm, the preset, the YAML file
+    and the budget.
+
+    Returns:
+        The summary written to ``summary.json``: ``config``, ``runs`` (one per arm and seed)
+        and ``arms`` (statistics over seeds, :func:`summarise`), plus ``table`` (Markdown).
+
+    Raises:
+        ImportError: if an ``imports`` module fails to import.
+        ValueError: on an unknown protocol, role, algorithm, preset or benchmark, bad
+            budgets or seeds, or a ``benchmarks`` entry the hub cannot serve now.
+        FileNotFoundError: if a ``benchmarks`` file is missing.
+        FileExistsError: if a run folder exists and ``overwrite`` is off.
+    """
+    from learners.base import learner_spec
+    from learners.plugins import import_modules
+    from learners.train import train
+
+    import_modules(list(cfg.imports))
+    arms = parse_arms(cfg.protocols)
+    learner_spec(cfg.algorithm)
+    if cfg.steps < 1 or cfg.rounds_per_step < 1 or cfg.heldout < 1:
+        raise ValueError("steps, rounds_per_step and heldout must be >= 1")
+    if cfg.val_every < 0 or (cfg.val_every and cfg.steps % cfg.val_every):
+        raise ValueError(f"val_every ({cfg.val_every}) must divide steps ({cfg.steps}) or be 0")
+    if not cfg.seeds or len(set(cfg.seeds)) != len(cfg.seeds):
+        raise ValueError(f"seeds must be distinct and at least one, got {list(cfg.seeds)}")
+    benches = [b.strip() for b in cfg.benchmarks.split(",") if b.strip()]
+    if benches:  # load once now: a missing file fails before any training
+        from learners.evaluation import load_benchmark
+
+        for b in benches:
+            try:
+                load_benchmark(b, plus_limit=1)
+            except RuntimeError as exc:  # the hub (livecodebench): not reachable now
+                raise ValueError(f"--benchmarks {b}: {exc}") from exc
+    plan = [(arm, seed, run_config(cfg, arm, seed)) for arm in arms for seed in cfg.seeds]
+    for _, _, tcfg in plan:
+        out = Path(tcfg.out)
+        if out.exists() and any(out.iterdir()):
+            if not cfg.overwrite:
+                raise FileExistsError(
+                    f"{out} already holds a run; pass --overwrite or another --out"
+                )
+            shutil.rmtree(out)
+    out = Path(cfg.out)
+    bench_start = {}
+    if benches:
+        model = plan[0][2].model
+        bench_start = benchmark_scores(model, cfg, out / "benchmark_start", plan[0][2].device)
+    runs = []
+    for i, (arm, seed, tcfg) in enumerate(plan, 1):
+        logger.info("compare: run %d/%d: %s seed %d -> %s", i, len(plan), arm.name, seed, tcfg.out)
+        train(tcfg, progress=cfg.progress, desc=f"{arm.name} seed {seed}")
+        runs.append(read_run(arm.name, seed, tcfg.out))
+        if benches:
+            run = Path(tcfg.out)
+            runs[-1].benchmark_end = benchmark_scores(
+                final_model(run), cfg, run / "benchmarks", tcfg.device
+            )
+    summary: dict[str, Any] = {
+        "config": dataclasses.asdict(cfg),
+        "budget": {"unit": "steps", "steps": cfg.steps, "rounds_per_step": cfg.rounds_per_step},
+        "heldout": {
+            "items": cfg.heldout,
+            "source": "sage_env.load_validation() first N tasks",
+            "verifier": "MathVerifier",
+        },
+        "benchmark_start": bench_start,
+        "runs": [dataclasses.asdict(r) for r in runs],
+        "arms": summarise(arms, runs),
+    }
+    summary["table"] = markdown(summary)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    (out / "table.md").write_text(summary["table"] + "\n")
+    plot(runs, arms, out / "compare.png")
+    return summary
