@@ -31,7 +31,7 @@ import torch
 import yaml
 
 import sage_env
-from learners import distributed, preflight
+from learners import checks, distributed, preflight
 from learners.base import learner_spec, make_learner
 from learners.checkpoint import (
     checkpoint_dirs,
@@ -74,7 +74,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
 
     Raises:
         FileExistsError: if ``cfg.out`` already holds a run and ``cfg.resume`` is False.
-        ValueError: on an unknown protocol, algorithm or frozen role.
+        ValueError: on an unknown protocol, algorithm or frozen role, or a config in which
+            every advantage is 0 in every step (:func:`learners.checks.certain_no_update`).
         learners.preflight.PreflightError: naming what is missing (no CUDA device, model
             weights neither cached nor downloadable, ``wandb`` not installed, FSDP launch).
     """
@@ -86,6 +87,12 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
             f"protocol {cfg.env.protocol!r} has roles {roles}"
         )
     learner_spec(cfg.algorithm)  # an unknown algorithm fails before the model loads
+    certain = checks.certain_no_update(cfg)  # every advantage 0 in every step: refuse
+    if certain:
+        raise ValueError(certain)
+    if distributed.is_main():
+        for message in checks.ignored_settings(cfg):
+            logger.warning("%s", message)
     out = Path(cfg.out)
     # device, model, tracker, launcher and a vllm engine without vLLM: one line, before loading
     preflight.check_train(cfg, _model_source(cfg, out, checkpoint_dirs(out)))
@@ -262,6 +269,9 @@ def _run(
         t1 = time.perf_counter()
         update = learner.update()
         t_update = time.perf_counter() - t1
+        idle = checks.nothing_trained(update)  # all advantages 0, no loss called, no gradient
+        if idle is not None and main:
+            logger.warning("step %d trained nothing: %s", step, idle)
         t1 = time.perf_counter()
         policy.sync_engine()  # the next rollout (and validation) samples the updated weights
         t_sync = time.perf_counter() - t1
@@ -278,6 +288,7 @@ def _run(
             "step": step,
             **rollout_metrics(result, roles),
             **{f"learner/{k}": v for k, v in update.items()},
+            **checks.trained_metric(update),
             "pool/size": float(len(pool)),
             "pool/seeds": float(len(pool) - pool.num_generated),
             "pool/generated": float(pool.num_generated),
