@@ -224,7 +224,7 @@ def _play(argv: list[str]) -> int:
 
     import sage_env
     from learners.train_config import protocol_config_type
-    from sage_env.play import RoundRecord, play, replay, summary
+    from sage_env.play import PlayStopped, RoundRecord, play, replay, summary
 
     known, argv = _preparser().parse_known_args(argv)
     if not _import(known.imports, "play") or not _no_moved_flags(argv, "play"):
@@ -261,6 +261,11 @@ def _play(argv: list[str]) -> int:
             record = replay(env, saved)
         else:
             record = play(env, _players(cfg.players, cfg, env.possible_agents), seed=cfg.seed)
+    except PlayStopped as exc:  # a human player's stdin ended: show what was played
+        if exc.record is not None and exc.record.rewards:
+            print("\n" + summary(exc.record))
+        print(f"sage-env play: stopped: {exc}", file=sys.stderr)
+        return 1
     except ValueError as exc:
         print(f"sage-env play: error: {exc}", file=sys.stderr)
         return 2

@@ -71,7 +71,7 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     """Completion budget per action, tokens, of the phases not in ``phase_max_new_tokens``.
     Given on the command line (``--max-new-tokens 16``) or in a YAML file without
     ``phase_max_new_tokens``, it sets every phase: the preset's per-phase budgets are dropped
-    (``docs/training.md#token-budgets``)."""
+    (``docs/training.md``, token budgets)."""
     phase_max_new_tokens: dict[str, int] = field(default_factory=dict)
     """Completion budget per phase or per ``"phase/domain"`` (which wins), tokens, e.g.
     ``{"review_question": 40, "challenge": 160, "challenge/code": 224}``: critics short,
