@@ -284,25 +284,24 @@ def check_learner_class(name: str, cls: Any, config_cls: Any) -> None:
     """
     at = where(cls)
     label = f"learner {name!r} ({at})"
-    if isinstance(cls, type):
-        missing = [m for m in LEARNER_METHODS if not callable(getattr(cls, m, None))]
-        if missing:
-            if dataclasses.is_dataclass(cls):
-                raise LearnerPluginError(
-                    f"{label}: {cls.__name__} is a dataclass without {', '.join(missing)}: "
-                    "it looks like the learner's config. Register the learner class: "
-                    f"register_learner({name!r}, MyLearner, config_cls={cls.__name__})"
-                )
-            raise LearnerPluginError(
-                f"{label}: {cls.__name__} lacks {', '.join(missing)}; a learner implements "
-                f"{', '.join(LEARNER_METHODS)} (subclass learners.pg.PolicyGradientLearner)"
-            )
-    elif not callable(cls):
+    missing = [m for m in LEARNER_METHODS if not callable(getattr(cls, m, None))]
+    if isinstance(cls, type) and missing and dataclasses.is_dataclass(cls):
+        raise LearnerPluginError(
+            f"{label}: {cls.__name__} is a dataclass without {', '.join(missing)}: "
+            "it looks like the learner's config. Register the learner class: "
+            f"register_learner({name!r}, MyLearner, config_cls={cls.__name__})"
+        )
+    if not callable(cls):
         raise LearnerPluginError(f"{label}: expected a learner class or factory, got {cls!r}")
     if not (isinstance(config_cls, type) and dataclasses.is_dataclass(config_cls)):
         raise LearnerPluginError(
             f"{label}: config_cls must be a dataclass (@dataclass class MyConfig(PGConfig)), "
             f"got {config_cls!r}"
+        )
+    if isinstance(cls, type) and missing:
+        raise LearnerPluginError(
+            f"{label}: {cls.__name__} lacks {', '.join(missing)}; a learner implements "
+            f"{', '.join(LEARNER_METHODS)} (subclass learners.pg.PolicyGradientLearner)"
         )
     if all(callable(getattr(config_cls, m, None)) for m in ("act", "update")):
         raise LearnerPluginError(
