@@ -370,6 +370,7 @@ def _train(argv: list[str]) -> int:
         except (OSError, ValueError) as exc:
             print(f"sage-env train: error: {exc}", file=sys.stderr)
             return 2
+    imports = _recorded_imports(imports)
     if not _import(imports, "train") or not _no_moved_flags(rest, "train"):
         return 2
     preset = PRESETS[known.preset]
@@ -403,7 +404,7 @@ def _train(argv: list[str]) -> int:
         "--import MODULE (repeatable: a module that registers a learner or protocol; "
         "recorded in config.yaml) and --no-progress.",
     )
-    cfg = dataclasses.replace(cfg, imports=tuple(_recorded_imports(imports)))
+    cfg = dataclasses.replace(cfg, imports=tuple(imports))
     cfg = _one_budget(cfg, rest, known.config)
     from learners.checks import ignored_settings
 
