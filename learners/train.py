@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import random
 import time
 from pathlib import Path
@@ -90,7 +91,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict[str, float]:
     certain = checks.certain_no_update(cfg)  # every advantage 0 in every step: refuse
     if certain:
         raise ValueError(certain)
-    if distributed.is_main():
+    if os.environ.get("RANK", "0") == "0":  # before the process group opens: rank 0 says it
         for message in checks.ignored_settings(cfg):
             logger.warning("%s", message)
     out = Path(cfg.out)
