@@ -434,7 +434,7 @@ def _config_imports(path: str) -> list[str]:
     import yaml
 
     try:
-        data = yaml.safe_load(open(path, encoding="utf-8").read()) or {}
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ValueError(f"{path} is not valid YAML: {exc}") from exc
     found = data.get("imports") if isinstance(data, dict) else None
@@ -468,7 +468,7 @@ def _one_budget(cfg: Any, argv: list[str], config: str | None) -> Any:
     if not given and config:
         import yaml
 
-        data = yaml.safe_load(open(config, encoding="utf-8").read()) or {}
+        data = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
         given = "max_new_tokens" in data and "phase_max_new_tokens" not in data
     if not given or not cfg.phase_max_new_tokens or "--phase-max-new-tokens" in heads:
         return cfg
