@@ -41,6 +41,7 @@ class RLOOLearner(PolicyGradientLearner):
     """REINFORCE with a leave-one-out baseline per (role, prompt)."""
 
     name = "rloo"
+    advantage_group = "role_prompt"  # sage-env train refuses a config with groups of one
 
     def advantages(self, batch: list[Transition]) -> list[float]:
         """Leave-one-out baseline among completions of the same (role, prompt)."""

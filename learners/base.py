@@ -85,13 +85,21 @@ def register_learner(
             :class:`~learners.pg.PolicyGradientLearner` subclass inherits ``PGConfig``).
         overwrite: Replace a learner registered under the same name.
 
+    The learner is checked first (:func:`learners.checks.check_learner_class`): it is a
+    learner and not its config, its config is a dataclass, and its ``loss`` / ``advantages``
+    hooks take the arguments the training loop passes and ``loss`` returns a tensor. A
+    plugin imported with ``--import`` is so checked before the model loads.
+
     Raises:
         ValueError: if the name is taken and ``overwrite`` is False.
-        TypeError: if no config dataclass is given or found on ``cls``.
+        learners.checks.LearnerPluginError: (a ``TypeError``) naming the file and line of
+            what is wrong: no config dataclass given or found on ``cls``, a config class
+            registered as the learner, a hook with the wrong signature.
     """
+    from learners.checks import check_learner_class
+
     config_cls = config_cls or getattr(cls, "config_cls", None)
-    if not (isinstance(config_cls, type) and dataclasses.is_dataclass(config_cls)):
-        raise TypeError(f"learner {name!r}: config_cls must be a dataclass, got {config_cls!r}")
+    check_learner_class(name, cls, config_cls)
     if name in LEARNERS and not overwrite:
         raise ValueError(f"learner {name!r} is already registered (pass overwrite=True)")
     LEARNERS[name] = LearnerSpec(name, cls, config_cls)

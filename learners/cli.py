@@ -20,7 +20,8 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Generic
+from pathlib import Path
+from typing import Any, Generic
 
 from learners.policy import DEFAULT_MODEL
 from sage_env.config import MOVED_REWARD_FIELDS, EnvConfig, ProtocolConfigT
@@ -256,7 +257,7 @@ def _play(argv: list[str]) -> int:
 
     import sage_env
     from learners.train_config import protocol_config_type
-    from sage_env.play import RoundRecord, play, replay, summary
+    from sage_env.play import PlayStopped, RoundRecord, play, replay, summary
 
     known, argv = _preparser().parse_known_args(argv)
     if not _import(known.imports, "play") or not _no_moved_flags(argv, "play"):
@@ -293,6 +294,11 @@ def _play(argv: list[str]) -> int:
             record = replay(env, saved)
         else:
             record = play(env, _players(cfg.players, cfg, env.possible_agents), seed=cfg.seed)
+    except PlayStopped as exc:  # a human player's stdin ended: show what was played
+        if exc.record is not None and exc.record.rewards:
+            print("\n" + summary(exc.record))
+        print(f"sage-env play: stopped: {exc}", file=sys.stderr)
+        return 1
     except ValueError as exc:
         print(f"sage-env play: error: {exc}", file=sys.stderr)
         return 2
@@ -390,9 +396,18 @@ def _train(argv: list[str]) -> int:
     pre.add_argument("--no-progress", action="store_true")
     pre.add_argument("--algorithm", default=None)
     known, rest = pre.parse_known_args(argv)
-    if not _import(known.imports, "train") or not _no_moved_flags(rest, "train"):
+    imports = list(known.imports)
+    if known.config:  # a saved run's config.yaml names the modules its learner came from
+        try:
+            imports = _config_imports(known.config) + imports
+        except (OSError, ValueError) as exc:
+            print(f"sage-env train: error: {exc}", file=sys.stderr)
+            return 2
+    imports = _recorded_imports(imports)
+    if not _import(imports, "train") or not _no_moved_flags(rest, "train"):
         return 2
-    base = PRESETS[known.preset]
+    preset = PRESETS[known.preset]
+    base = preset
     try:
         if known.config:
             base = load_yaml_config(known.config, base, known.algorithm, known.protocol)
@@ -413,14 +428,23 @@ def _train(argv: list[str]) -> int:
         args=rest,
         prog="sage-env train",
         description="Run SAGE training. Also accepts "
-        f"--preset {{{','.join(sorted(PRESETS))}}}, --config FILE.yaml, "
+        f"--preset {{{','.join(sorted(PRESETS))}}} (debug: the smallest run, for developing "
+        "a learner), --config FILE.yaml, "
         f"--protocol {{{protocols}}} (the --env.protocol-config.* flags are the chosen "
         "protocol's own settings: sage-env train --protocol NAME --help), "
         f"--algorithm {{{algorithms}}} (the --learner.* flags "
         "below are the chosen algorithm's: sage-env train --algorithm NAME --help), "
-        "--import MODULE (repeatable: a module that registers a learner or protocol) and "
-        "--no-progress.",
+        "--import MODULE (repeatable: a module that registers a learner or protocol; "
+        "recorded in config.yaml) and --no-progress.",
     )
+    cfg = dataclasses.replace(cfg, imports=tuple(imports))
+    cfg = _one_budget(cfg, rest, known.config)
+    from learners.checks import ignored_settings
+
+    always = set(ignored_settings(cfg))  # train() logs these itself
+    for message in ignored_settings(cfg, preset):
+        if message not in always:
+            logging.getLogger("sage_env.train").warning("%s", message)
     try:
         metrics = train(cfg, progress=not known.no_progress)
     except (FileExistsError, ValueError, ImportError, PreflightError) as exc:
@@ -431,6 +455,67 @@ def _train(argv: list[str]) -> int:
     )
     print(f"finished; artifacts in {cfg.out}")
     return 0
+
+
+def _config_imports(path: str) -> list[str]:
+    """The ``imports`` a YAML config records (``[]`` when none).
+
+    Raises:
+        ValueError: if the file is not YAML or ``imports`` is not a list of strings.
+        OSError: if it cannot be read.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is not valid YAML: {exc}") from exc
+    found = data.get("imports") if isinstance(data, dict) else None
+    if found is None:
+        return []
+    if not isinstance(found, list) or not all(isinstance(m, str) for m in found):
+        raise ValueError(f"{path}: imports must be a list of module names, got {found!r}")
+    return list(found)
+
+
+def _recorded_imports(imports: list[str]) -> list[str]:
+    """``--import`` modules as ``config.yaml`` records them: ``.py`` paths made absolute."""
+    out: list[str] = []
+    for name in imports:
+        name = str(Path(name).resolve()) if name.endswith(".py") else name
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _one_budget(cfg: Any, argv: list[str], config: str | None) -> Any:
+    """Apply the rule of ``--max-new-tokens``: given, it sets every phase's budget.
+
+    ``--max-new-tokens N`` on the command line (or ``max_new_tokens`` in a ``--config``
+    file that has no ``phase_max_new_tokens``) drops the preset's per-phase budgets, keeping
+    only the phases named with ``--phase-max-new-tokens.PHASE`` (or given whole with
+    ``--phase-max-new-tokens``), and says so.
+    """
+    heads = [a.split("=", 1)[0].replace("_", "-") for a in argv if a.startswith("--")]
+    given = "--max-new-tokens" in heads
+    if not given and config:
+        import yaml
+
+        data = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
+        given = "max_new_tokens" in data and "phase_max_new_tokens" not in data
+    if not given or not cfg.phase_max_new_tokens or "--phase-max-new-tokens" in heads:
+        return cfg
+    prefix = "--phase-max-new-tokens."
+    named = {h[len(prefix) :] for h in heads if h.startswith(prefix)}
+    keep = {k: v for k, v in cfg.phase_max_new_tokens.items() if k.replace("_", "-") in named}
+    dropped = sorted(set(cfg.phase_max_new_tokens) - set(keep))
+    logging.getLogger("sage_env.train").info(
+        "--max-new-tokens %d sets every phase: the preset's per-phase budgets of %s are "
+        "dropped (set one phase with --phase-max-new-tokens.PHASE N)",
+        cfg.max_new_tokens,
+        ", ".join(dropped),
+    )
+    return dataclasses.replace(cfg, phase_max_new_tokens=keep)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ class GRPOLearner(PolicyGradientLearner):
     """Advantages normalised among completions of the same (role, prompt)."""
 
     name = "grpo"
+    advantage_group = "role_prompt"
 
     def advantages(self, batch: list[Transition]) -> list[float]:
         """Group by ``(role, prompt token ids)`` and normalise within each group."""

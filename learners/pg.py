@@ -22,6 +22,7 @@ from typing import Literal
 import torch
 
 from learners import distributed
+from learners.checks import check_loss_result
 from learners.losses import clipped_policy_loss, kl_penalty
 from learners.policy import LoRAConfig, SamplingConfig, TrainablePolicy
 from learners.rollout import Transition
@@ -141,6 +142,11 @@ class PolicyGradientLearner:
     config_cls: type = PGConfig
     """Hyperparameter dataclass (``TrainConfig.learner``); a subclass that adds fields
     extends ``PGConfig`` and sets this."""
+    advantage_group: str | None = None
+    """Which sequences share a baseline in :meth:`advantages`: ``"role_domain"``,
+    ``"role_prompt"`` or ``None`` (another or unknown rule). Declared next to an
+    ``advantages`` override; ``sage-env train`` reads it to refuse a config in which every
+    group holds one sequence (:func:`learners.checks.certain_no_update`)."""
 
     def __init__(
         self,
@@ -344,7 +350,9 @@ class PolicyGradientLearner:
             if self.use_reference:
                 ref_logp, _ = self.policy.reference_logprobs(prompts, comps, self.temperature)
             a = torch.tensor([adv[i] for i in mb], device=device, dtype=logp.dtype).unsqueeze(1)
-            loss, parts = self.loss(LossInputs(logp, old, a, mask, ref_logp, n_tokens, n_seqs))
+            loss, parts = check_loss_result(
+                self, self.loss(LossInputs(logp, old, a, mask, ref_logp, n_tokens, n_seqs))
+            )
             loss.backward()
             stats["loss"] += float(loss.detach())
             for key, value in parts.items():

@@ -65,6 +65,7 @@ def import_modules(names: list[str] | tuple[str, ...]) -> list[types.ModuleType]
 
     The working directory is put on ``sys.path`` first (as ``python -m`` does), so
     ``--import examples.dapo_clip_higher`` works from a checkout with the console script too.
+    A module imported already (a ``.py`` file too) is not run again.
 
     Raises:
         ImportError: naming the module when it cannot be found or raises on import.
@@ -77,6 +78,10 @@ def import_modules(names: list[str] | tuple[str, ...]) -> list[types.ModuleType]
         try:
             if name.endswith(".py"):
                 path = Path(name).resolve()
+                loaded = sys.modules.get(path.stem)
+                if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+                    modules.append(loaded)  # imported already: as import does, not again
+                    continue
                 spec = importlib.util.spec_from_file_location(path.stem, path)
                 if spec is None or spec.loader is None or not path.exists():
                     raise FileNotFoundError(f"no such file {str(path)!r}")

@@ -1,4 +1,4 @@
-"""Named starting points of ``sage-env train --preset NAME``: demo, paper, paper-1gpu."""
+"""Named starting points of ``sage-env train --preset NAME``: demo, debug, paper, paper-1gpu."""
 
 from __future__ import annotations
 
@@ -66,6 +66,25 @@ PRESETS: dict[str, TrainConfig] = {
         ),
         learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
     ),
+    "debug": TrainConfig(
+        out="runs/debug",
+        steps=2,
+        # two rounds: every built-in learner has groups of more than one sequence
+        rounds_per_step=2,
+        # one budget for every phase: --max-new-tokens N changes them all
+        max_new_tokens=48,
+        phase_stop_strings=dict(DEMO_STOPS),
+        temperature=0.7,
+        val_every=0,
+        critic_probe_size=0,
+        gate_calibration=False,
+        warmup=WarmupConfig(steps=0),
+        save_every=1_000_000,  # one checkpoint, at the last step
+        keep_checkpoints=1,
+        report_to="none",  # metrics.jsonl only
+        env=EnvConfig(solver_samples=2),
+        learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
+    ),
     "paper": TrainConfig(
         model="Qwen/Qwen2.5-7B-Instruct",
         out="runs/paper",
@@ -126,6 +145,8 @@ PRESETS: dict[str, TrainConfig] = {
         ),
     ),
 }
-"""Named starting points: ``demo`` (CPU, minutes), ``paper`` (Qwen2.5-7B-Instruct, LoRA
+"""Named starting points: ``demo`` (CPU, minutes), ``debug`` (the smallest run for developing
+a learner: 2 steps of 2 rounds, 48 tokens a phase, no warm-up, probe or validation, one
+checkpoint; ``docs/learners.md``), ``paper`` (Qwen2.5-7B-Instruct, LoRA
 r = 128, one process per GPU on 8 GPUs of 80 GB) and ``paper-1gpu`` (Qwen2.5-3B-Instruct,
 LoRA r = 128, one GPU of 80 GB). ``docs/scaling.md`` has their memory arithmetic."""

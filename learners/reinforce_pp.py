@@ -16,6 +16,7 @@ class ReinforcePPBaselineLearner(PolicyGradientLearner):
     """Group-mean baseline per (role, prompt), then global whitening."""
 
     name = "reinforce_pp"
+    advantage_group = "role_prompt"
 
     def advantages(self, batch: list[Transition]) -> list[float]:
         """Centre within (role, prompt) groups, whiten across the batch."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import random
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ import torch
 import yaml
 
 import sage_env
-from learners import distributed, preflight
+from learners import checks, distributed, preflight
 from learners.base import learner_spec, make_learner
 from learners.checkpoint import (
     checkpoint_dirs,
@@ -76,7 +77,8 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str = "sage train") -> 
 
     Raises:
         FileExistsError: if ``cfg.out`` already holds a run and ``cfg.resume`` is False.
-        ValueError: on an unknown protocol, algorithm or frozen role.
+        ValueError: on an unknown protocol, algorithm or frozen role, or a config in which
+            every advantage is 0 in every step (:func:`learners.checks.certain_no_update`).
         learners.preflight.PreflightError: naming what is missing (no CUDA device, model
             weights neither cached nor downloadable, ``wandb`` not installed, FSDP launch).
     """
@@ -88,6 +90,12 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str = "sage train") -> 
             f"protocol {cfg.env.protocol!r} has roles {roles}"
         )
     learner_spec(cfg.algorithm)  # an unknown algorithm fails before the model loads
+    certain = checks.certain_no_update(cfg)  # every advantage 0 in every step: refuse
+    if certain:
+        raise ValueError(certain)
+    if os.environ.get("RANK", "0") == "0":  # before the process group opens: rank 0 says it
+        for message in checks.ignored_settings(cfg):
+            logger.warning("%s", message)
     out = Path(cfg.out)
     # device, model, tracker, launcher and a vllm engine without vLLM: one line, before loading
     preflight.check_train(cfg, _model_source(cfg, out, checkpoint_dirs(out)))
@@ -267,6 +275,9 @@ def _run(
         t1 = time.perf_counter()
         update = learner.update()
         t_update = time.perf_counter() - t1
+        idle = checks.nothing_trained(update)  # all advantages 0, no loss called, no gradient
+        if idle is not None and main:
+            logger.warning("step %d trained nothing: %s", step, idle)
         t1 = time.perf_counter()
         policy.sync_engine()  # the next rollout (and validation) samples the updated weights
         t_sync = time.perf_counter() - t1
@@ -283,6 +294,7 @@ def _run(
             "step": step,
             **rollout_metrics(result, roles),
             **{f"learner/{k}": v for k, v in update.items()},
+            **checks.trained_metric(update),
             "pool/size": float(len(pool)),
             "pool/seeds": float(len(pool) - pool.num_generated),
             "pool/generated": float(pool.num_generated),

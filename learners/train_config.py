@@ -68,7 +68,10 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     dtype: str = "auto"
     """``auto`` (bf16 on CUDA, fp32 on CPU), ``float32``, ``bfloat16``."""
     max_new_tokens: int = 96
-    """Completion budget per action, tokens (phases not in ``phase_max_new_tokens``)."""
+    """Completion budget per action, tokens, of the phases not in ``phase_max_new_tokens``.
+    Given on the command line (``--max-new-tokens 16``) or in a YAML file without
+    ``phase_max_new_tokens``, it sets every phase: the preset's per-phase budgets are dropped
+    (``docs/training.md``, token budgets)."""
     phase_max_new_tokens: dict[str, int] = field(default_factory=dict)
     """Completion budget per phase or per ``"phase/domain"`` (which wins), tokens, e.g.
     ``{"review_question": 40, "challenge": 160, "challenge/code": 224}``: critics short,
@@ -125,6 +128,10 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     ``ema`` (per-role EMA baseline), or a name registered with
     :func:`learners.base.register_learner` (from ``--import MODULE`` or an entry point). It
     decides the type of ``learner``."""
+    imports: tuple[str, ...] = ()
+    """Modules imported before the run (``--import MODULE``, repeatable; a ``.py`` file is
+    recorded by its absolute path): the learners and protocols they register. Saved in
+    ``config.yaml``, so ``sage-env train --config runs/x/config.yaml`` imports them again."""
     freeze: tuple[str, ...] = ()
     """Roles that act but are not trained (their transitions are dropped before the update),
     e.g. ``--freeze challenger critic``: the role ablations of the paper's Table 3."""
@@ -142,7 +149,8 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     probe's intact from its corrupted questions (``sage_env.critic_probe.best_threshold``);
     while the critic does not discriminate (AUC < 0.55) alpha becomes
     ``min(alpha, q at gate_seed_quantile of the intact seeds)`` (see ``gate_seed_quantile``).
-    Needs ``critic_probe_size > 0``. Logged as ``gate/alpha``."""
+    Needs the probe: with ``critic_probe_size = 0`` (probe off) it is off too, and
+    ``sage-env train`` says so at start-up. Logged as ``gate/alpha``."""
     gate_seed_quantile: float | None = 0.5
     """Fallback of ``gate_calibration`` for a critic at chance: cap alpha at the q this critic
     gives to all but this share of the intact probe seeds
@@ -178,8 +186,12 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
             raise ValueError(
                 f"report_to must be tensorboard, wandb or none, got {self.report_to!r}"
             )
-        if self.gate_calibration and self.critic_probe_size < 2:
-            raise ValueError("gate_calibration needs critic_probe_size >= 2")
+        if self.gate_calibration and self.critic_probe_size == 1:
+            raise ValueError(
+                "gate_calibration needs critic_probe_size >= 2 (one intact and one corrupted "
+                "question), got 1; critic_probe_size = 0 turns the probe and the calibration off"
+            )
+        self.imports = tuple(str(m) for m in self.imports)
         if isinstance(self.warmup, dict):
             self.warmup = WarmupConfig(**self.warmup)
         if isinstance(self.rollout, dict):

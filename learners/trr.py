@@ -21,6 +21,7 @@ class TRRLearner(PolicyGradientLearner):
     """TRR++: advantages normalised within each (role, domain) group."""
 
     name = "trr"
+    advantage_group = "role_domain"
 
     def advantages(self, batch: list[Transition]) -> list[float]:
         """``(r - mean) / (std + eps)`` per :attr:`Transition.group_key` group.

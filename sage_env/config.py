@@ -283,7 +283,10 @@ class EnvConfig(Generic[ProtocolConfigT]):
     pool, and the Challenger proposes a program and an input whose output the sandboxed
     executor computes)."""
     max_action_chars: int = 20_000
-    """Actions longer than this are truncated (keeping the head) before parsing."""
+    """Actions longer than this are truncated (keeping the head) before parsing; the cut is
+    flagged as ``infos[agent]["action_truncated"] = {"chars": original length, "kept":
+    max_action_chars}`` (also in ``last`` when that action is credited) and in the
+    transcript's action header."""
     max_task_chars: int = 4_000
     """Generated questions longer than this fail the format check."""
     require_code_solution: bool = True

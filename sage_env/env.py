@@ -296,7 +296,14 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             return
         text = action if isinstance(action, str) else ("" if action is None else str(action))
         self._score_probs = getattr(action, "score_probs", None)
-        text = str(text[: self.config.max_action_chars])
+        limit = self.config.max_action_chars
+        cut_from = len(text)
+        cut = cut_from > limit
+        if cut:  # flagged: a reply that lost its closing tags to the cut fails the format
+            self.infos[agent]["action_truncated"] = {"chars": cut_from, "kept": limit}
+        else:
+            self.infos[agent].pop("action_truncated", None)
+        text = str(text[:limit])
         self._cumulative_rewards[agent] = 0.0
         self.rewards = {a: 0.0 for a in self.agents}
         phase = self.infos[agent]["phase"]
@@ -305,7 +312,13 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._log(
             f"=== {phase}: {agent} ===\n--- observation ---\n{self._obs[agent]['user']}\n"
             + (f"--- prefix ---\n{prefix}\n" if prefix else "")
-            + f"--- action ---\n{text}"
+            + (
+                f"--- action (cut to its first {limit} of {cut_from} characters: "
+                "max_action_chars) ---\n"
+                if cut
+                else "--- action ---\n"
+            )
+            + text
         )
         self.protocol.step(self, agent, phase, text)
         self._accumulate_rewards()
@@ -383,6 +396,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         """
         reward = float(reward) if math.isfinite(reward) else 0.0
         self.rewards[agent] += reward
+        cut = self.infos[agent].get("action_truncated")
+        if cut is not None:  # the credited action was cut at max_action_chars
+            details = {**details, "action_truncated": cut}
         self.infos[agent]["last"] = {
             "phase": self.infos[agent]["phase"],
             "reward": reward,

@@ -268,7 +268,7 @@ def critic_rationale_ok(text: str) -> bool:
 
 
 def critic_format_score(text: str) -> float:
-    """Soft format score of a Critic action in {0, 0.25, 0.375, 0.5, 0.625, 0.75, 1}.
+    """Soft format score of a Critic action in {0, 0.25, 0.375, 0.625, 0.75, 1}.
 
     The reply format is ``<score>N</score>`` followed by a one-sentence rationale (the
     ``<score>`` opening tag is the response prefix). Score part (weight 0.75): 1 when
@@ -280,6 +280,37 @@ def critic_format_score(text: str) -> float:
     else:
         score_part = 0.5 if extract_tag(text, "score") is not None else 0.0
     return 0.75 * score_part + 0.25 * float(critic_rationale_ok(text))
+
+
+def critic_reply_reason(text: str) -> str:
+    """Why a critic/judge reply loses format credit, in words; ``""`` when it is well-formed.
+
+    The score part first (:func:`parse_critic_score`'s rule), then the rationale
+    (:func:`critic_rationale_ok`); both when both fail, joined by ``"; "``. Published as
+    ``infos[agent]["last"]["reason"]`` for every review, as a challenger's ``parsed.reason``.
+    """
+    if not isinstance(text, str):
+        return "not text"
+    reasons = []
+    if parse_critic_score(text) is None:
+        content = extract_tag(text, "score")
+        if content is None:
+            reasons.append("no <score>N</score> pair")
+        elif len(content) > 32:
+            reasons.append(f"<score> content is {len(content)} characters long (one number)")
+        elif _SCORE_RE.match(content) is None:
+            reasons.append(f"<score> content {content[:32]!r} is not one number (7, 7.5, 7/10)")
+        else:
+            reasons.append(f"score {content.strip()} is outside [1, 10]")
+    rationale = critic_rationale(text)
+    if "<score>" in rationale.lower():
+        reasons.append("a second <score> tag outside the scored pair")
+    else:
+        n = len(rationale[:4000].split())
+        lo, hi = RATIONALE_WORDS
+        if not lo <= n <= hi:
+            reasons.append(f"rationale has {n} words (want {lo}-{hi}: one sentence)")
+    return "; ".join(reasons)
 
 
 def critic_format_binary(text: str) -> float:

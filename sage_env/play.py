@@ -32,14 +32,17 @@ PLAN = scripted.PLAN
 class RoundRecord:
     """One played round: the seed, the config and every action, in order; plus the rewards.
 
-    ``actions`` items are ``{"agent", "phase", "action"}``; ``rewards`` items are
-    ``{"agent", "phase", "reward", "terms"}`` in the order the actions were credited.
+    ``actions`` items are ``{"agent", "phase", "action"}`` (a replay adds ``"filled": True``
+    to a turn the saved round lacked); ``rewards`` items are ``{"agent", "phase", "reward",
+    "terms"}`` in the order the actions were credited.
     """
 
     seed: int
     config: dict
     actions: list[dict] = field(default_factory=list)
     rewards: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What a :func:`replay` changed: saved actions skipped, turns the saved round lacked."""
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the record as JSON (UTF-8)."""
@@ -61,16 +64,35 @@ class RoundRecord:
                 config=dict(data["config"]),
                 actions=list(data["actions"]),
                 rewards=list(data.get("rewards", [])),
+                notes=[str(n) for n in data.get("notes", [])],
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path} is not a saved round: {exc}") from exc
+
+
+class PlayStopped(Exception):
+    """The round stopped before its end: a human player's input ended (EOF).
+
+    Attributes:
+        record: The :class:`RoundRecord` of the turns played so far (set by :func:`play`).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.record: RoundRecord | None = None
 
 
 def human_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
     """Show the observation, then read the reply from stdin (end it with a line ``.``, or EOF).
 
     The reply starts with the observation's ``prefix`` (printed last, as the start of the
-    reply): type the rest. The action is prefix + what was typed.
+    reply): type the rest. The action is prefix + what was typed. With stdin piped (not a
+    terminal) the prefix is printed on a line of its own, so that what follows does not run
+    into it.
+
+    Raises:
+        PlayStopped: when stdin ends before anything was typed for this turn (the round
+            cannot go on without an action; an empty reply is a line ``.`` alone).
     """
     prefix = obs.get("prefix", "") or ""
     print(
@@ -79,13 +101,21 @@ def human_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
         "--- your reply (type the rest; end with a line '.') ---",
         flush=True,
     )
-    if prefix:
-        print(prefix, end="", flush=True)
+    interactive = sys.stdin.isatty()
+    if prefix:  # a terminal echoes the typed rest after it; piped input echoes nothing
+        print(prefix, end="" if interactive else "\n", flush=True)
     lines = []
+    ended = False
     for line in sys.stdin:
         if line.rstrip("\n") == ".":
+            ended = True
             break
         lines.append(line)
+    if not ended and not lines:
+        raise PlayStopped(
+            f"stdin ended before {agent} [{info.get('phase')}] replied: the round stops here "
+            "(end every reply with a line '.'; a line '.' alone is an empty reply)"
+        )
     return prefix + "".join(lines).rstrip("\n")
 
 
@@ -140,48 +170,74 @@ def play(env: AECEnv, players: dict[str, Player], seed: int = 0) -> RoundRecord:
 
     Raises:
         KeyError: if an agent has no player.
+        PlayStopped: if a player stops the round (a human player's input ended); its
+            ``record`` holds the turns played so far.
     """
     config = asdict(getattr(env.unwrapped, "config", EnvConfig()))
     record = RoundRecord(seed=seed, config=config)
     env.reset(seed=seed)
-    for agent in env.agent_iter():
-        obs, reward, term, trunc, info = env.last()
-        _credit(record, agent, reward, info)
-        if term or trunc:
-            env.step(None)
-            continue
-        action = players[agent](agent, obs, info, env)
-        record.actions.append({"agent": agent, "phase": info["phase"], "action": action})
-        env.step(action)
-        if env.unwrapped.render_mode == "human":
-            env.render()
+    try:
+        for agent in env.agent_iter():
+            obs, reward, term, trunc, info = env.last()
+            _credit(record, agent, reward, info)
+            if term or trunc:
+                env.step(None)
+                continue
+            action = players[agent](agent, obs, info, env)
+            record.actions.append({"agent": agent, "phase": info["phase"], "action": action})
+            env.step(action)
+            if env.unwrapped.render_mode == "human":
+                env.render()
+    except PlayStopped as exc:
+        exc.record = record
+        raise
     return record
 
 
 def replay(env: AECEnv, record: RoundRecord) -> RoundRecord:
-    """Re-score the actions of a saved round on ``env`` (same seed, same order).
+    """Re-score the actions of a saved round on ``env`` (same seed, same actions).
 
-    Raises:
-        ValueError: if the saved actions no longer match the turn order (e.g. a gate now
-            decides differently); the message names the first mismatch.
+    Each turn gets the next saved action of the same agent and phase. When the new config
+    changes the turn order (a gate now decides differently, k changed), the round is still
+    played to its end and re-scored: saved actions the round no longer asks for are skipped,
+    and a turn the saved round lacks is played by the scripted player (marked ``"filled"``
+    in ``actions``). Every such change is listed in the returned record's ``notes`` (and by
+    :func:`summary`).
     """
     queue = list(record.actions)
+    notes: list[str] = []
+    turns: list[bool] = []  # per action played: filled by the scripted player?
 
     def from_record(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
-        if not queue:
-            raise ValueError(
-                f"the saved round has no action left for {agent} [{info.get('phase')}]"
-            )
-        item = queue.pop(0)
-        if item["agent"] != agent or item["phase"] != info.get("phase"):
-            raise ValueError(
-                f"turn order differs: saved {item['agent']} [{item['phase']}], "
-                f"now {agent} [{info.get('phase')}]"
-            )
-        return item["action"]
+        phase = info.get("phase")
+        turns.append(False)
+        for i, item in enumerate(queue):
+            if item["agent"] == agent and item["phase"] == phase:
+                for skipped in queue[:i]:
+                    notes.append(
+                        f"skipped the saved {skipped['agent']} [{skipped['phase']}] action: "
+                        f"the round now goes from there to {agent} [{phase}]"
+                    )
+                del queue[: i + 1]
+                return item["action"]
+        notes.append(
+            f"{agent} [{phase}]: the saved round has no action for this turn (the new "
+            "config asks for it); the scripted player filled it"
+        )
+        turns[-1] = True
+        return scripted_player(agent, obs, info, env)
 
     players = {a: from_record for a in env.possible_agents}
-    return play(env, players, seed=record.seed)
+    out = play(env, players, seed=record.seed)
+    for item in queue:
+        notes.append(
+            f"skipped the saved {item['agent']} [{item['phase']}] action: the round ended before it"
+        )
+    for item, filled in zip(out.actions, turns):
+        if filled:
+            item["filled"] = True
+    out.notes = notes
+    return out
 
 
 def _credit(record: RoundRecord, agent: str, reward: float, info: dict) -> None:
@@ -200,12 +256,18 @@ def _credit(record: RoundRecord, agent: str, reward: float, info: dict) -> None:
 
 
 def summary(record: RoundRecord) -> str:
-    """A table of every credited action: agent, phase, reward and its terms."""
+    """A table of every credited action: agent, phase, reward and its terms.
+
+    A replayed round's :attr:`RoundRecord.notes` (turns skipped or filled) follow it.
+    """
     lines = [f"{'agent':<14} {'phase':<16} {'reward':>7}  terms"]
     for r in record.rewards:
         lines.append(
             f"{r['agent']:<14} {str(r['phase']):<16} {r['reward']:>7.4f}  {_fmt_terms(r['terms'])}"
         )
+    if record.notes:
+        lines.append("replay: the turn order changed under this config:")
+        lines.extend(f"  - {note}" for note in record.notes)
     return "\n".join(lines)
 
 

@@ -28,7 +28,7 @@ def test_train_help_documents_flags():
     for flag in ("--steps", "--out", "--resume", "--learner.lr", "--env.rewards.alpha"):
         assert flag in out.stdout
     assert "--report-to" in out.stdout and "{tensorboard,wandb,none}" in out.stdout
-    assert "--preset {demo,paper,paper-1gpu}" in " ".join(out.stdout.split())
+    assert "--preset {debug,demo,paper,paper-1gpu}" in " ".join(out.stdout.split())
 
 
 def test_broken_yaml_config_is_a_clear_error(tmp_path, capsys):

@@ -334,7 +334,8 @@ def test_train_with_warmup_probe_and_calibrated_gate(tiny_path, tmp_path, monkey
     assert 0.0 <= rows[0]["critic/auc"] <= 1.0 and 0.0 <= rows[1]["gate/alpha"] <= 1.0
     assert any((tmp_path / "cache" / "warmup").iterdir())  # the warmed weights were cached
     with pytest.raises(ValueError, match="gate_calibration"):
-        TrainConfig(gate_calibration=True)
+        TrainConfig(gate_calibration=True, critic_probe_size=1)
+    TrainConfig(gate_calibration=True)  # probe off: calibration off too (tests/test_checks.py)
 
 
 def test_rollout_metrics_proposal_rates_and_solved_acceptances():

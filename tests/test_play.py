@@ -30,18 +30,27 @@ def test_oracle_round_rewards_and_replay(tmp_path):
     assert "challenger_0" in summary(record) and "s_gt=1.0" in summary(record)
 
 
-def test_replay_detects_a_changed_turn_order(tmp_path):
+def test_replay_rescores_a_round_whose_turn_order_changed(tmp_path):
     record = play(make_env(), dict.fromkeys(sage_env.AGENTS, PLAYERS["scripted"]), seed=0)
     # with alpha = 0.9 the scripted question (q = 7/9) is rejected: no probe turn any more
-    with pytest.raises(ValueError, match="turn order differs"):
-        replay(
-            sage_env.env(
-                EnvConfig(solver_samples=1, domains=("math",)),
-                seeds=[MATH_SEED, CODE_SEED],
-                alpha=0.9,
-            ),
-            record,
-        )
+    again = replay(
+        sage_env.env(
+            EnvConfig(solver_samples=1, domains=("math",)),
+            seeds=[MATH_SEED, CODE_SEED],
+            alpha=0.9,
+        ),
+        record,
+    )
+    assert again.notes == [
+        "skipped the saved solver_0 [probe] action: the round now goes from there to "
+        "planner_0 [plan]"
+    ]
+    by = {(r["agent"], r["phase"]): r for r in again.rewards}
+    assert by[("challenger_0", "challenge")]["terms"]["d"] is None  # gated: d dropped
+    assert by[("challenger_0", "challenge")]["reward"] == pytest.approx((7 / 9 + 1) / 3)
+    assert ("solver_0", "solve") in by and ("solver_0", "probe") not in by
+    assert not any(a.get("filled") for a in again.actions)
+    assert "replay: the turn order changed" in summary(again)
 
 
 def test_load_rejects_a_file_that_is_not_a_round(tmp_path):
@@ -102,9 +111,12 @@ def test_replay_uses_the_config_saved_with_the_round(tmp_path, capsys):
     # replayed without flags: the saved math-only, k = 1 config, so the turn order matches
     assert main(["play", "--replay", str(out)]) == 0
     assert "turn order differs" not in capsys.readouterr().err
-    # a flag given now overrides the saved value: k = 2 asks for a second probe the round lacks
-    assert main(["play", "--replay", str(out), "--env.solver-samples", "2"]) == 2
-    assert "now solver_0 [probe]" in capsys.readouterr().err
+    # a flag given now overrides the saved value: k = 2 asks for a second probe the round
+    # lacks; the scripted player fills it and the summary says so
+    assert main(["play", "--replay", str(out), "--env.solver-samples", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "solver_0 [probe]: the saved round has no action for this turn" in text
+    assert "solver_0 [solve]: the saved round has no action for this turn" in text
     assert saved.config["domains"] == ["math"] and saved.config["solver_samples"] == 1
 
 

@@ -252,7 +252,9 @@ def review(env: raw_env, agent: str, text: str, kind: str, key: str) -> float:
     """Score a critic/judge action: parse its 1-10 score, credit its format, return the score.
 
     The reviewer's reward is its format score (soft or binary per ``format_rule``); the score
-    is normalised by ``critic_score_rule`` (0 when unparseable). The score returned (and
+    is normalised by ``critic_score_rule`` (0 when unparseable). ``infos`` get ``reason``:
+    why the reply lost format credit (:func:`~sage_env.parsing.critic_reply_reason`; ``""``
+    when well-formed). The score returned (and
     published as ``infos[agent]["last"][key]``) is :func:`gate_estimate`'s: the sampled
     score, or the expected one under ``critic_score_estimate = "expected"``.
 
@@ -269,7 +271,13 @@ def review(env: raw_env, agent: str, text: str, kind: str, key: str) -> float:
     raw, f, sampled = review_parts(env, text)
     score, details = gate_estimate(env, sampled)
     env.deliver(
-        agent, *rewards.critic_reward(f), raw_score=raw, review=kind, **{key: score}, **details
+        agent,
+        *rewards.critic_reward(f),
+        raw_score=raw,
+        reason=parsing.critic_reply_reason(text),
+        review=kind,
+        **{key: score},
+        **details,
     )
     return score
 

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sage_env import prompts, rewards
+from sage_env import parsing, prompts, rewards
 from sage_env.protocols.base import Protocol, gate_estimate, propose, public, review, review_parts
 
 if TYPE_CHECKING:
@@ -142,6 +142,7 @@ class MAEProtocol(Protocol):
             "judge_0",
             *rewards.critic_reward(f),
             raw_score=raw,
+            reason=parsing.critic_reply_reason(text),
             j=j,
             review="answer",
             verifier_agrees=(j >= 0.5) == (self.answer_verdict.get("score", 0) >= 1.0),

@@ -232,6 +232,7 @@ class SAGEProtocol(Protocol):
         if cfg.critic_plan_grounding > 0:  # paid after the solves (critic_plan_reward)
             raw, f, sampled = review_parts(env, text)
             self.p, self.plan_review_details = gate_estimate(env, sampled)
+            self.plan_review_details["reason"] = parsing.critic_reply_reason(text)
             self.plan_review = (raw, f, sampled)  # the critic is paid for its sampled p
         else:
             self.p = review(env, "critic_0", text, "plan", "p")
