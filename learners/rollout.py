@@ -51,6 +51,10 @@ class Transition:
         prefix: The observation's response prefix (its tokens are in ``prompt_ids``, so they
             never carry loss).
         truncated: The completion hit its token budget without an EOS.
+        task_id: Id of the task the action was about (``infos[agent]["task_id"]``; the
+            reference seed for a proposal).
+        observation: The user message of the observation the action answered (the system
+            prompt is the role's, the same every time); kept for the run report's rounds.
     """
 
     agent: str
@@ -66,6 +70,8 @@ class Transition:
     env_index: int = 0
     prefix: str = ""
     truncated: bool = False
+    task_id: str = ""
+    observation: str = ""
 
 
 @dataclass
@@ -207,7 +213,7 @@ class RolloutDriver:
             score_probs = self._score_probs(requests)
             gen_time += time.perf_counter() - t0
             t0 = time.perf_counter()
-            for j, ((i, agent, _obs, info), comp) in enumerate(zip(requests, completions)):
+            for j, ((i, agent, obs, info), comp) in enumerate(zip(requests, completions)):
                 tr = Transition(
                     agent=agent,
                     role=agent.rsplit("_", 1)[0],
@@ -220,6 +226,8 @@ class RolloutDriver:
                     env_index=i,
                     prefix=getattr(comp, "prefix", ""),
                     truncated=bool(getattr(comp, "truncated", False)),
+                    task_id=str(info.get("task_id") or ""),
+                    observation=str(obs.get("user", "")) if isinstance(obs, dict) else "",
                 )
                 tokens += len(comp.completion_ids)
                 transitions.append(tr)
