@@ -160,9 +160,23 @@ def make_synthetic_run(
             if kind < 0.1:  # does not parse
                 r = 0.0
                 actions.append(
-                    _action("challenger", "challenge", parent["task_id"], dom, obs_ch, act_ch,
-                            r, {"phase": "challenge", "reward": r, "terms": {"q": 0.0, "f": 0.0},
-                                "parsed": parsed, "accepted": False, "verifier_check": None})
+                    _action(
+                        "challenger",
+                        "challenge",
+                        parent["task_id"],
+                        dom,
+                        obs_ch,
+                        act_ch,
+                        r,
+                        {
+                            "phase": "challenge",
+                            "reward": r,
+                            "terms": {"q": 0.0, "f": 0.0},
+                            "parsed": parsed,
+                            "accepted": False,
+                            "verifier_check": None,
+                        },
+                    )
                 )
                 rewards["challenger"].append(r)
             elif kind < 0.2:  # its verifier fails the check
@@ -171,9 +185,23 @@ def make_synthetic_run(
                 r = 0.5 / 3
                 parsed.update(valid=False, format_score=0.5, reason="verifier check failed")
                 actions.append(
-                    _action("challenger", "challenge", parent["task_id"], dom, obs_ch, act_ch,
-                            r, {"phase": "challenge", "reward": r, "terms": {"q": 0.0, "f": 0.5},
-                                "parsed": parsed, "accepted": False, "verifier_check": check})
+                    _action(
+                        "challenger",
+                        "challenge",
+                        parent["task_id"],
+                        dom,
+                        obs_ch,
+                        act_ch,
+                        r,
+                        {
+                            "phase": "challenge",
+                            "reward": r,
+                            "terms": {"q": 0.0, "f": 0.5},
+                            "parsed": parsed,
+                            "accepted": False,
+                            "verifier_check": check,
+                        },
+                    )
                 )
                 rewards["challenger"].append(r)
             else:
@@ -181,16 +209,31 @@ def make_synthetic_run(
                 check = {"status": "passed", "reason": "answer parses to a math value"}
                 raw = rng.randint(2, 10)
                 q = (raw - 1) / 9
-                review = {"phase": "review_question", "reward": 1.0, "terms": {"f": 1.0},
-                          "raw_score": raw, "review": "question", "q": q}
+                review = {
+                    "phase": "review_question",
+                    "reward": 1.0,
+                    "terms": {"f": 1.0},
+                    "raw_score": raw,
+                    "review": "question",
+                    "q": q,
+                }
                 obs_rv = "Review this problem:\n\n" + question + "\n\nScore from 1 to 10."
                 gate_open = kind >= 0.3
                 if not gate_open:
                     q = min(q, 0.5)
                     review["q"] = q
                 actions.append(
-                    _action("critic", "review_question", cand, dom, obs_rv,
-                            f"<score>{raw}</score> clear.", 1.0, review, "<score>")
+                    _action(
+                        "critic",
+                        "review_question",
+                        cand,
+                        dom,
+                        obs_rv,
+                        f"<score>{raw}</score> clear.",
+                        1.0,
+                        review,
+                        "<score>",
+                    )
                 )
                 rewards["critic"].append(1.0)
                 if gate_open:
@@ -198,31 +241,63 @@ def make_synthetic_run(
                     for j, s in enumerate(scores):
                         ans = answer if s else "7"
                         actions.append(
-                            _action("solver", "probe", cand, dom,
-                                    question if j == 0 else None, f"\\boxed{{{ans}}}",
-                                    0.6 * s + 0.2,
-                                    {"phase": "probe", "terms": {"p": None, "s_gt": s, "f": 1.0},
-                                     "verdict": {"status": "correct" if s else "wrong",
-                                                 "reason": "", "score": s},
-                                     "plan_shown": False})
+                            _action(
+                                "solver",
+                                "probe",
+                                cand,
+                                dom,
+                                question if j == 0 else None,
+                                f"\\boxed{{{ans}}}",
+                                0.6 * s + 0.2,
+                                {
+                                    "phase": "probe",
+                                    "terms": {"p": None, "s_gt": s, "f": 1.0},
+                                    "verdict": {
+                                        "status": "correct" if s else "wrong",
+                                        "reason": "",
+                                        "score": s,
+                                    },
+                                    "plan_shown": False,
+                                },
+                            )
                         )
                         rewards["solver"].append(0.6 * s + 0.2)
                     d = 1 - sum(scores) / k
                     r = (q + d + 1) / 3
                     actions.insert(
                         0,
-                        _action("challenger", "challenge", parent["task_id"], dom, obs_ch,
-                                act_ch, r, {"phase": "challenge", "reward": r,
-                                            "terms": {"q": q, "d": d, "f": 1.0},
-                                            "parsed": parsed, "verifier_check": check,
-                                            "accepted": True, "added_to_pool": True,
-                                            "new_task_id": cand}),
+                        _action(
+                            "challenger",
+                            "challenge",
+                            parent["task_id"],
+                            dom,
+                            obs_ch,
+                            act_ch,
+                            r,
+                            {
+                                "phase": "challenge",
+                                "reward": r,
+                                "terms": {"q": q, "d": d, "f": 1.0},
+                                "parsed": parsed,
+                                "verifier_check": check,
+                                "accepted": True,
+                                "added_to_pool": True,
+                                "new_task_id": cand,
+                            },
+                        ),
                     )
                     pool.append(
-                        {"task_id": cand, "domain": dom, "prompt": question, "answer": answer,
-                         "tests": [], "entry_point": None, "source": "generated",
-                         "parent_id": parent["task_id"],
-                         "meta": {"episode": step, "q": q, "d": d, "probe_scores": scores}}
+                        {
+                            "task_id": cand,
+                            "domain": dom,
+                            "prompt": question,
+                            "answer": answer,
+                            "tests": [],
+                            "entry_point": None,
+                            "source": "generated",
+                            "parent_id": parent["task_id"],
+                            "meta": {"episode": step, "q": q, "d": d, "probe_scores": scores},
+                        }
                     )
                     accepted_n += 1
                     acc_step += 1
@@ -232,38 +307,90 @@ def make_synthetic_run(
                     r = q / 3 + 1 / 3
                     actions.insert(
                         0,
-                        _action("challenger", "challenge", parent["task_id"], dom, obs_ch,
-                                act_ch, r, {"phase": "challenge", "reward": r,
-                                            "terms": {"q": q, "f": 1.0}, "parsed": parsed,
-                                            "verifier_check": check, "accepted": False,
-                                            "gate": f"q={q:.3f} < alpha=0.600: rejected"}),
+                        _action(
+                            "challenger",
+                            "challenge",
+                            parent["task_id"],
+                            dom,
+                            obs_ch,
+                            act_ch,
+                            r,
+                            {
+                                "phase": "challenge",
+                                "reward": r,
+                                "terms": {"q": q, "f": 1.0},
+                                "parsed": parsed,
+                                "verifier_check": check,
+                                "accepted": False,
+                                "gate": f"q={q:.3f} < alpha=0.600: rejected",
+                            },
+                        ),
                     )
                 rewards["challenger"].append(r)
             task = rng.choice(pool)
             plan = "<plan>\n1. " + _text(rng, 12) + "\n2. " + _text(rng, 12) + "\n</plan>"
             p = rng.random()
             actions.append(
-                _action("planner", "plan", task["task_id"], task["domain"],
-                        "Plan how to solve:\n" + task["prompt"], plan, 0.5 * p + 0.5,
-                        {"phase": "plan", "terms": {"p": p, "f": 1.0}, "plan_shown": p > 0.3,
-                         "gate": f"p={p:.3f} > beta=0.3: plan shown"}, "<plan>\n1.")
+                _action(
+                    "planner",
+                    "plan",
+                    task["task_id"],
+                    task["domain"],
+                    "Plan how to solve:\n" + task["prompt"],
+                    plan,
+                    0.5 * p + 0.5,
+                    {
+                        "phase": "plan",
+                        "terms": {"p": p, "f": 1.0},
+                        "plan_shown": p > 0.3,
+                        "gate": f"p={p:.3f} > beta=0.3: plan shown",
+                    },
+                    "<plan>\n1.",
+                )
             )
             rewards["planner"].append(0.5 * p + 0.5)
             actions.append(
-                _action("critic", "review_plan", task["task_id"], task["domain"],
-                        "Review this plan:\n" + plan, "<score>6</score> fine.", 1.0,
-                        {"phase": "review_plan", "terms": {"f": 1.0}, "raw_score": 6,
-                         "review": "plan", "p": p}, "<score>")
+                _action(
+                    "critic",
+                    "review_plan",
+                    task["task_id"],
+                    task["domain"],
+                    "Review this plan:\n" + plan,
+                    "<score>6</score> fine.",
+                    1.0,
+                    {
+                        "phase": "review_plan",
+                        "terms": {"f": 1.0},
+                        "raw_score": 6,
+                        "review": "plan",
+                        "p": p,
+                    },
+                    "<score>",
+                )
             )
             rewards["critic"].append(1.0)
             for j in range(k):
                 s = float(rng.random() < 0.3)
                 actions.append(
-                    _action("solver", "solve", task["task_id"], task["domain"],
-                            task["prompt"] if j == 0 else None, "\\boxed{3}", 0.6 * s + 0.3,
-                            {"phase": "solve", "terms": {"p": p, "s_gt": s, "f": 1.0},
-                             "verdict": {"status": "correct" if s else "wrong", "reason": "",
-                                         "score": s}, "plan_shown": True})
+                    _action(
+                        "solver",
+                        "solve",
+                        task["task_id"],
+                        task["domain"],
+                        task["prompt"] if j == 0 else None,
+                        "\\boxed{3}",
+                        0.6 * s + 0.3,
+                        {
+                            "phase": "solve",
+                            "terms": {"p": p, "s_gt": s, "f": 1.0},
+                            "verdict": {
+                                "status": "correct" if s else "wrong",
+                                "reason": "",
+                                "score": s,
+                            },
+                            "plan_shown": True,
+                        },
+                    )
                 )
                 rewards["solver"].append(0.6 * s + 0.3)
             records.append({"step": step, "round": rnd, "actions": actions})

@@ -47,7 +47,7 @@ PROPOSAL_PHASES = ("challenge", "propose")
 class ReportConfig:
     """Options of ``sage-env report``."""
 
-    runs: tuple[str, ...] = ()
+    runs: tuple[str, ...]
     """Run folders (``sage-env train --out``); several are overlaid in the curves."""
     out: str = "report.html"
     """The HTML file to write (one self-contained file)."""
@@ -210,9 +210,7 @@ def _review_after(actions: list[dict], i: int, parent: str) -> dict | None:
     return None
 
 
-def _proposals(
-    record: dict[str, Any], included: bool
-) -> list[dict[str, Any]]:
+def _proposals(record: dict[str, Any], included: bool) -> list[dict[str, Any]]:
     """Every proposal of one round record, as a pool-view row."""
     actions = [a for a in record.get("actions") or [] if isinstance(a, dict)]
     step, rnd = record.get("step"), record.get("round")
@@ -249,6 +247,8 @@ def _proposals(
             outcome = "accepted" if added is not False else "duplicate"
         elif not parsed.get("well_formed", parsed.get("valid")) and not check:
             outcome = "unparsed"
+        elif "duplicate" in str(parsed.get("reason") or ""):
+            outcome = "duplicate"
         elif check.get("status") == "failed":
             outcome = "verifier failed"
         elif isinstance(gate, str) and "probe" in gate:
@@ -257,7 +257,7 @@ def _proposals(
             outcome = "gate"
         else:
             outcome = "invalid"
-        reason = gate or parsed.get("reason") or check.get("reason") or ""
+        reason = gate or parsed.get("reason") or ("" if accepted else check.get("reason")) or ""
         rows.append(
             {
                 "id": str(new_id or cand or f"step{step}/round{rnd}"),
@@ -384,7 +384,9 @@ def load_run(path: str | Path, max_rounds_per_step: int = 8) -> dict[str, Any]:
             tasks += _proposals(rec, included)
             if included:
                 actions = [_slim_action(a) for a in rec.get("actions") or [] if isinstance(a, dict)]
-                rounds.append({"step": rec["step"], "round": rec.get("round", n), "actions": actions})
+                rounds.append(
+                    {"step": rec["step"], "round": rec.get("round", n), "actions": actions}
+                )
             else:
                 omitted += 1
     texts = sorted(folder.glob("step_*.txt")) if folder.is_dir() else []
@@ -592,7 +594,7 @@ def write_report(
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8", errors="replace")  # lone surrogates from a model
     tmp.replace(out)
     return out
 
