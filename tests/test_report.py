@@ -244,3 +244,44 @@ def test_max_rounds_per_step_bounds_transcripts_not_proposals(tmp_path):
     assert len(data["rounds"]) == 4 and len(data["tasks"]) == 10
     assert sum(t["transcript"] for t in data["tasks"]) == 4
     assert any("6 round(s) beyond 2 per step" in n for n in data["notes"])
+
+
+def test_train_writes_the_report_every_n_steps_and_at_the_end(tmp_path, tiny_path, monkeypatch):
+    import learners.report
+
+    real, calls = learners.report.write_report, []
+
+    def spy(runs, out, *args, **kw):
+        calls.append(
+            len(
+                json.loads(
+                    "[" + ",".join((Path(runs[0]) / "metrics.jsonl").read_text().splitlines()) + "]"
+                )
+            )
+        )
+        return real(runs, out, *args, **kw)
+
+    monkeypatch.setattr(learners.report, "write_report", spy)
+    out = tmp_path / "run"
+    flags = "--device cpu --max-new-tokens 6 --rounds-per-step 2 --env.solver-samples 1"
+    flags += " --warmup.steps 0 --critic-probe-size 8 --val-every 0 --report-to none"
+    flags += " --learner.no-gradient-checkpointing --no-progress"
+    code = main(
+        ["train", "--model", tiny_path, "--steps", "2", "--report-every", "1", "--out", str(out)]
+        + flags.split()
+    )
+    assert code == 0
+    assert calls == [2, 3]  # rows 0-1 after step 1, rows 0-2 at the end
+    data = _data((out / "report.html").read_text())
+    (run,) = data["runs"]
+    assert run["metrics"]["step"] == [0, 1, 2]
+    assert [(r["step"], r["round"]) for r in run["rounds"]] == [
+        (s, r) for s in (1, 2) for r in (0, 1)
+    ]
+    # the probe's item scores are logged at the start and the last step: the ROC's data
+    assert [p["step"] for p in run["probes"]] == [0, 2]
+    assert len(run["probes"][0]["intact"]) == len(run["probes"][0]["corrupted"]) == 4
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["critic/auc"] == pytest.approx(
+        auc(rows[0]["critic/probe_q_intact"], rows[0]["critic/probe_q_corrupted"])
+    )
