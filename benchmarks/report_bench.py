@@ -6,7 +6,7 @@ with the critic probe's item scores, ``transcripts/step_N.jsonl`` round records,
 report is built and, when Debian's ``chromium`` and ``playwright`` are installed, loaded from
 ``file://`` in headless Chromium: time to the first chart, and to each section.
 
-    python benchmarks/report_bench.py                      # 100 steps x 64 rounds, 500 seeds
+    python benchmarks/report_bench.py                      # 100 steps x 65 rounds, 500 seeds
     python benchmarks/report_bench.py --steps 3 --rounds 4  # a small one
 
 Writes ``benchmarks/results/report_bench.json``. ``make_synthetic_run`` is also the browser
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -207,7 +208,8 @@ def make_synthetic_run(
             else:
                 gen += 1
                 check = {"status": "passed", "reason": "answer parses to a math value"}
-                raw = rng.randint(2, 10)
+                gate_open = kind >= 0.3  # the critic's score decides: alpha 0.6
+                raw = rng.randint(7, 10) if gate_open else rng.randint(1, 6)
                 q = (raw - 1) / 9
                 review = {
                     "phase": "review_question",
@@ -218,10 +220,6 @@ def make_synthetic_run(
                     "q": q,
                 }
                 obs_rv = "Review this problem:\n\n" + question + "\n\nScore from 1 to 10."
-                gate_open = kind >= 0.3
-                if not gate_open:
-                    q = min(q, 0.5)
-                    review["q"] = q
                 actions.append(
                     _action(
                         "critic",
@@ -461,16 +459,41 @@ def load_in_browser(html: Path) -> dict | None:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1400, "height": 900})
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Performance.enable")
         t0 = time.perf_counter()
         page.goto(html.resolve().as_uri())
         page.wait_for_function("window.__report && window.__report.ready", timeout=120_000)
         timings["load_to_curves_ms"] = round(1000 * (time.perf_counter() - t0))
+        # main-thread busy time (CPU, not wall clock: less sensitive to a loaded machine)
+        busy = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+        timings["main_thread_task_ms"] = round(1000 * busy.get("TaskDuration", 0))
+        timings["main_thread_script_ms"] = round(1000 * busy.get("ScriptDuration", 0))
+        timings.update(page.evaluate("window.__report.timings"))
+        timings["html_parsed_ms"] = page.evaluate(
+            "Math.round(performance.timing.domInteractive - performance.timing.navigationStart)"
+        )
         for tab in ("pool", "critic", "transcripts"):
             t0 = time.perf_counter()
             page.click(f"#tabs button[data-tab={tab}]")
             page.wait_for_selector(f"#sec-{tab}.active")
             page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
             timings[f"{tab}_tab_ms"] = round(1000 * (time.perf_counter() - t0))
+        # the floor under the same machine load: a page holding Plotly and one chart only
+        from plotly.offline import get_plotlyjs
+
+        floor = html.with_name("plotly_only.html")
+        floor.write_text(
+            f"<html><body><div id=c></div><script>{get_plotlyjs()}</script><script>"
+            "Plotly.newPlot('c', [{y: [1, 2, 3]}]); window.__done = true;</script></body></html>",
+            encoding="utf-8",
+        )
+        other = browser.new_page(viewport={"width": 1400, "height": 900})
+        t1 = time.perf_counter()
+        other.goto(floor.resolve().as_uri())
+        other.wait_for_function("window.__done === true", timeout=120_000)
+        timings["plotly_only_page_ms"] = round(1000 * (time.perf_counter() - t1))
+        other.close()
         t0 = time.perf_counter()
         page.click("#tabs button[data-tab=pool]")
         page.fill("#pool-search", KNOWN_WORD)
@@ -486,7 +509,7 @@ def load_in_browser(html: Path) -> dict | None:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--rounds", type=int, default=64, help="rounds per step")
+    ap.add_argument("--rounds", type=int, default=65, help="rounds per step")
     ap.add_argument("--seeds", type=int, default=500)
     ap.add_argument("--work", default="/tmp/report_bench")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "report_bench.json"))
@@ -522,6 +545,7 @@ def main(argv: list[str] | None = None) -> dict:
         "synthesise_s": round(t_make, 2),
         "build_s": round(t_build, 2),
         "browser": load_in_browser(html),
+        "machine": {"cpus": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 1)},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

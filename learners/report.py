@@ -40,6 +40,7 @@ TEMPLATE = "report_template.html"
 TEXT_CHARS = 4000
 """Longest question, answer or test text kept per task in the pool view."""
 PROPOSAL_PHASES = ("challenge", "propose")
+_POOL_KEYS = ("pool/seeds", "pool/generated")
 """Phases whose action proposes a task (the challenger's, a baseline proposer's)."""
 
 
@@ -401,7 +402,7 @@ def load_run(path: str | Path, max_rounds_per_step: int = 8) -> dict[str, Any]:
         notes.append(
             f"{len(text_only)} step(s) have plain-text transcripts only (a run from before "
             "transcripts/step_N.jsonl): their rounds show as text, and the pool view lists "
-            "the accepted tasks of pool.jsonl without the rejected proposals"
+            "only the accepted tasks that pool.jsonl holds, not the rejected proposals"
         )
     if omitted:
         notes.append(
@@ -473,13 +474,20 @@ def load_run(path: str | Path, max_rounds_per_step: int = 8) -> dict[str, Any]:
                 "parent": src.get("parent_id"),
             }
     seeds_n = sum(1 for t in pool.values() if t.get("source") != "generated")
+    generated_n = len(pool) - seeds_n
+    if not pool:  # no pool.jsonl: the last logged sizes
+        last = {k: [v for v in metrics.get(k, []) if v is not None] for k in _POOL_KEYS}
+        seeds_n = int(last["pool/seeds"][-1]) if last["pool/seeds"] else 0
+        generated_n = int(last["pool/generated"][-1]) if last["pool/generated"] else 0
+        if (run / "metrics.jsonl").exists():
+            notes.append("no pool.jsonl: the pool view lists only what the round records hold")
     summary = {
         "steps": len([s for s in metrics["step"] if s > 0]),
         "last_step": metrics["step"][-1] if metrics["step"] else None,
         "proposals": len(tasks),
         "accepted": sum(t["accepted"] for t in tasks),
         "pool_seeds": seeds_n,
-        "pool_generated": len(pool) - seeds_n,
+        "pool_generated": generated_n,
         "rounds": len(rounds),
     }
     return _finite(

@@ -194,6 +194,8 @@ def test_an_old_run_falls_back_to_text_transcripts_and_the_pool(tmp_path):
     assert data["probes"] == [] and "critic/auc" in data["metrics"]
     assert any("plain-text transcripts only" in n for n in data["notes"])
     assert any("AUC over steps only" in n for n in data["notes"])
+    # no pool.jsonl: the pool's size comes from the last metrics row
+    assert (data["summary"]["pool_seeds"], data["summary"]["pool_generated"]) == (500, 3)
 
 
 def test_pool_only_run_lists_its_generated_tasks(tmp_path):
