@@ -172,6 +172,12 @@ def test_a_transcript_opens_from_its_task(browser, report):
     # and the transcript search finds the same round
     page.fill("#tr-search", KNOWN_WORD)
     page.wait_for_function("document.getElementById('tr-count').textContent.startsWith('1 of')")
+    # back: the round's link to the task it added shows that one task in the pool
+    page.click(f"{rid} > summary")  # the search drew the list anew: open the round again
+    page.click(f"{rid} a:text('→ {made['known_task']}')")
+    page.wait_for_selector("#sec-pool.active")
+    page.wait_for_function("document.querySelectorAll('#pool-body tr.task').length === 1")
+    assert page.locator("#pool-body tr.task").get_attribute("data-task") == made["known_task"]
     page.close()
 
 
