@@ -58,6 +58,9 @@ class ReportConfig:
     """Rounds per step whose full transcript goes into the page (0 = every round). Every
     round's proposal is in the pool view and every step in the curves whatever this is; it
     only bounds the page size of runs with many rounds per step."""
+    max_rejected: int = 20_000
+    """Rejected proposals kept in the pool view, the latest first (0 = all); every accepted
+    one is kept. Bounds the page of a long run with many rounds per step."""
 
 
 def read_jsonl_rows(path: Path) -> tuple[list[dict[str, Any]], int]:
@@ -315,12 +318,15 @@ def _slim_action(a: dict[str, Any]) -> dict[str, Any]:
     return {k: a[k] for k in keep if k in a}
 
 
-def load_run(path: str | Path, max_rounds_per_step: int = 8) -> dict[str, Any]:
+def load_run(
+    path: str | Path, max_rounds_per_step: int = 8, max_rejected: int = 20_000
+) -> dict[str, Any]:
     """Everything the page shows of one run folder, as JSON-safe data.
 
     Args:
         path: A run folder (``sage-env train --out``).
         max_rounds_per_step: Rounds per step whose transcript is kept (0 = all).
+        max_rejected: Rejected proposals kept, the latest (0 = all).
 
     Returns:
         ``{"name", "path", "config", "summary", "metrics", "probes", "tasks", "parents",
@@ -410,6 +416,14 @@ def load_run(path: str | Path, max_rounds_per_step: int = 8) -> dict[str, Any]:
             "transcripts (--max-rounds-per-step 0 keeps all); their proposals are in the pool"
         )
     rounds.sort(key=lambda r: (r["step"] if isinstance(r["step"], int) else 0, r["round"]))
+    rejected = [i for i, t in enumerate(tasks) if not t["accepted"]]
+    if max_rejected > 0 and len(rejected) > max_rejected:
+        drop = set(rejected[: len(rejected) - max_rejected])  # the oldest
+        tasks = [t for i, t in enumerate(tasks) if i not in drop]
+        notes.append(
+            f"{len(drop)} older rejected proposal(s) left out of the pool view "
+            f"(--max-rejected {max_rejected}; 0 keeps all); every accepted one is in"
+        )
 
     # accepted tasks of the final pool: mark them, and add those no round record knows
     by_id = {t["id"]: t for t in tasks if t["candidate"]}
@@ -578,6 +592,7 @@ def write_report(
     out: str | Path,
     title: str | None = None,
     max_rounds_per_step: int = 8,
+    max_rejected: int = 20_000,
 ) -> Path:
     """Write the HTML report of one or more run folders to ``out`` (atomically).
 
@@ -586,6 +601,7 @@ def write_report(
         out: The HTML file to write (its folder is created).
         title: Page title (default: the run names).
         max_rounds_per_step: Rounds per step whose transcript goes into the page (0 = all).
+        max_rejected: Rejected proposals kept in the pool view, the latest (0 = all).
 
     Returns:
         ``Path(out)``.
@@ -596,7 +612,7 @@ def write_report(
     """
     if not runs:
         raise ValueError("give at least one run folder")
-    loaded = [load_run(r, max_rounds_per_step) for r in runs]
+    loaded = [load_run(r, max_rounds_per_step, max_rejected) for r in runs]
     _unique_names(loaded)
     text = render_html(loaded, title)
     out = Path(out)
@@ -609,7 +625,9 @@ def write_report(
 
 def report_from_config(cfg: ReportConfig) -> Path:
     """Run ``sage-env report`` as configured; returns the file written."""
-    return write_report(list(cfg.runs), cfg.out, cfg.title, cfg.max_rounds_per_step)
+    return write_report(
+        list(cfg.runs), cfg.out, cfg.title, cfg.max_rounds_per_step, cfg.max_rejected
+    )
 
 
 __all__ = [

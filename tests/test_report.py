@@ -287,3 +287,18 @@ def test_train_writes_the_report_every_n_steps_and_at_the_end(tmp_path, tiny_pat
     assert rows[0]["critic/auc"] == pytest.approx(
         auc(rows[0]["critic/probe_q_intact"], rows[0]["critic/probe_q_corrupted"])
     )
+
+
+def test_max_rejected_keeps_every_accepted_and_the_latest_rejected(tmp_path):
+    from report_bench import make_synthetic_run
+
+    made = make_synthetic_run(tmp_path / "run", steps=3, rounds=6)
+    rejected = made["proposals"] - made["accepted"]
+    data = load_run(tmp_path / "run", max_rejected=2)
+    kept = [t for t in data["tasks"] if not t["accepted"]]
+    assert len(kept) == 2 and sum(t["accepted"] for t in data["tasks"]) == made["accepted"]
+    latest = sorted(
+        (t["step"], t["round"]) for t in load_run(tmp_path / "run")["tasks"] if not t["accepted"]
+    )[-2:]
+    assert sorted((t["step"], t["round"]) for t in kept) == latest
+    assert any(f"{rejected - 2} older rejected" in n for n in data["notes"])
