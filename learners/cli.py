@@ -35,6 +35,7 @@ commands:
   compare  protocols side by side under one learner, several seeds (sage-env compare --help)
   decontam n-gram overlap between the seeds (or a run's pool) and each benchmark
   export   write a run's checkpoint (LoRA merged) as a plain transformers model
+  report   one self-contained HTML page of one or more runs (sage-env report RUN --out F)
 """
 
 
@@ -127,6 +128,28 @@ def _export(argv: list[str]) -> int:
         print(f"sage-env export: error: {exc}", file=sys.stderr)
         return 2
     print(f"exported to {out}")
+    return 0
+
+
+def _report(argv: list[str]) -> int:
+    import tyro
+
+    from learners.report import ReportConfig, report_from_config
+
+    cfg = tyro.cli(
+        ReportConfig,
+        args=argv,
+        prog="sage-env report",
+        description="One self-contained HTML page (opens offline) of one or more run folders: "
+        "curves (runs overlaid), the pool's lineage, the critic probe and every round.",
+        config=(tyro.conf.PositionalRequiredArgs,),
+    )
+    try:
+        out = report_from_config(cfg)
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        print(f"sage-env report: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"report written to {out}")
     return 0
 
 
@@ -541,6 +564,8 @@ def main(argv: list[str] | None = None) -> int:
         return _compare(rest)
     if command == "export":
         return _export(rest)
+    if command == "report":
+        return _report(rest)
     print(f"sage-env: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

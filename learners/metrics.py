@@ -151,12 +151,82 @@ def peak_rss_mb() -> float:
 
 
 def write_transcripts(out: Path, step: int, result: RolloutResult, n: int) -> None:
-    """Write the first ``n`` round transcripts of a step to ``out/transcripts/step_N.txt``."""
-    if n <= 0:
-        return
+    """Write a step's rounds: the first ``n`` as text, every one as JSON.
+
+    ``out/transcripts/step_N.txt`` holds the first ``n`` round transcripts as the environment
+    renders them (none when ``n`` is 0); ``out/transcripts/step_N.jsonl`` holds every round
+    of the step as structured data (:func:`round_records`), which ``sage-env report`` reads.
+    """
     folder = out / "transcripts"
     folder.mkdir(parents=True, exist_ok=True)
+    write_rounds(folder / f"step_{step:06d}.jsonl", step, result)
+    if n <= 0:
+        return
     parts = []
     for i, text in enumerate(result.transcripts[:n]):
         parts.append(f"######## step {step} round {i} ########\n{text}")
     (folder / f"step_{step:06d}.txt").write_text("\n".join(parts), encoding="utf-8")
+
+
+OBSERVATION_CHARS = 8000
+"""Longest observation kept per action in ``transcripts/step_N.jsonl`` (the rest is cut)."""
+
+
+def round_records(step: int, result: RolloutResult) -> list[dict[str, Any]]:
+    """One JSON-safe record per round of a step, for ``transcripts/step_N.jsonl``.
+
+    A record is ``{"step", "round", "actions": [...]}``; each action, in the order played,
+    holds ``agent``, ``role``, ``phase``, ``task_id`` (the reference seed for a proposal),
+    ``domain``, ``observation`` (the user message, at most :data:`OBSERVATION_CHARS`; left
+    out when it repeats the agent's previous observation, as the k solver attempts do),
+    ``prefix``, ``action`` (prefix + completion), ``reward``, ``tokens``, ``truncated`` and
+    ``details``: ``infos[agent]["last"]`` (parsed fields, verdict, gates, reward ``terms``,
+    ``accepted`` / ``new_task_id`` for a proposal).
+    """
+    rounds: dict[int, list[Transition]] = defaultdict(list)
+    for t in result.transitions:
+        rounds[t.env_index].append(t)
+    records = []
+    for index in sorted(rounds):
+        actions, seen = [], {}
+        for t in rounds[index]:
+            a: dict[str, Any] = {
+                "agent": t.agent,
+                "role": t.role,
+                "phase": t.phase,
+                "task_id": t.task_id,
+                "domain": t.domain,
+            }
+            obs = t.observation[:OBSERVATION_CHARS]
+            if seen.get(t.agent) != obs:
+                a["observation"] = obs
+                seen[t.agent] = obs
+            a.update(
+                prefix=t.prefix,
+                action=t.text,
+                reward=t.reward,
+                tokens=len(t.completion_ids),
+                truncated=t.truncated,
+                details=t.details,
+            )
+            actions.append(a)
+        records.append({"step": step, "round": index, "actions": actions})
+    return records
+
+
+def write_rounds(path: Path, step: int, result: RolloutResult) -> None:
+    """Write :func:`round_records` as JSON Lines to ``path`` (temp file, then rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for record in round_records(step, result):
+            fh.write(json.dumps(record, ensure_ascii=False, default=_jsonable) + "\n")
+    os.replace(tmp, path)
+
+
+def _jsonable(value: Any) -> Any:
+    """JSON fallback for ``infos`` values that are not plain data (tuples pass already)."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return str(value)

@@ -53,6 +53,10 @@ class Transition:
         truncated: The completion hit its token budget without an EOS.
         group: The advantage group within the role (``infos[agent]["group"]``): the domain,
             or ``"exec/<mode>"`` on AZR's execution tasks; empty means the domain.
+        task_id: Id of the task the action was about (``infos[agent]["task_id"]``; the
+            reference seed for a proposal).
+        observation: The user message of the observation the action answered (the system
+            prompt is the role's, the same every time); kept for the run report's rounds.
     """
 
     agent: str
@@ -69,6 +73,8 @@ class Transition:
     prefix: str = ""
     truncated: bool = False
     group: str = ""
+    task_id: str = ""
+    observation: str = ""
 
     @property
     def group_key(self) -> tuple[str, str]:
@@ -218,7 +224,7 @@ class RolloutDriver:
             score_probs = self._score_probs(requests)
             gen_time += time.perf_counter() - t0
             t0 = time.perf_counter()
-            for j, ((i, agent, _obs, info), comp) in enumerate(zip(requests, completions)):
+            for j, ((i, agent, obs, info), comp) in enumerate(zip(requests, completions)):
                 tr = Transition(
                     agent=agent,
                     role=agent.rsplit("_", 1)[0],
@@ -232,6 +238,8 @@ class RolloutDriver:
                     prefix=getattr(comp, "prefix", ""),
                     truncated=bool(getattr(comp, "truncated", False)),
                     group=str(info.get("group") or ""),
+                    task_id=str(info.get("task_id") or ""),
+                    observation=str(obs.get("user", "")) if isinstance(obs, dict) else "",
                 )
                 tokens += len(comp.completion_ids)
                 transitions.append(tr)

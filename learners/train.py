@@ -11,10 +11,11 @@ early stopping and the critic probe (``learners.validation``), metrics and trans
     OUT/tb/                  TensorBoard events (--report-to tensorboard, the default)
     OUT/wandb/               W&B run files (--report-to wandb)
     OUT/pool.jsonl           the task pool (seeds + accepted generated tasks)
-    OUT/transcripts/         readable round transcripts
+    OUT/transcripts/         round transcripts: step_N.txt readable, step_N.jsonl structured
     OUT/checkpoints/step_N/  model (or LoRA adapter), optimizer, pool, RNG state, step (atomic)
     OUT/base/                with LoRA after a warm-up: the warmed base the adapters sit on
     OUT/training.png         per-role reward and pool size
+    OUT/report.html          the run as one HTML page (sage-env report; --report-every N)
 """
 
 from __future__ import annotations
@@ -123,7 +124,18 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str = "sage train") -> 
         )
     if main and (out / "metrics.jsonl").exists():
         plot_training(out / "metrics.jsonl", out / "training.png")
+        _write_report(out)
     return metrics
+
+
+def _write_report(out: Path) -> None:
+    """Write ``out/report.html``; a failure is logged, never raised (the run is what counts)."""
+    from learners.report import write_report
+
+    try:
+        write_report([out], out / "report.html")
+    except Exception as exc:  # noqa: BLE001 - a report must never end a training run
+        logger.warning("could not write %s: %s", out / "report.html", exc)
 
 
 def _run(
@@ -312,6 +324,8 @@ def _run(
             log.write(metrics)
             write_transcripts(out, step, result, cfg.transcripts_per_step)
             pool.save(out / "pool.jsonl")
+            if cfg.report_every and step % cfg.report_every == 0 and step < cfg.steps:
+                _write_report(out)
         if step % cfg.save_every == 0 or step == cfg.steps or stop:
             states = distributed.rank_states(policy, learner)  # all ranks; None on one
             if main:

@@ -100,7 +100,11 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     keep_checkpoints: int = 2
     """Number of most recent checkpoints kept."""
     transcripts_per_step: int = 1
-    """Round transcripts written per step to ``out/transcripts``."""
+    """Round transcripts written per step to ``out/transcripts`` as text (every round is also
+    written as JSON, ``transcripts/step_N.jsonl``, for the report)."""
+    report_every: int = 0
+    """Write ``out/report.html`` (``sage-env report``) every this many steps as well as at the
+    end of the run; 0 = at the end only."""
     report_to: Literal["tensorboard", "wandb", "none"] = "tensorboard"
     """Where each step's numbers go besides ``out/metrics.jsonl`` (always written; the ground
     truth), through accelerate's tracking API: ``tensorboard`` (``out/tb``), ``wandb``
@@ -175,6 +179,7 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
             "early_stopping_patience",
             "keep_checkpoints",
             "transcripts_per_step",
+            "report_every",
             "critic_probe_size",
         ):
             if getattr(self, name) < 0:

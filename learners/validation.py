@@ -20,7 +20,7 @@ from typing import Any
 from learners.evaluation import critic_replies
 from learners.policy import HFPolicy
 from learners.train_config import TrainConfig
-from sage_env import Task, critic_probe
+from sage_env import Task, critic_probe, rewards
 from sage_env.parsing import ScoredReply
 
 
@@ -98,11 +98,13 @@ class CriticProbe:
         """Ids of the probe's tasks (kept out of the warm-up demonstrations)."""
         return {it.task_id for it in self.items}
 
-    def __call__(self, policy: HFPolicy, envs: list) -> dict[str, float]:
+    def __call__(self, policy: HFPolicy, envs: list) -> dict[str, Any]:
         """Probe the critic; with ``gate_calibration`` set alpha in every env.
 
         Returns:
-            ``critic/*`` metrics (empty when the probe is off) and, when calibrating,
+            ``critic/*`` metrics (empty when the probe is off; ``critic/probe_q_intact`` and
+            ``critic/probe_q_corrupted`` list every item's normalised score q, rounded to 4
+            places, for ``sage-env report``'s ROC curve) and, when calibrating,
             ``gate/alpha`` and ``gate/youden`` (1 when Youden's threshold was used, 0 when
             the critic was at chance and the seed-quantile fallback or the configured alpha
             applies).
@@ -131,6 +133,19 @@ class CriticProbe:
         ).as_dict()
         if probs is not None:
             report.pop("critic/probe_parse_rate", None)  # nothing was sampled to parse
+        # every item's q, for the report's ROC curve and score distributions
+        qs = [
+            rewards.normalise_critic_score(
+                critic_probe.reply_score(r, estimate), rules.critic_score_rule
+            )
+            for r in replies
+        ]
+        report["critic/probe_q_intact"] = [
+            round(q, 4) for q, it in zip(qs, self.items) if it.intact
+        ]
+        report["critic/probe_q_corrupted"] = [
+            round(q, 4) for q, it in zip(qs, self.items) if not it.intact
+        ]
         if cfg.gate_calibration:
             threshold = critic_probe.best_threshold(
                 self.items, replies, rules.critic_score_rule, estimate=estimate
