@@ -302,3 +302,16 @@ def test_tis_with_the_learners_own_logprobs_is_the_plain_update(tiny_path):
         grads.append([p.detach().clone() for p in policy.trainable_parameters()])
     for a, b in zip(*grads):
         assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_length_groups_batch_rows_of_similar_prompt_length():
+    from learners.engines import length_groups
+
+    # two clusters of lengths far apart: two groups, each sorted, every row once
+    lengths = [300, 20, 305, 22, 310, 25]
+    groups = length_groups(lengths, [50] * 6, batch_size=8)
+    assert groups == [[1, 3, 5], [0, 2, 4]]
+    # equal lengths: one batch, up to batch_size rows
+    assert length_groups([100] * 5, [50] * 5, batch_size=8) == [[0, 1, 2, 3, 4]]
+    assert sorted(len(g) for g in length_groups([100] * 5, [50] * 5, batch_size=2)) == [1, 2, 2]
+    assert length_groups([], [], batch_size=4) == []
