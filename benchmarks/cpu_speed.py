@@ -13,7 +13,8 @@ timed. Writes ``benchmarks/results/cpu_speed.json``. Never asserts a time.
 Usage::
 
     python benchmarks/cpu_speed.py                          # 2 engines x 3 repeats x 4 steps
-    python benchmarks/cpu_speed.py --steps 3 --repeats 1    # what fits a shared machine
+    python benchmarks/cpu_speed.py --steps 2 --repeats 1 --together runs/cpu_speed
+        # what fits a shared machine: both engines at once, under the same load
 """
 
 from __future__ import annotations
@@ -47,44 +48,70 @@ FIELDS = {
 """Reported figure -> the metrics.jsonl key it is the median of."""
 
 
+def command(engine: str, out: Path, steps: int, seed: int, model: str | None, extra: list[str]):
+    """The ``sage-env train`` command line of one run."""
+    return [
+        sys.executable,
+        "-m",
+        "learners",
+        "train",
+        "--preset",
+        "demo",
+        "--out",
+        str(out),
+        "--steps",
+        str(steps),
+        "--seed",
+        str(seed),
+        "--warmup.steps",
+        "0",
+        "--val-every",
+        "0",
+        "--critic-probe-size",
+        "0",
+        "--no-gate-calibration",
+        "--rollout.engine",
+        engine,
+        "--report-to",
+        "none",
+        *(["--model", model] if model else []),
+        *extra,
+    ]
+
+
+def read_rows(out: Path, wall: float) -> list[dict]:
+    """The metrics rows (step >= 1) a run wrote to ``out/metrics.jsonl``."""
+    path = out / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    rows = [r for r in rows if r.get("step", 0) >= 1]
+    for r in rows:
+        r["run_wall_s"] = wall
+    return rows
+
+
 def run(engine: str, steps: int, seed: int, model: str | None, extra: list[str]) -> list[dict]:
     """One training run of the demo preset with ``engine``; its metrics rows (step >= 1)."""
     with tempfile.TemporaryDirectory(prefix="cpu_speed-") as tmp:
         out = Path(tmp) / "run"
-        cmd = [
-            sys.executable,
-            "-m",
-            "learners",
-            "train",
-            "--preset",
-            "demo",
-            "--out",
-            str(out),
-            "--steps",
-            str(steps),
-            "--seed",
-            str(seed),
-            "--warmup.steps",
-            "0",
-            "--val-every",
-            "0",
-            "--critic-probe-size",
-            "0",
-            "--no-gate-calibration",
-            "--rollout.engine",
-            engine,
-            "--report-to",
-            "none",
-            *(["--model", model] if model else []),
-            *extra,
-        ]
         t0 = time.perf_counter()
+        cmd = command(engine, out, steps, seed, model, extra)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        wall = time.perf_counter() - t0
-        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    rows = [r for r in rows if r.get("step", 0) >= 1]
-    for r in rows:
-        r["run_wall_s"] = wall
+        return read_rows(out, time.perf_counter() - t0)
+
+
+def run_together(
+    engines: list[str], steps: int, seed: int, model: str | None, extra: list[str], keep: Path
+) -> dict[str, list[dict]]:
+    """One run per engine, all at the same time (each sees the same machine load)."""
+    procs, t0 = {}, time.perf_counter()
+    for engine in engines:
+        out = keep / engine
+        cmd = command(engine, out, steps, seed, model, extra)
+        procs[engine] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    rows = {}
+    for engine, proc in procs.items():
+        proc.wait()
+        rows[engine] = read_rows(keep / engine, time.perf_counter() - t0)
     return rows
 
 
@@ -110,12 +137,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="default: the demo's model")
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--note", default="", help="what the machine was doing meanwhile")
+    parser.add_argument(
+        "--together",
+        default=None,
+        help="run the engines at the same time (one process each), keeping run folders here",
+    )
     parser.add_argument("extra", nargs="*", help="more train flags, after --")
     args = parser.parse_args(argv)
     engines = args.engines.split(",")
     runs: dict[str, list[list[dict]]] = {e: [] for e in engines}
     loads = []
     for rep in range(args.repeats):
+        if args.together:
+            loads.append(os.getloadavg()[0])
+            keep = Path(args.together) / f"rep{rep}"
+            both = run_together(engines, args.steps, args.seed, args.model, args.extra, keep)
+            for engine in engines:
+                runs[engine].append(both[engine])
+            continue
         for engine in engines:
             loads.append(os.getloadavg()[0])
             rows = run(engine, args.steps, args.seed, args.model, args.extra)
@@ -138,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         "engines": engines,
         "steps": args.steps,
         "repeats": args.repeats,
+        "mode": "together (engines run at the same time)" if args.together else "interleaved",
         "seed": args.seed,
         "summary": summary,
         "runs": {e: [[_slim(r) for r in rep] for rep in runs[e]] for e in engines},
