@@ -384,6 +384,8 @@ def merge_rollouts(result: RolloutResult) -> RolloutResult:
         max(p.env_seconds for p in parts),
         sum(p.tokens for p in parts),
         max(p.ticks for p in parts),
+        sum(p.rows for p in parts),
+        sum(p.calls for p in parts),
     )
 
 

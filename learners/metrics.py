@@ -68,8 +68,26 @@ def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]
     m["rollout/tokens"] = float(result.tokens)
     m["rollout/tokens_per_s"] = result.tokens / max(result.generate_seconds, 1e-9)
     m["time/generate_s"] = result.generate_seconds
+    if result.calls:
+        m["rollout/rows_per_call"] = result.rows / result.calls
+        m["rollout/generate_calls"] = float(result.calls)
     m["time/env_s"] = result.env_seconds
     return m
+
+
+def logprob_gap_metrics(update: dict[str, float]) -> dict[str, float]:
+    """``rollout/logprob_gap`` (mean) and ``rollout/logprob_gap_max`` from a learner's update.
+
+    The absolute difference, nats per token, between the rollout engine's sampling log-probs
+    and the learner's log-probs of the same tokens under the same weights (as veRL and TRL
+    log it); empty when the learner did not measure it.
+    """
+    if "logprob_gap_mean" not in update:
+        return {}
+    return {
+        "rollout/logprob_gap": float(update["logprob_gap_mean"]),
+        "rollout/logprob_gap_max": float(update["logprob_gap_max"]),
+    }
 
 
 class MetricsLog:

@@ -67,6 +67,16 @@ class PGConfig:
     which teaches the budget); ``zero`` reward 0 (before advantages); ``mask`` its reward
     still counts in the advantage statistics, but it gets no loss and no share of the loss
     normaliser (DAPO's overlong filtering, Yu et al. 2025, arXiv 2503.14476)."""
+    tis_cap: float = 0.0
+    """Truncated importance sampling (TIS; Yao et al. 2025, "Your efficient RL framework
+    secretly brings you off-policy RL training", https://fengyao.notion.site/off-policy-rl,
+    as veRL's ``tis_imp_ratio_cap``): with a cap C > 0 the PPO ratio's denominator is the
+    learner's own log-prob of each sampled token under the weights that sampled it (a no-grad
+    re-scoring pass), and each token's loss is weighted by ``min(p_learner / p_engine, C)``,
+    correcting for an engine that samples from a different distribution (``--rollout.engine
+    ct2`` at int8, vLLM in bf16). 0 (default) is off: the engine's log-probs are the
+    denominator, exact for an engine that samples the learner's distribution (``hf``,
+    ``ct2`` float32). The paper and veRL use C = 2."""
     lora: LoRAConfig = field(default_factory=LoRAConfig)
     """LoRA adapters (peft): ``--learner.lora.r 128`` trains rank-128 adapters instead of
     every weight; ``r = 0`` (default) is off. Checkpoints then hold the adapter."""
@@ -82,6 +92,8 @@ class PGConfig:
         for name in ("ppo_epochs", "num_minibatches", "micro_batch_size", "max_seq_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.tis_cap < 0:
+            raise ValueError(f"tis_cap must be >= 0 (0 = off), got {self.tis_cap}")
         if self.truncation not in ("keep", "zero", "mask"):
             raise ValueError(f"truncation must be keep, zero or mask, got {self.truncation!r}")
 
@@ -104,6 +116,9 @@ class LossInputs:
             summed over ranks in a multi-process run (``learners.distributed``).
         num_sequences: Sequences of the whole minibatch (``seq_mean``'s normaliser), also
             summed over ranks.
+        tis_weight: Per-token truncated importance weights ``min(p_learner / p_engine, C)``
+            (no grad) with ``tis_cap`` C > 0 (``old_logp`` is then the learner's re-scored
+            log-prob), else ``None``.
     """
 
     logp: torch.Tensor
@@ -113,6 +128,7 @@ class LossInputs:
     ref_logp: torch.Tensor | None
     num_tokens: int
     num_sequences: int
+    tis_weight: torch.Tensor | None = None
 
 
 class PolicyGradientLearner:
@@ -178,6 +194,7 @@ class PolicyGradientLearner:
             policy.keep_reference()
         self.buffer: list[Transition] = []
         self.rng = random.Random(seed)
+        self._gap = [0.0, 0.0, 0]
         self.skip_zero_advantage = True
         """Give sequences with advantage exactly 0 (and no KL term) no forward/backward; set
         it False in a :meth:`loss` with terms that do not vanish at advantage 0."""
@@ -209,7 +226,12 @@ class PolicyGradientLearner:
             ``adv_abs_mean``, ``num_sequences`` (trained on), ``num_tokens``,
             ``truncated_share`` (share of the buffer cut at its budget), ``skipped_share``
             (share of sequences with advantage exactly 0 and no KL term, which need no
-            forward/backward), plus what :meth:`loss` returns.
+            forward/backward), ``logprob_gap_mean`` / ``logprob_gap_max`` (mean and max
+            absolute difference, nats, between the engine's sampling log-probs and the
+            learner's log-probs of the same tokens under the same weights, as veRL and TRL
+            report it: over every token with ``tis_cap`` > 0, else over the tokens the first
+            optimiser step forwards), ``tis_weight_mean`` (with ``tis_cap``), plus what
+            :meth:`loss` returns.
         """
         batch, self.buffer = self.buffer, []
         cfg = self.config
@@ -233,17 +255,37 @@ class PolicyGradientLearner:
             trimmed.append(replace(t, prompt_ids=t.prompt_ids[overflow:]) if overflow > 0 else t)
         batch = trimmed
         self.policy.train()
+        self._gap = [0.0, 0.0, 0]  # sum, max, tokens of |engine - learner| log-probs
+        rescored: list[list[float] | None] = [None] * len(batch)
+        single_step = cfg.ppo_epochs == 1 and cfg.num_minibatches == 1
+        if cfg.tis_cap > 0 and not single_step:  # later steps need the sampling weights' view
+            rescored = self._rescore(batch)
+            for t, vals in zip(batch, rescored):
+                n = len(t.completion_ids)
+                self._record_gap(
+                    torch.tensor(vals or [0.0] * n)[:n],
+                    torch.tensor(t.logprobs[:n] + [0.0] * (n - len(t.logprobs[:n]))),
+                    torch.ones(n),
+                )
         totals = defaultdict(float)
         n_steps = 0
         order = list(range(len(batch)))
         for _ in range(cfg.ppo_epochs):
             self.rng.shuffle(order)
             for mb in distributed.minibatches(order, cfg.num_minibatches, len(everyone)):
-                stats = self._step([batch[i] for i in mb], [adv[i] for i in mb])
+                stats = self._step(
+                    [batch[i] for i in mb],
+                    [adv[i] for i in mb],
+                    [rescored[i] for i in mb],
+                    first=n_steps == 0,
+                )
                 for k, v in stats.items():
                     totals[k] += v
                 n_steps += 1
         metrics = {k: v / max(n_steps, 1) for k, v in totals.items()}
+        gap_sum, gap_max, gap_n = self._gap
+        if gap_n:
+            metrics.update(logprob_gap_mean=gap_sum / gap_n, logprob_gap_max=gap_max)
         metrics.update(
             num_sequences=float(len(everyone)),
             num_tokens=float(sum(len(t.completion_ids) for t in everyone)),
@@ -291,6 +333,8 @@ class PolicyGradientLearner:
         pg, ratio = clipped_policy_loss(
             inputs.logp, inputs.old_logp, inputs.advantages, cfg.clip_eps
         )
+        if inputs.tis_weight is not None:
+            pg = pg * inputs.tis_weight
         kl = torch.zeros_like(pg)
         if inputs.ref_logp is not None:
             kl = kl_penalty(inputs.logp, inputs.ref_logp, cfg.kl_estimator)
@@ -315,7 +359,32 @@ class PolicyGradientLearner:
             return seq.sum() / max(inputs.num_sequences, 1)
         return (per_token * inputs.mask).sum() / max(inputs.num_tokens, 1)
 
-    def _step(self, batch: list[Transition], adv: list[float]) -> dict[str, float]:
+    @torch.no_grad()
+    def _rescore(self, batch: list[Transition]) -> list[list[float] | None]:
+        """The learner's log-probs of every transition's tokens under the current weights."""
+        cfg = self.config
+        out: list[list[float] | None] = [None] * len(batch)
+        order = sorted(
+            range(len(batch)),
+            key=lambda i: len(batch[i].prompt_ids) + len(batch[i].completion_ids),
+        )
+        for mb in _chunks(order, cfg.micro_batch_size):
+            logp, _ = self.policy.token_logprobs(
+                [batch[i].prompt_ids for i in mb],
+                [batch[i].completion_ids for i in mb],
+                self.temperature,
+            )
+            for r, i in enumerate(mb):
+                out[i] = logp[r, : len(batch[i].completion_ids)].float().cpu().tolist()
+        return out
+
+    def _step(
+        self,
+        batch: list[Transition],
+        adv: list[float],
+        rescored: list[list[float] | None] | None = None,
+        first: bool = False,
+    ) -> dict[str, float]:
         cfg = self.config
         self.optimizer.zero_grad(set_to_none=True)
         stats = defaultdict(float)
@@ -346,12 +415,29 @@ class PolicyGradientLearner:
             old = torch.zeros_like(logp)
             for r, t in enumerate(items):
                 old[r, : len(t.logprobs)] = torch.tensor(t.logprobs, device=device)
+            learner_old = None  # the learner's log-probs under the weights that sampled
+            if rescored is not None and rescored[mb[0]] is not None:
+                learner_old = torch.zeros_like(logp)
+                for r, i in enumerate(mb):
+                    vals = rescored[i] or []
+                    learner_old[r, : len(vals)] = torch.tensor(vals, device=device)
+            elif first:  # no update yet: the current weights sampled this batch
+                learner_old = logp.detach()
+            if first and rescored is not None and rescored[mb[0]] is None:
+                self._record_gap(logp.detach(), old, mask)
+            tis_weight = None
+            if cfg.tis_cap > 0 and learner_old is not None:
+                log_w = torch.clamp(learner_old - old, -20.0, 20.0)
+                tis_weight = torch.exp(log_w).clamp(max=cfg.tis_cap) * mask
+                stats["tis_weight_mean"] += float(tis_weight.sum()) / max(n_tokens, 1)
+                old = learner_old
             ref_logp = None
             if self.use_reference:
                 ref_logp, _ = self.policy.reference_logprobs(prompts, comps, self.temperature)
             a = torch.tensor([adv[i] for i in mb], device=device, dtype=logp.dtype).unsqueeze(1)
             loss, parts = check_loss_result(
-                self, self.loss(LossInputs(logp, old, a, mask, ref_logp, n_tokens, n_seqs))
+                self,
+                self.loss(LossInputs(logp, old, a, mask, ref_logp, n_tokens, n_seqs, tis_weight)),
             )
             loss.backward()
             stats["loss"] += float(loss.detach())
@@ -364,6 +450,14 @@ class PolicyGradientLearner:
         stats["grad_norm"] = float(grad_norm)
         self.optimizer.step()
         return dict(stats)
+
+    def _record_gap(self, learner: torch.Tensor, engine: torch.Tensor, mask: torch.Tensor) -> None:
+        """Add ``|learner - engine|`` log-prob differences (masked) to this update's ``_gap``."""
+        gap = self._gap
+        diff = ((learner.detach() - engine).abs() * mask).float()
+        gap[0] += float(diff.sum())
+        gap[1] = max(gap[1], float(diff.max())) if diff.numel() else gap[1]
+        gap[2] += int(mask.sum())
 
     def state_dict(self) -> dict:
         """Optimizer and RNG state (model weights are saved by the policy)."""

@@ -46,7 +46,7 @@ def check_train(cfg: Any, model: str | None = None) -> None:
     Raises:
         PreflightError: naming everything missing (no CUDA device, model weights neither local
             nor downloadable, ``wandb`` not installed, ``vllm`` not installed for
-            ``--rollout.engine vllm``, an FSDP/DeepSpeed launch).
+            ``--rollout.engine vllm`` (``ctranslate2`` for ``ct2``), an FSDP/DeepSpeed launch).
     """
     problems = device_problems(cfg.device)
     problems += model_problems(model or cfg.model)
@@ -54,6 +54,10 @@ def check_train(cfg: Any, model: str | None = None) -> None:
     problems += launch_problems()
     if getattr(getattr(cfg, "rollout", None), "engine", "hf") == "vllm":
         problems += module_problem("vllm", "pip install 'sage-env[vllm]'", "--rollout.engine vllm")
+    if getattr(getattr(cfg, "rollout", None), "engine", "hf") == "ct2":
+        problems += module_problem(
+            "ctranslate2", "pip install ctranslate2==4.8.5", "--rollout.engine ct2"
+        )
     if problems:
         raise PreflightError(problems)
 

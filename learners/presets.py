@@ -65,6 +65,9 @@ PRESETS: dict[str, TrainConfig] = {
             ),
         ),
         learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
+        # CTranslate2 on the CPU: the learner's float32 log-probs, faster than hf's generate
+        # (docs/training.md, "CPU speed")
+        rollout=RolloutConfig(engine="ct2"),
     ),
     "debug": TrainConfig(
         out="runs/debug",

@@ -95,6 +95,10 @@ class RolloutResult:
     env_seconds: float
     tokens: int
     ticks: int
+    rows: int = 0
+    """Rows (completions) sampled by the policy's generate calls."""
+    calls: int = 0
+    """Generate calls made (one per tick that sampled anything, with a row-limit policy)."""
 
 
 class RolloutDriver:
@@ -135,6 +139,8 @@ class RolloutDriver:
         self.phase_stop_strings = {
             k: tuple(v) for k, v in (phase_stop_strings or {}).items() if v is not None
         }
+        self._rows = 0
+        self._calls = 0
 
     def budget(self, phase: str | None, domain: str | None = None) -> int:
         """The completion budget (tokens) of ``phase`` on a task of ``domain``.
@@ -162,7 +168,9 @@ class RolloutDriver:
             for _i, _agent, _obs, info in requests
         ]
         observations = [obs for _i, _agent, obs, _info in requests]
+        self._rows += len(observations)
         if _takes_row_limits(self.policy.generate):
+            self._calls += 1
             return self.policy.generate(
                 observations,
                 self.sampling,
@@ -175,6 +183,7 @@ class RolloutDriver:
         completions: list = [None] * len(requests)
         for (budget, stop), idx in sorted(groups.items()):
             sampling = replace(self.sampling, max_new_tokens=budget, stop=stop)
+            self._calls += 1
             for j, comp in zip(idx, self.policy.generate([observations[j] for j in idx], sampling)):
                 completions[j] = comp
         return completions
@@ -198,6 +207,7 @@ class RolloutDriver:
         gen_time = 0.0
         tokens = 0
         ticks = 0
+        self._rows = self._calls = 0
         t0 = time.perf_counter()
         for i, e in enumerate(self.envs):
             e.reset(seed=None if seeds is None else seeds[i])
@@ -251,7 +261,9 @@ class RolloutDriver:
         for e in self.envs:
             text = e.render() if getattr(e, "render_mode", None) == "ansi" else None
             transcripts.append(text or "")
-        return RolloutResult(transitions, transcripts, gen_time, env_time, tokens, ticks)
+        return RolloutResult(
+            transitions, transcripts, gen_time, env_time, tokens, ticks, self._rows, self._calls
+        )
 
     def _score_probs(self, requests: list[tuple[int, str, Any, dict]]) -> dict[int, tuple]:
         """Score distributions for the requests whose ``info`` asks for one.

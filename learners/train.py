@@ -41,9 +41,15 @@ from learners.checkpoint import (
     save_checkpoint,
     truncate_metrics,
 )
-from learners.engines import require_engine
+from learners.engines import SYNCED_ENGINES, require_engine
 from learners.evaluation import validation_accuracy
-from learners.metrics import MetricsLog, peak_rss_mb, rollout_metrics, write_transcripts
+from learners.metrics import (
+    MetricsLog,
+    logprob_gap_metrics,
+    peak_rss_mb,
+    rollout_metrics,
+    write_transcripts,
+)
 from learners.plots import plot_training
 from learners.policy import HFPolicy, SamplingConfig
 from learners.presets import DEMO_BUDGETS, DEMO_STOPS, PRESETS
@@ -312,7 +318,8 @@ def _run(
             "pool/generated": float(pool.num_generated),
             **probed,
             "time/update_s": t_update,
-            **({"time/weight_sync_s": t_sync} if cfg.rollout.engine == "vllm" else {}),
+            **({"time/weight_sync_s": t_sync} if cfg.rollout.engine in SYNCED_ENGINES else {}),
+            **logprob_gap_metrics(update),
             "time/step_s": time.perf_counter() - t0,
             "memory/peak_rss_mb": peak_rss_mb(),
         }

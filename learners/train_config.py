@@ -92,9 +92,10 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     """Sequences per generate forward pass (the ``hf`` engine's batch)."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """Rollout engine: ``--rollout.engine hf`` (batched ``model.generate``, default),
-    ``hf-cb`` (transformers' continuous batching; speed unmeasured) or ``vllm`` (colocated
-    vLLM, ``pip install 'sage-env[vllm]'``; unverified), with its ``--rollout.cb-*`` /
-    ``--rollout.vllm-*`` settings (``docs/training.md#rollout-engines``)."""
+    ``hf-cb`` (transformers' continuous batching; speed unmeasured), ``ct2`` (CTranslate2 on
+    the CPU, weights converted after every update) or ``vllm`` (colocated vLLM,
+    ``pip install 'sage-env[vllm]'``; unverified), with its ``--rollout.cb-*`` /
+    ``--rollout.ct2-*`` / ``--rollout.vllm-*`` settings (``docs/training.md#rollout-engines``)."""
     save_every: int = 1
     """Write a checkpoint every this many steps (and always at the last step)."""
     keep_checkpoints: int = 2

@@ -50,7 +50,7 @@ def tiny_policy(tmp_path_factory):
 
 
 def test_rollout_config_names_the_engines_and_rejects_unknown_ones():
-    assert list(ENGINES) == ["hf", "hf-cb", "vllm"]
+    assert list(ENGINES) == ["hf", "hf-cb", "vllm", "ct2"]
     assert RolloutConfig().engine == "hf"
     with pytest.raises(
         ValueError, match="unknown rollout engine 'sglang'; choose one of hf, hf-cb"

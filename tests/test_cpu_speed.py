@@ -1,0 +1,42 @@
+"""benchmarks/cpu_speed.py: its train command parses, and its medians skip the warm-up step."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+def test_cpu_speed_command_is_a_valid_demo_train_command(tmp_path):
+    import cpu_speed
+    import tyro
+
+    from learners.train import PRESETS, config_type
+
+    cmd = cpu_speed.command("ct2", tmp_path / "run", 3, 5, "some/model", ["--rounds-per-step", "2"])
+    assert cmd[1:4] == ["-m", "learners", "train"] and cmd[4:6] == ["--preset", "demo"]
+    cfg = tyro.cli(config_type("trr"), default=PRESETS["demo"], args=cmd[6:])
+    assert cfg.rollout.engine == "ct2" and cfg.steps == 3 and cfg.seed == 5
+    assert cfg.warmup.steps == 0 and cfg.val_every == 0 and cfg.critic_probe_size == 0
+    assert not cfg.gate_calibration and cfg.model == "some/model" and cfg.rounds_per_step == 2
+
+
+def test_cpu_speed_summary_is_the_median_of_the_steps_after_the_first():
+    import cpu_speed
+
+    def row(step, tps, rss):
+        return {
+            "step": step,
+            "rollout/tokens_per_s": tps,
+            "time/step_s": 10.0 * step,
+            "memory/peak_rss_mb": rss,
+        }
+
+    rows = [row(1, 1.0, 900.0), row(2, 4.0, 700.0), row(3, 6.0, 800.0), row(4, 5.0, 600.0)]
+    s = cpu_speed.summarise(rows)
+    assert s["generate_tokens_per_s"] == 5.0  # median of steps 2-4; step 1 is the warm-up
+    assert s["step_s"] == 30.0 and s["steps_timed"] == 3
+    assert s["peak_rss_mb"] == 900.0  # the peak over every step
+    assert s["sync_s"] is None  # not logged by this engine
+    assert cpu_speed.summarise([row(1, 2.0, 1.0)])["generate_tokens_per_s"] == pytest.approx(2.0)

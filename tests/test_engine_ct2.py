@@ -1,0 +1,317 @@
+"""The ``ct2`` rollout engine (CTranslate2) against ``hf`` on the tiny model, and TIS.
+
+Every test that runs CTranslate2 skips with a reason when ``ctranslate2`` is not installed
+(``pip install ctranslate2==4.8.5``); the config, preflight and TIS tests run without it.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from learners.engines import CT2_MISSING, RolloutConfig, make_engine
+from learners.policy import HFPolicy, LoRAConfig, SamplingConfig
+
+needs_ct2 = pytest.mark.skipif(
+    importlib.util.find_spec("ctranslate2") is None,
+    reason="ctranslate2 is not installed (pip install ctranslate2==4.8.5)",
+)
+
+OBS = [
+    {"system": "You plan.", "user": "Plan task 1.", "prefix": "<plan>"},
+    {"system": "You solve.", "user": "Solve 2 + 2, please, with care.", "prefix": ""},
+    {"system": "You review.", "user": "Score it.", "prefix": "<score>"},
+]
+
+
+@pytest.fixture()
+def ct2_policy(tiny_path):
+    return HFPolicy(tiny_path, device="cpu", seed=0, rollout="ct2")
+
+
+def _hf(policy, obs, sampling, **kw):
+    policy.use_engine("hf")
+    try:
+        return policy.generate(obs, sampling, **kw)
+    finally:
+        policy.use_engine("ct2")
+
+
+def test_ct2_config_is_validated_and_missing_ctranslate2_is_a_one_line_error(
+    monkeypatch, tmp_path, tiny_path
+):
+    assert RolloutConfig(engine="ct2").ct2_compute_type == "float32"
+    with pytest.raises(ValueError, match="ct2_compute_type must be one of float32, int8"):
+        RolloutConfig(engine="ct2", ct2_compute_type="float16")
+    with pytest.raises(ValueError, match="ct2_threads must be >= 0"):
+        RolloutConfig(engine="ct2", ct2_threads=-1)
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "ctranslate2" else real(name, *a),
+    )
+    with pytest.raises(ImportError) as info:
+        make_engine(object(), "ct2")
+    assert str(info.value) == CT2_MISSING and "\n" not in CT2_MISSING
+    from learners.preflight import PreflightError, check_train
+    from learners.train import TrainConfig
+
+    cfg = TrainConfig(model=tiny_path, out=str(tmp_path / "r"), rollout=RolloutConfig(engine="ct2"))
+    with pytest.raises(PreflightError) as info:
+        check_train(cfg)
+    assert str(info.value) == (
+        "--rollout.engine ct2 needs the ctranslate2 package, which is not installed: "
+        "pip install ctranslate2==4.8.5"
+    )
+
+
+@needs_ct2
+def test_ct2_greedy_matches_hf_tokens_logprobs_budgets_and_flags(ct2_policy):
+    greedy = SamplingConfig(do_sample=False)
+    budgets = [5, 12, 9]
+    ct = ct2_policy.generate(OBS, greedy, budgets=budgets)
+    hf = _hf(ct2_policy, OBS, greedy, budgets=budgets)
+    for obs, a, b, budget in zip(OBS, ct, hf, budgets):
+        assert a.completion_ids == b.completion_ids
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+        assert a.text == b.text and a.truncated == b.truncated
+        assert len(a.completion_ids) <= budget
+        assert a.prompt_ids == ct2_policy.encode_prompt(obs, 1024)
+        assert a.prefix == obs["prefix"] and a.action == obs["prefix"] + a.text
+
+
+@needs_ct2
+def test_ct2_samples_return_the_learners_logprobs_at_the_temperature(ct2_policy):
+    for temperature in (0.7, 1.3):
+        budgets = [3, 9, 6]
+        comps = ct2_policy.generate(OBS, SamplingConfig(temperature=temperature), budgets=budgets)
+        logp, mask = ct2_policy.token_logprobs(
+            [c.prompt_ids for c in comps], [c.completion_ids for c in comps], temperature
+        )
+        for row, (c, b) in enumerate(zip(comps, budgets)):
+            n = len(c.completion_ids)
+            assert 1 <= n <= b and len(c.logprobs) == n and mask[row].sum() == n
+            ended = c.completion_ids[-1] in ct2_policy.eos_ids
+            assert c.truncated == (not ended and n == b)
+            assert torch.allclose(logp[row, :n], torch.tensor(c.logprobs), atol=1e-5)
+    assert sorted(ct2_policy.engine._generators) == [0.7, 1.3]  # one per temperature
+    ct2_policy.sync_engine()  # converts the last one used; the others wait for their next use
+    assert sorted(ct2_policy.engine._generators) == [1.3]
+
+
+@needs_ct2
+def test_ct2_samples_are_fixed_by_the_policy_seed(tiny_path):
+    runs = []
+    for _ in range(2):
+        policy = HFPolicy(tiny_path, device="cpu", seed=7, rollout="ct2")
+        runs.append(
+            [c.completion_ids for c in policy.generate(OBS, SamplingConfig(), budgets=[8] * 3)]
+        )
+    assert runs[0] == runs[1]
+
+
+@needs_ct2
+def test_ct2_stops_on_eos_and_on_stop_strings_where_hf_does(ct2_policy):
+    greedy = SamplingConfig(do_sample=False)
+    hf = _hf(ct2_policy, OBS, greedy, budgets=[16] * 3)
+    tok = ct2_policy.tokenizer
+    row = max(range(3), key=lambda r: len(hf[r].completion_ids))
+    ids = hf[row].completion_ids
+    assert len(ids) >= 6
+    # the text of tokens 2..4 as a stop string: hf stops where the text ends with it
+    stop = tok.decode(ids[2:5], skip_special_tokens=True)
+    assert stop and "\ufffd" not in stop
+    stops = [()] * 3
+    stops[row] = (stop,)
+    want = _hf(ct2_policy, OBS, greedy, budgets=[16] * 3, stops=stops)
+    got = ct2_policy.generate(OBS, greedy, budgets=[16] * 3, stops=stops)
+    assert [c.completion_ids for c in got] == [c.completion_ids for c in want]
+    assert got[row].completion_ids == ids[: len(want[row].completion_ids)]
+    assert len(got[row].completion_ids) < len(ids) and stop in got[row].text
+    assert got[row].truncated is False
+    # an EOS at a forced position: the row ends there, EOS kept, not truncated
+    eos = min(ct2_policy.eos_ids)
+    with torch.no_grad():
+        head = ct2_policy.model.get_output_embeddings()
+        saved = head.weight[eos].clone()
+        head.weight[eos] = ct2_policy.model.get_input_embeddings().weight[eos] * 0 + 50.0
+    try:
+        ct2_policy.sync_engine()
+        ended = ct2_policy.generate(OBS[:1], greedy, budgets=[10])[0]
+    finally:
+        with torch.no_grad():
+            head.weight[eos] = saved
+    assert ended.completion_ids == [eos] and ended.truncated is False and ended.text == ""
+
+
+@needs_ct2
+def test_ct2_min_new_tokens_holds_back_eos(ct2_policy):
+    greedy = SamplingConfig(do_sample=False, min_new_tokens=6)
+    eos = min(ct2_policy.eos_ids)
+    with torch.no_grad():
+        ct2_policy.model.get_output_embeddings().weight[eos] += 5.0
+    ct2_policy.sync_engine()
+    ct = ct2_policy.generate(OBS, greedy, budgets=[8] * 3)
+    hf = _hf(ct2_policy, OBS, greedy, budgets=[8] * 3)
+    assert [c.completion_ids for c in ct] == [c.completion_ids for c in hf]
+    assert all(len(c.completion_ids) >= 6 for c in ct)
+
+
+@needs_ct2
+def test_ct2_samples_the_weights_of_the_last_sync(ct2_policy):
+    greedy = SamplingConfig(do_sample=False)
+    before = ct2_policy.generate(OBS, greedy, budgets=[6] * 3)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in ct2_policy.model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    stale = ct2_policy.generate(OBS, greedy, budgets=[6] * 3)
+    assert [c.logprobs for c in stale] == [c.logprobs for c in before]  # not synced yet
+    syncs = ct2_policy.engine.syncs
+    ct2_policy.sync_engine()
+    assert ct2_policy.engine.syncs == syncs + 1 and ct2_policy.engine.sync_seconds > 0
+    fresh = ct2_policy.generate(OBS, greedy, budgets=[6] * 3)
+    hf = _hf(ct2_policy, OBS, greedy, budgets=[6] * 3)
+    assert [c.completion_ids for c in fresh] == [c.completion_ids for c in hf]
+    for a, b in zip(fresh, hf):  # perturbed weights, sharper logits: float32 rounding grows
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    # the trainer's model is intact after conversions (CTranslate2's loaders delete modules)
+    assert all(hasattr(layer, "self_attn") for layer in ct2_policy.model.model.layers)
+
+
+@needs_ct2
+def test_ct2_samples_the_lora_model_merged(tiny_path):
+    policy = HFPolicy(tiny_path, device="cpu", seed=3, rollout="ct2")
+    policy.enable_lora(LoRAConfig(r=4))
+    with torch.no_grad():
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    base = {n: p.clone() for n, p in policy.model.named_parameters() if "lora_" not in n}
+    policy.sync_engine()
+    comps = policy.generate(OBS, SamplingConfig(temperature=0.7), budgets=[5, 8, 6])
+    logp, _ = policy.token_logprobs(
+        [c.prompt_ids for c in comps], [c.completion_ids for c in comps], 0.7
+    )
+    for row, c in enumerate(comps):
+        n = len(c.completion_ids)
+        assert torch.allclose(logp[row, :n], torch.tensor(c.logprobs), atol=1e-5)
+    for n, p in policy.model.named_parameters():
+        if "lora_" not in n:
+            assert torch.equal(p, base[n])
+
+
+@needs_ct2
+def test_ct2_trains_through_the_loop_with_a_logprob_gap_and_sync_time(tiny_path, tmp_path):
+    from learners.pg import PGConfig
+    from learners.plots import read_metrics
+    from learners.train import TrainConfig, train
+
+    cfg = TrainConfig(
+        model=tiny_path,
+        out=str(tmp_path / "ct2"),
+        steps=2,
+        rounds_per_step=2,
+        device="cpu",
+        max_new_tokens=8,
+        temperature=0.7,
+        rollout=RolloutConfig(engine="ct2"),
+        # a KL term forwards every sequence (no zero-advantage skip), so every step measures
+        learner=PGConfig(kl_coef=0.01, gradient_checkpointing=False),
+    )
+    train(cfg, progress=False)
+    rows = [r for r in read_metrics(Path(cfg.out) / "metrics.jsonl") if r["step"] >= 1]
+    assert [r["step"] for r in rows] == [1, 2]
+    for row in rows:
+        assert row["rollout/tokens"] > 0 and row["learner/num_sequences"] > 0
+        assert 0 <= row["rollout/logprob_gap"] < 1e-4  # float32: the learner's own numbers
+        assert row["rollout/logprob_gap"] <= row["rollout/logprob_gap_max"] < 1e-3
+        assert row["time/weight_sync_s"] > 0
+        assert row["rollout/rows_per_call"] >= 1
+
+
+# ----------------------------------------------------------------------------- TIS
+
+
+def _learner(tiny_path, **config):
+    from learners.pg import PGConfig
+    from learners.trr import TRRLearner
+
+    policy = HFPolicy(tiny_path, device="cpu", seed=0)
+    cfg = PGConfig(lr=1e-3, gradient_checkpointing=False, **config)
+    return policy, TRRLearner(policy, cfg, temperature=1.0, seed=0)
+
+
+def _transitions(policy, shift=0.0):
+    from learners.rollout import Transition
+
+    comps = policy.generate(OBS * 2, SamplingConfig(), budgets=[6] * 6)
+    out = []
+    for j, c in enumerate(comps):
+        out.append(
+            Transition(
+                agent="solver_0",
+                role="solver",
+                domain="math",
+                phase="solve",
+                prompt_ids=c.prompt_ids,
+                completion_ids=c.completion_ids,
+                logprobs=[x + shift for x in c.logprobs],
+                text=c.text,
+                reward=float(j),
+            )
+        )
+    return out
+
+
+def test_tis_cap_is_validated():
+    from learners.pg import PGConfig
+
+    assert PGConfig().tis_cap == 0.0
+    with pytest.raises(ValueError, match="tis_cap must be >= 0"):
+        PGConfig(tis_cap=-1.0)
+
+
+def test_logprob_gap_is_the_engine_learner_difference_and_tis_weights_it(tiny_path):
+    # engine log-probs lowered by 0.3 nats: the gap is 0.3, the TIS weight min(e^0.3, cap)
+    for cap, minibatches in ((0.0, 1), (1.2, 1), (1.2, 2), (5.0, 1)):
+        policy, learner = _learner(tiny_path, tis_cap=cap, num_minibatches=minibatches)
+        batch = _transitions(policy, shift=-0.3)
+        learner.observe(batch)
+        m = learner.update()
+        assert m["logprob_gap_mean"] == pytest.approx(0.3, abs=1e-4)
+        assert m["logprob_gap_max"] == pytest.approx(0.3, abs=1e-4)
+        if cap:
+            expect = min(float(torch.tensor(0.3).exp()), cap)
+            assert m["tis_weight_mean"] == pytest.approx(expect, rel=1e-4)
+        else:
+            assert "tis_weight_mean" not in m
+
+
+def test_tis_with_the_learners_own_logprobs_is_the_plain_update(tiny_path):
+    grads = []
+    for cap in (0.0, 2.0):
+        policy, learner = _learner(tiny_path, tis_cap=cap)
+        learner.observe(_transitions(policy))
+        m = learner.update()
+        assert m["logprob_gap_mean"] < 1e-5
+        grads.append([p.detach().clone() for p in policy.trainable_parameters()])
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_length_groups_batch_rows_of_similar_prompt_length():
+    from learners.engines import length_groups
+
+    # two clusters of lengths far apart: two groups, each sorted, every row once
+    lengths = [300, 20, 305, 22, 310, 25]
+    groups = length_groups(lengths, [50] * 6, batch_size=8)
+    assert groups == [[1, 3, 5], [0, 2, 4]]
+    # equal lengths: one batch, up to batch_size rows
+    assert length_groups([100] * 5, [50] * 5, batch_size=8) == [[0, 1, 2, 3, 4]]
+    assert sorted(len(g) for g in length_groups([100] * 5, [50] * 5, batch_size=2)) == [1, 2, 2]
+    assert length_groups([], [], batch_size=4) == []
