@@ -103,8 +103,9 @@ class CriticProbe:
 
         Returns:
             ``critic/*`` metrics (empty when the probe is off; ``critic/probe_q_intact`` and
-            ``critic/probe_q_corrupted`` list every item's normalised score q, rounded to 4
-            places, for ``sage-env report``'s ROC curve) and, when calibrating,
+            ``critic/probe_q_corrupted`` list every item's normalised score q (not rounded: 4
+            places would tie near-equal scores and move the AUC, so they are kept whole; for
+            ``sage-env report``'s ROC curve) and, when calibrating,
             ``gate/alpha`` and ``gate/youden`` (1 when Youden's threshold was used, 0 when
             the critic was at chance and the seed-quantile fallback or the configured alpha
             applies).
@@ -141,10 +142,10 @@ class CriticProbe:
             for r in replies
         ]
         report["critic/probe_q_intact"] = [
-            round(q, 4) for q, it in zip(qs, self.items) if it.intact
+            float(q) for q, it in zip(qs, self.items) if it.intact
         ]
         report["critic/probe_q_corrupted"] = [
-            round(q, 4) for q, it in zip(qs, self.items) if not it.intact
+            float(q) for q, it in zip(qs, self.items) if not it.intact
         ]
         if cfg.gate_calibration:
             threshold = critic_probe.best_threshold(
