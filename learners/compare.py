@@ -9,8 +9,8 @@ overrides and budget. The budget is **training steps**: every run plays ``steps`
 What is compared:
 
 - **Held-out verifier accuracy**, the like-for-like column: greedy accuracy on the same
-  held-out items for every arm (the first ``heldout`` tasks of the validation split,
-  :func:`sage_env.load_validation`: none is a seed), scored by the external verifier
+  held-out items for every arm (``heldout`` tasks of the validation split, MATH and
+  GSM8K in turn, :func:`sage_env.load_validation`: none is a seed), scored by the external verifier
   (``val/accuracy`` of ``metrics.jsonl``), before training (step 0) and after the last step.
 - **Solver verifier accuracy on training rounds** (``solver/accuracy``): the external
   verifier's score of the solver's rollout answers, on each protocol's own tasks.
@@ -89,8 +89,8 @@ class CompareConfig:
     """YAML file of TrainConfig fields applied to every arm over the preset (``learner:``
     keys are the chosen algorithm's); steps, rounds, seed, validation and out are set here."""
     heldout: int = 16
-    """Held-out items: the first N tasks of the 200-task validation split (100 MATH then
-    100 GSM8K, none a seed), scored by the math verifier."""
+    """Held-out items: N tasks of the 200-task validation split (100 MATH + 100 GSM8K, none a
+    seed), taken from MATH and GSM8K in turn, scored by the math verifier."""
     heldout_max_new_tokens: int = 128
     """Completion budget of the held-out answers and of ``benchmarks`` (greedy)."""
     benchmarks: str = ""
@@ -538,7 +538,7 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
         "budget": {"unit": "steps", "steps": cfg.steps, "rounds_per_step": cfg.rounds_per_step},
         "heldout": {
             "items": cfg.heldout,
-            "source": "sage_env.load_validation() first N tasks",
+            "source": "sage_env.load_validation(N): MATH and GSM8K in turn",
             "verifier": "MathVerifier",
         },
         "benchmark_start": bench_start,

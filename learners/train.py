@@ -260,7 +260,7 @@ def _run(
         log = MetricsLog(out, cfg.report_to, accelerator, config, start + 1 if start else None)
     if log is not None:
         stack.callback(log.close)
-    val_tasks = sage_env.load_validation()[: cfg.val_limit] if cfg.val_every > 0 else []
+    val_tasks = sage_env.load_validation(cfg.val_limit) if cfg.val_every > 0 else []
     stopping = EarlyStopping(out, cfg.early_stopping_patience)
 
     if cfg.gate_calibration and start > 0:

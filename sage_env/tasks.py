@@ -122,14 +122,31 @@ def write_jsonl(tasks: Iterable[Task], path: str | os.PathLike) -> None:
         raise
 
 
-def load_validation() -> list[Task]:
-    """Return the 200 held-out validation tasks (100 MATH + 100 GSM8K train, none a seed).
+def load_validation(limit: int | None = None) -> list[Task]:
+    """Return the held-out validation tasks (200: 100 MATH + 100 GSM8K train, none a seed).
 
     Built with the seeds by ``scripts/build_seeds.py``; training evaluates on them for the
     validation curve and early stopping.
+
+    Args:
+        limit: At most this many tasks, taken from each source in turn (MATH, GSM8K, MATH,
+            ...) so that a small subset holds both sources in equal shares; ``None``: all 200
+            in file order.
     """
     with resources.as_file(resources.files("sage_env") / "data" / "validation.jsonl") as path:
-        return read_jsonl(path)
+        tasks = read_jsonl(path)
+    if limit is None:
+        return tasks
+    by_source: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_source.setdefault(task.source, []).append(task)
+    picked: list[Task] = []
+    queues = [list(reversed(q)) for q in by_source.values()]
+    while len(picked) < limit and any(queues):
+        for queue in queues:
+            if queue and len(picked) < limit:
+                picked.append(queue.pop())
+    return picked
 
 
 def load_seeds() -> list[Task]:

@@ -505,3 +505,14 @@ def test_solvable_admission_keeps_unsolved_questions_out_and_unpaid():
 def test_unknown_pool_admission_is_a_clear_error():
     with pytest.raises(ValueError, match="pool_admission"):
         EnvConfig(pool_admission="always")
+
+
+def test_load_validation_limit_takes_math_and_gsm8k_in_turn():
+    import sage_env
+
+    everything = sage_env.load_validation()
+    assert len(everything) == 200
+    head = sage_env.load_validation(5)
+    assert [t.source for t in head] == ["math", "gsm8k", "math", "gsm8k", "math"]
+    assert [t.task_id for t in head[::2]] == [t.task_id for t in everything[:3]]
+    assert len(sage_env.load_validation(500)) == 200
