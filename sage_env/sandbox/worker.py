@@ -48,10 +48,13 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
     job = json.loads(_read_all(job_fd).decode("ascii"))
     os.close(job_fd)
     cpu_limits = job.get("cpu_limits") or []
-    top = max([int(math.ceil(c)) for c in cpu_limits] or [0])
+    base_cpu = None  # each test's CPU budget, set in its own process (see become)
     for name, soft, hard in job["limits"]:
-        if name == "RLIMIT_CPU" and top:  # room for each test's own limit (set in its process)
-            hard = max(hard, top + 2)
+        if name == "RLIMIT_CPU" and job["mode"] != "reference":
+            # W itself only relays until it becomes the last test: its CPU is not the
+            # program's, so the budget is set per process, on top of what it has used
+            base_cpu = soft
+            continue
         try:
             resource.setrlimit(getattr(resource, name), (soft, hard))
         except (ValueError, OSError):
@@ -260,9 +263,10 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         if chan != 3:
             os.dup2(chan, 3)
         os.closerange(4, 1 << 16)
-        if cpu:  # this test's own CPU limit (EvalPlus's per-input limit), on top of what W used
+        budget = cpu or base_cpu  # this test's own CPU limit (plus: EvalPlus's per input)
+        if budget:  # on top of what this process used before (W: relaying earlier tests)
             used = resource.getrusage(resource.RUSAGE_SELF)
-            soft = int(math.ceil(cpu + used.ru_utime + used.ru_stime))
+            soft = int(math.ceil(budget + used.ru_utime + used.ru_stime))
             try:
                 resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
             except (ValueError, OSError):
