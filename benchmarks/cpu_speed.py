@@ -142,12 +142,22 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="run the engines at the same time (one process each), keeping run folders here",
     )
+    parser.add_argument(
+        "--collect",
+        default=None,
+        help="make no runs: summarise the run folders a --together run left here",
+    )
     parser.add_argument("extra", nargs="*", help="more train flags, after --")
     args = parser.parse_args(argv)
     engines = args.engines.split(",")
     runs: dict[str, list[list[dict]]] = {e: [] for e in engines}
     loads = []
     for rep in range(args.repeats):
+        if args.collect:  # runs already made (e.g. stopped early): read their folders
+            loads.append(None)
+            for engine in engines:
+                runs[engine].append(read_rows(Path(args.collect) / f"rep{rep}" / engine, 0.0))
+            continue
         if args.together:
             loads.append(os.getloadavg()[0])
             keep = Path(args.together) / f"rep{rep}"
@@ -160,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
             rows = run(engine, args.steps, args.seed, args.model, args.extra)
             runs[engine].append(rows)
             print(engine, rep, json.dumps(summarise(rows)), flush=True)
+    # compare the same steps of every engine (a run stopped early has fewer)
+    for rep in range(args.repeats):
+        common = set.intersection(*({r["step"] for r in runs[e][rep]} for e in engines))
+        for e in engines:
+            runs[e][rep] = [r for r in runs[e][rep] if r["step"] in common]
     summary = {e: summarise([r for rep in runs[e] for r in rep]) for e in engines}
     base = summary[engines[0]]
     for e in engines[1:]:
