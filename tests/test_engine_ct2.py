@@ -299,9 +299,11 @@ def test_tis_with_the_learners_own_logprobs_is_the_plain_update(tiny_path):
         learner.observe(_transitions(policy))
         m = learner.update()
         assert m["logprob_gap_mean"] < 1e-5
-        grads.append([p.detach().clone() for p in policy.trainable_parameters()])
+        # gradients, not AdamW's step (it normalises, so a near-zero gradient's rounding
+        # flips a whole lr-sized step)
+        grads.append([p.grad.detach().clone() for p in policy.trainable_parameters()])
     for a, b in zip(*grads):
-        assert torch.allclose(a, b, atol=1e-6)
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
 
 
 def test_length_groups_batch_rows_of_similar_prompt_length():
