@@ -165,7 +165,8 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
 
     Always checked: ``early_stopping_patience`` without validation; ``gate_calibration``
     without the critic probe; the critic probe under a protocol with no critic or judge.
-    Given ``base`` (the preset the flags were laid over), also settings changed from it that another one overrides: ``max_new_tokens`` when
+    Given ``base`` (the preset the flags were laid over), also settings changed from it
+    that another one overrides: ``max_new_tokens`` when
     ``phase_max_new_tokens`` sets every phase of the protocol, ``val_limit``/``val_max_new_tokens``/
     ``val_at_start`` with ``val_every = 0``, ``gate_seed_quantile`` without
     ``gate_calibration``, ``warmup.*`` with ``warmup.steps = 0``.
