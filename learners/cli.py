@@ -465,7 +465,10 @@ def _train(argv: list[str]) -> int:
     from learners.checks import ignored_settings
 
     always = set(ignored_settings(cfg))  # train() logs these itself
-    for message in ignored_settings(cfg, preset):
+    # settings changed from the preset that another one overrides; a saved run's config.yaml
+    # holds every field (checked when that run started), so only the flags given now count
+    reference = base if known.config and _is_saved_config(known.config, base) else preset
+    for message in ignored_settings(cfg, reference):
         if message not in always:
             logging.getLogger("sage_env.train").warning("%s", message)
     try:
@@ -499,6 +502,21 @@ def _config_imports(path: str) -> list[str]:
     if not isinstance(found, list) or not all(isinstance(m, str) for m in found):
         raise ValueError(f"{path}: imports must be a list of module names, got {found!r}")
     return list(found)
+
+
+def _is_saved_config(path: str, cfg: Any) -> bool:
+    """Whether the YAML file at ``path`` sets every top-level field of ``cfg``.
+
+    True for a run's ``config.yaml``; False for a file of a few overrides, or one that cannot
+    be read.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and {f.name for f in dataclasses.fields(cfg)} <= set(data)
 
 
 def _recorded_imports(imports: list[str]) -> list[str]:
