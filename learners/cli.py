@@ -460,7 +460,7 @@ def _train(argv: list[str]) -> int:
         "--import MODULE (repeatable: a module that registers a learner or protocol; "
         "recorded in config.yaml) and --no-progress.",
     )
-    cfg = dataclasses.replace(cfg, imports=tuple(imports))
+    cfg = dataclasses.replace(cfg, imports=tuple(imports), model=_recorded_model(cfg.model))
     cfg = _one_budget(cfg, rest, known.config)
     from learners.checks import ignored_settings
 
@@ -527,6 +527,15 @@ def _recorded_imports(imports: list[str]) -> list[str]:
         if name not in out:
             out.append(name)
     return out
+
+
+def _recorded_model(model: str) -> str:
+    """``--model`` as ``config.yaml`` records it.
+
+    A local folder is made absolute, so the saved config re-runs from any working directory;
+    an alias or hub id stays as given.
+    """
+    return str(Path(model).resolve()) if Path(model).is_dir() else model
 
 
 def _one_budget(cfg: Any, argv: list[str], config: str | None) -> Any:

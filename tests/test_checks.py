@@ -269,6 +269,15 @@ def test_a_saved_config_reruns_without_warnings_about_its_own_settings(captured,
     assert any("val_limit = 3 does nothing" in r.getMessage() for r in caplog.records)
 
 
+def test_a_local_model_folder_is_recorded_as_an_absolute_path(captured, tmp_path, monkeypatch):
+    (tmp_path / "tiny-model").mkdir()
+    monkeypatch.chdir(tmp_path)  # the docs build the tiny model in the working directory
+    assert main(["train", "--preset", "debug", "--model", "tiny-model"]) == 0
+    assert captured[-1].model == str(tmp_path.resolve() / "tiny-model")
+    assert main(["train", "--preset", "debug", "--model", "not-a-folder/some-model"]) == 0
+    assert captured[-1].model == "not-a-folder/some-model"  # a hub id stays as given
+
+
 # --- item 5: plugins checked when registered --------------------------------------------------
 def test_a_config_class_registered_as_the_learner_is_named():
     @dataclasses.dataclass
