@@ -460,12 +460,15 @@ def _train(argv: list[str]) -> int:
         "--import MODULE (repeatable: a module that registers a learner or protocol; "
         "recorded in config.yaml) and --no-progress.",
     )
-    cfg = dataclasses.replace(cfg, imports=tuple(imports))
+    cfg = dataclasses.replace(cfg, imports=tuple(imports), model=_recorded_model(cfg.model))
     cfg = _one_budget(cfg, rest, known.config)
     from learners.checks import ignored_settings
 
     always = set(ignored_settings(cfg))  # train() logs these itself
-    for message in ignored_settings(cfg, preset):
+    # settings changed from the preset that another one overrides; a saved run's config.yaml
+    # holds every field (checked when that run started), so only the flags given now count
+    reference = base if known.config and _is_saved_config(known.config, base) else preset
+    for message in ignored_settings(cfg, reference):
         if message not in always:
             logging.getLogger("sage_env.train").warning("%s", message)
     try:
@@ -501,6 +504,21 @@ def _config_imports(path: str) -> list[str]:
     return list(found)
 
 
+def _is_saved_config(path: str, cfg: Any) -> bool:
+    """Whether the YAML file at ``path`` sets every top-level field of ``cfg``.
+
+    True for a run's ``config.yaml``; False for a file of a few overrides, or one that cannot
+    be read.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and {f.name for f in dataclasses.fields(cfg)} <= set(data)
+
+
 def _recorded_imports(imports: list[str]) -> list[str]:
     """``--import`` modules as ``config.yaml`` records them: ``.py`` paths made absolute."""
     out: list[str] = []
@@ -509,6 +527,15 @@ def _recorded_imports(imports: list[str]) -> list[str]:
         if name not in out:
             out.append(name)
     return out
+
+
+def _recorded_model(model: str) -> str:
+    """``--model`` as ``config.yaml`` records it.
+
+    A local folder is made absolute, so the saved config re-runs from any working directory;
+    an alias or hub id stays as given.
+    """
+    return str(Path(model).resolve()) if Path(model).is_dir() else model
 
 
 def _one_budget(cfg: Any, argv: list[str], config: str | None) -> Any:

@@ -12,6 +12,7 @@ The benchmark loaders and the local data layout are in :mod:`learners.benchmark_
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -329,6 +330,11 @@ def validation_accuracy(
 
     if not tasks:
         return 0.0
+    logging.getLogger(__name__).info(  # minutes on a CPU with no progress bar: say what runs
+        "validation: %d held-out tasks, greedy, up to %d new tokens each",
+        len(tasks),
+        max_new_tokens,
+    )
     sampling = SamplingConfig(max_new_tokens=max_new_tokens, do_sample=False, batch_size=batch_size)
     comps = policy.generate([prompts.solver(t) for t in tasks], sampling)
     scores = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -22,6 +23,8 @@ from learners.policy import HFPolicy
 from learners.train_config import TrainConfig
 from sage_env import Task, critic_probe, rewards
 from sage_env.parsing import ScoredReply
+
+logger = logging.getLogger(__name__)
 
 
 class EarlyStopping:
@@ -112,6 +115,10 @@ class CriticProbe:
         """
         if not self.items:
             return {}
+        logger.info(  # a minute or more on a CPU with no progress bar: say what runs
+            "critic probe: scoring %d seed questions (intact and corrupted; --critic-probe-size)",
+            len(self.items),
+        )
         cfg, rules = self.cfg, self.cfg.env.rewards
         estimate = rules.critic_score_estimate
         read = getattr(policy, "score_distribution", None)

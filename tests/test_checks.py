@@ -247,6 +247,37 @@ def test_settings_switched_off_by_another_are_named(captured, caplog):
     assert any("val_limit = 3 does nothing" in r.getMessage() for r in caplog.records)
 
 
+def test_a_saved_config_reruns_without_warnings_about_its_own_settings(captured, caplog, tmp_path):
+    from learners.train import _plain
+
+    saved = tmp_path / "config.yaml"  # what a --preset debug run writes, every field
+    saved.write_text(yaml.safe_dump(_plain(dataclasses.asdict(DEBUG))))
+    with caplog.at_level(logging.WARNING, logger="sage_env.train"):
+        assert main(["train", "--config", str(saved)]) == 0
+    assert captured[-1].val_limit == DEBUG.val_limit and captured[-1].warmup.steps == 0
+    assert [r.getMessage() for r in caplog.records] == []
+    # a flag given now is still checked against the saved run
+    with caplog.at_level(logging.WARNING, logger="sage_env.train"):
+        assert main(["train", "--config", str(saved), "--val-limit", "3"]) == 0
+    assert any("val_limit = 3 does nothing" in r.getMessage() for r in caplog.records)
+    # a hand-written file of a few overrides is laid over the preset and checked against it
+    caplog.clear()
+    partial = tmp_path / "mine.yaml"
+    partial.write_text("val_limit: 3\n")
+    with caplog.at_level(logging.WARNING, logger="sage_env.train"):
+        assert main(["train", "--preset", "debug", "--config", str(partial)]) == 0
+    assert any("val_limit = 3 does nothing" in r.getMessage() for r in caplog.records)
+
+
+def test_a_local_model_folder_is_recorded_as_an_absolute_path(captured, tmp_path, monkeypatch):
+    (tmp_path / "tiny-model").mkdir()
+    monkeypatch.chdir(tmp_path)  # the docs build the tiny model in the working directory
+    assert main(["train", "--preset", "debug", "--model", "tiny-model"]) == 0
+    assert captured[-1].model == str(tmp_path.resolve() / "tiny-model")
+    assert main(["train", "--preset", "debug", "--model", "not-a-folder/some-model"]) == 0
+    assert captured[-1].model == "not-a-folder/some-model"  # a hub id stays as given
+
+
 # --- item 5: plugins checked when registered --------------------------------------------------
 def test_a_config_class_registered_as_the_learner_is_named():
     @dataclasses.dataclass

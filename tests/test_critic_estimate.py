@@ -369,3 +369,14 @@ def test_without_the_score_prefix_nothing_is_asked_and_the_gate_samples():
     rec = play_round(env, script("<score>2</score> The question is weak."))
     ((_, _, critic_info),) = phase(rec, "review_question")
     assert critic_info["q"] == pytest.approx(1 / 9)
+
+
+def test_the_probe_says_what_it_runs(caplog):
+    # the start-up probe runs before the progress bar, with none of its own: it names itself
+    cfg = _probe_cfg()
+    probe = CriticProbe(cfg, sage_env.load_seeds())
+    with caplog.at_level("INFO", logger="learners.validation"):
+        report = probe(Judge(probe), [sage_env.env(cfg.env)])
+    assert report["critic/auc"] == 1.0
+    assert f"critic probe: scoring {len(probe.items)} seed questions" in caplog.text
+    assert len(probe.items) == 8

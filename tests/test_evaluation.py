@@ -191,3 +191,25 @@ def test_canonical_solutions_score_correct_on_plus_tests(verifiers):
 def test_decontam_on_real_data_flags_humaneval_only():
     for name, flagged in (("humaneval_plus", True), ("gsm8k", False), ("aime24", False)):
         assert overlap_report(load_benchmark(name, DATA, plus_limit=1)).contaminated is flagged
+
+
+def test_validation_says_what_it_runs_and_scores_with_the_verifier(verifiers, caplog):
+    # validation runs before the progress bar (and between its steps) with no bar of its own:
+    # minutes on a CPU, so it names itself in the log
+    from learners.evaluation import validation_accuracy
+    from learners.policy import Completion
+
+    class Answers:
+        def generate(self, observations, sampling):
+            texts = ["\\boxed{4}", "\\boxed{7}"]
+            return [
+                Completion(prompt_ids=[], completion_ids=[], logprobs=[], text=t) for t in texts
+            ]
+
+    tasks = [
+        Task(task_id=f"t{i}", domain="math", prompt="What is 2+2?", answer="4") for i in range(2)
+    ]
+    with caplog.at_level("INFO", logger="learners.evaluation"):
+        acc = validation_accuracy(Answers(), tasks, verifiers[0], max_new_tokens=32)
+    assert acc == 0.5
+    assert "validation: 2 held-out tasks, greedy, up to 32 new tokens each" in caplog.text

@@ -116,6 +116,17 @@ def test_each_section_renders_its_charts(browser, report):
     page.close()
 
 
+def test_a_chart_with_one_trace_names_it_in_a_legend(browser, report):
+    # Plotly hides the legend of a one-trace chart by default; a card whose title names several
+    # metrics ("probe AUC, gate alpha, score format") must say which one is drawn
+    _, one, _ = report
+    page, _ = _open(browser, one)
+    legend = page.locator("#sec-curves #chart-throughput .legendtext")
+    legend.first.wait_for(state="attached", timeout=20_000)
+    assert legend.all_text_contents() == ["rollout/tokens_per_s"]
+    page.close()
+
+
 def test_search_finds_the_known_task(browser, report):
     from report_bench import KNOWN_WORD
 
