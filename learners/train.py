@@ -73,10 +73,11 @@ from sage_env.verifiers import CodeVerifier, MathVerifier
 logger = logging.getLogger("sage_env.train")
 
 
-def train(cfg: TrainConfig, progress: bool = True, desc: str = "sage train") -> dict[str, float]:
+def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> dict[str, float]:
     """Run SAGE training as configured; returns the last step's metrics.
 
-    ``desc`` labels the progress bar (``sage-env compare`` names each run's arm and seed).
+    ``desc`` labels the progress bar (default ``"<protocol> train"``; ``sage-env compare``
+    names each run's arm and seed).
 
     Every environment and verifier it opens is closed when it returns or raises. Before
     anything heavy loads, :func:`learners.preflight.check_train` checks the device, the model,
@@ -126,7 +127,15 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str = "sage train") -> 
             plain = _plain(dataclasses.asdict(cfg))
             (out / "config.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
         metrics = _run(
-            cfg, out, roles, frozen, existing, progress and main, stack, accelerator, desc
+            cfg,
+            out,
+            roles,
+            frozen,
+            existing,
+            progress and main,
+            stack,
+            accelerator,
+            desc or f"{cfg.env.protocol} train",
         )
     if main and (out / "metrics.jsonl").exists():
         plot_training(out / "metrics.jsonl", out / "training.png")

@@ -386,3 +386,21 @@ def test_azr_run_skips_the_critic_probe(tiny_path, tmp_path, caplog):
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert not any(k.startswith("critic/") for row in rows for k in row)
     assert any("has no critic or judge" in r.getMessage() for r in caplog.records)
+
+
+def test_progress_bar_names_the_protocol(tiny_path, tmp_path, monkeypatch):
+    import learners.train as train_module
+
+    seen = []
+    monkeypatch.setattr(train_module, "_run", lambda *args: seen.append(args[-1]) or {})
+    for protocol in ("azr", "mae"):
+        cfg = dataclasses.replace(
+            DEBUG,
+            model=tiny_path,
+            device="cpu",
+            out=str(tmp_path / protocol),
+            env=dataclasses.replace(DEBUG.env, protocol=protocol),
+        )
+        train_module.train(cfg, progress=False)
+    train_module.train(dataclasses.replace(cfg, out=str(tmp_path / "c")), desc="mae seed 1")
+    assert seen == ["azr train", "mae train", "mae seed 1"]
