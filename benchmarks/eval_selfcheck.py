@@ -38,6 +38,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from learners.evaluation import (  # noqa: E402
     BENCHMARKS,
+    PLUS_MEMORY_MB,
     EvalConfig,
     EvalItem,
     default_data_dir,
@@ -129,13 +130,7 @@ GOLD: dict[str, tuple[Callable[[dict], str], Callable[[dict, int], str]]] = {
 """How each benchmark's gold is written as a model's completion, read from its raw rows."""
 
 
-EXCEPTIONS: dict[str, str] = {
-    **dict.fromkeys(
-        ("Mbpp/737", "Mbpp/787", "Mbpp/794"),
-        "returns a re.Match: two matches never compare equal; EvalPlus special-cases these "
-        "tasks (MBPP_OUTPUT_NOT_NONE_TASKS: it compares only `out is not None`)",
-    ),
-}
+EXCEPTIONS: dict[str, str] = {}
 """Items whose gold may fail through no fault of the loaders, and why (``docs/results.md``).
 Any other failure is a bug."""
 
@@ -284,11 +279,19 @@ def main(argv: list[str] | None = None) -> list[SelfCheck]:
     results = []
     limits = {"timeout_s": args.timeout_s, "memory_mb": args.memory_mb}
     limits = {k: v for k, v in limits.items() if v is not None}  # else sage-env eval's defaults
-    with MathVerifier() as mv, CodeVerifier(**limits) as cv:
+    plus_limits = {"memory_mb": PLUS_MEMORY_MB, **limits}  # EvalPlus's 4 GiB, as sage-env eval
+    with MathVerifier() as mv, CodeVerifier(**limits) as cv, CodeVerifier(**plus_limits) as pv:
         for name in names:
             ids = set(args.items.split(",")) if args.items else None
             r = check_benchmark(
-                name, data_dir, mv, cv, args.limit, args.plus_limit, args.parallel, ids
+                name,
+                data_dir,
+                mv,
+                pv if name.endswith("_plus") else cv,
+                args.limit,
+                args.plus_limit,
+                args.parallel,
+                ids,
             )
             results.append(r)
             print(f"{name}: {r.passed}/{r.items} in {r.seconds} s", flush=True)

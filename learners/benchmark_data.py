@@ -397,6 +397,19 @@ def input_literal(value: object) -> str:
     return repr(value)
 
 
+MBPP_OUTPUT_NOT_NONE_TASKS = ("check_str", "text_match_three", "text_starta_endb")
+"""MBPP+ entry points (Mbpp/737, 787, 794) whose reference returns a ``re.Match`` or ``None``.
+
+EvalPlus (``evalplus/eval/_special_oracle.py`` and ``evaluate.py``, ``get_groundtruth``) keeps
+only ``out is not None`` of the reference's output for them, and ``unsafe_execute`` compares a
+candidate's output ``out`` with that bool as ``out == exp`` when ``out`` is a bool, else as
+``exp == (out is not None)``: :func:`plus_tests` writes their tests to the same rule."""
+
+PLUS_MEMORY_MB = 4096
+"""EvalPlus's memory limit per process (``EVALPLUS_MAX_MEMORY_BYTES``, default 4 GiB): what
+``sage-env eval`` and the self-check give HumanEval+/MBPP+ programs (and the reference)."""
+
+
 def plus_tests(row: dict, plus_limit: int | None) -> tuple[str, list[str]]:
     """EvalPlus-style tests: the candidate's output on each input against the reference's.
 
@@ -423,9 +436,13 @@ def plus_tests(row: dict, plus_limit: int | None) -> tuple[str, list[str]]:
     )
     inputs = list(row["base_input"]) + list(row["plus_input"])[:plus_limit]
     atol = float(row.get("atol") or 0)
+    call = f"{entry}(*_inp)"
+    if str(row.get("task_id", "")).startswith("Mbpp/") and entry in MBPP_OUTPUT_NOT_NONE_TASKS:
+        # EvalPlus's oracle for these tasks: the reference's output becomes ``out is not None``
+        # and a candidate's bool output is compared as is, any other one as ``is not None``
+        call = f"(lambda _o: _o if type(_o) is bool else _o is not None)({call})"
     tests = [
-        f"_inp = {input_literal(inp)}\nassert __sage_plus__({entry}(*_inp), {atol!r})"
-        for inp in inputs
+        f"_inp = {input_literal(inp)}\nassert __sage_plus__({call}, {atol!r})" for inp in inputs
     ]
     return "import json, math, copy" + sandbox.REFERENCE_MARKER + reference, tests
 

@@ -21,6 +21,7 @@ from learners.benchmark_data import (  # noqa: F401  (re-exported: the public lo
     BENCHMARKS,
     CODE_INSTRUCTION,
     MATH_INSTRUCTION,
+    PLUS_MEMORY_MB,
     EvalItem,
     _amc_answer,
     _called,
@@ -260,8 +261,10 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
     (out / "items").mkdir(parents=True, exist_ok=True)
     results = []
     with MathVerifier() as mv:
-        cv = CodeVerifier()
+        cv_plain = CodeVerifier()
+        cv_plus = CodeVerifier(memory_mb=PLUS_MEMORY_MB)  # HumanEval+/MBPP+: EvalPlus's 4 GiB
         for name, items in suites.items():
+            cv = cv_plus if name.endswith("_plus") else cv_plain
             correct, records = [], []
             bar = tqdm(items, desc=name, unit="item", disable=not progress)
             for start in range(0, len(items), max(1, cfg.batch_size // cfg.samples)):

@@ -114,7 +114,8 @@ def test_input_literal_round_trips_types_json_loses(value):
     assert math.isnan(nan)
 
 
-def test_the_selfcheck_table_names_failing_items():
+def test_the_selfcheck_table_names_failing_items(monkeypatch):
+    monkeypatch.setattr(eval_selfcheck, "EXCEPTIONS", {"Mbpp/737": "a named special case"})
     ok = eval_selfcheck.SelfCheck("gsm8k", 2, 2, 0.1)
     bad = eval_selfcheck.SelfCheck(
         "mbpp_plus", 3, 2, 1.0, [{"item_id": "Mbpp/7", "status": "failed", "reason": "x"}], 10

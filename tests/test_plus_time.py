@@ -73,3 +73,28 @@ def test_eval_runs_every_plus_input_by_default_and_names_a_smaller_number():
     assert EvalConfig().plus_limit == "all"
     r = BenchmarkResult("mbpp_plus", 3, 1, {1: 0.5}, deviation="10 plus inputs per task")
     assert "10 plus inputs per task" in markdown_table([r])
+
+
+def test_mbpp_output_not_none_tasks_follow_evalplus_oracle():
+    # Mbpp/737 and the like return a re.Match: EvalPlus keeps only ``out is not None`` of the
+    # reference's output and compares a candidate's bool as is, anything else as ``is not None``
+    ref = "import re\ndef check_str(s):\n    return re.search(r'^[aeiou]', s)\n"
+    row = {
+        "task_id": "Mbpp/737",
+        "entry_point": "check_str",
+        "prompt": "",
+        "canonical_solution": ref,
+        "base_input": [["apple"], ["pear"]],
+        "plus_input": [["orange"]],
+        "atol": 0,
+    }
+    setup, tests = plus_tests(row, plus_limit=None)
+    as_bool = "def check_str(s):\n    return s[0] in 'aeiou'\n"
+    inverted = "def check_str(s):\n    return None if s[0] in 'aeiou' else 1\n"
+    wrong_bool = "def check_str(s):\n    return True\n"
+    with CodeVerifier(timeout_s=5.0, pool_size=0) as cv:
+        scores = [cv.verify(p, tests, setup).score for p in (ref, as_bool, inverted, wrong_bool)]
+    assert scores == [1.0, 1.0, 0.0, 2 / 3]
+    # another benchmark's function of the same name keeps the plain comparison
+    _, plain = plus_tests({**row, "task_id": "HumanEval/1"}, plus_limit=None)
+    assert "is not None" not in plain[0] and "is not None" in tests[0]

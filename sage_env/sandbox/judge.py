@@ -271,6 +271,11 @@ class Judge:
                 fail = {"exc": "AssertionError", "msg": f"{what} {missing[0]} was never checked"}
         if fail is None:
             fail = self._plus_failure(i, s)
+        # test i is judged: its values and the reference's for it are no longer needed (large
+        # plus outputs would otherwise pile up in H until the job ends)
+        for k in range(len(self.sites[i])):
+            self.expected.pop((i, k), None)
+        s["plus"] = {}
         group = self.groups[self.tests[i]]
         self.pending[i] = fail
         if all(j in self.pending for j in group):
@@ -329,10 +334,13 @@ class Judge:
         self.report(ev="done")
 
 
-def _feed(fd: int, bufs: dict, handler: Callable[[dict], None], total: list) -> bool:
+def _feed(
+    fd: int, bufs: dict, handler: Callable[[dict], None], total: list, cap: int = _READ_CAP_BYTES
+) -> bool:
     """Read what is there on ``fd`` and hand each complete line's event to ``handler``.
 
-    Returns False at end of file.
+    Lines past ``cap`` bytes in all (``total[0]``) are read and dropped. Returns False at end
+    of file.
     """
     try:
         chunk = os.read(fd, 1 << 16)
@@ -341,7 +349,7 @@ def _feed(fd: int, bufs: dict, handler: Callable[[dict], None], total: list) -> 
     if not chunk:
         return False
     total[0] += len(chunk)
-    if total[0] <= _READ_CAP_BYTES:
+    if total[0] <= cap:
         *lines, bufs[fd] = (bufs[fd] + chunk).split(b"\n")
         for line in lines:
             ev = parse_line(line)
@@ -353,8 +361,8 @@ def _feed(fd: int, bufs: dict, handler: Callable[[dict], None], total: list) -> 
     return True
 
 
-def _run_reference(wuid: int, rjob: dict) -> list[dict]:
-    """Run the reference process R to its end and return its events.
+def _run_reference(wuid: int, rjob: dict) -> tuple[list[dict], int]:
+    """Run the reference process R to its end; return its events and the bytes it wrote.
 
     R is forked before H drops privileges and before W gets the job, drops to ``wuid`` like W,
     and runs only trusted code (setup, the reference solution, the tests), so the reference
@@ -392,7 +400,7 @@ def _run_reference(wuid: int, rjob: dict) -> list[dict]:
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
-    return events
+    return events, total
 
 
 def run_judge(wuid: int, huid: int, job_in: int) -> None:
@@ -431,7 +439,7 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
             errors.append(
                 dict(ev="test", i=i, ok=False, exc=type(exc).__name__, msg=str(exc)[:160])
             )
-    expected = []
+    expected, ref_bytes = [], 0
     if reference_src and job.get("mode") == "verify":
         plus = [[k for k, site in enumerate(s) if site[0] == "plus"] for s in sites]
         rjob = dict(job, mode="reference", tests=tests, plus=plus)
@@ -441,7 +449,7 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
             (n, cpu, cpu + 1) if n == "RLIMIT_CPU" else (n, soft, hard)
             for n, soft, hard in job.get("limits", [])
         ]
-        expected = _run_reference(wuid, rjob)
+        expected, ref_bytes = _run_reference(wuid, rjob)
     _drop(huid)
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem for same-uid processes
 
@@ -461,6 +469,7 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
         judge.from_reference(ev)
     wjob = dict(job, tests=tests, tags=tags)
     times = {ev.get("i"): ev.get("cpu") for ev in expected if ev.get("ev") == "time"}
+    expected.clear()  # the judge holds the decoded values; the events would double H's memory
     if reference_src and job.get("mode") == "verify":
         # EvalPlus's time protocol: each test (one plus input) gets a CPU limit from the
         # reference's own time on it, the task a cap on all of them together
@@ -479,6 +488,9 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
     handlers = {ctl_r: judge.from_worker, last_r: judge.from_last}
     bufs = {fd: b"" for fd in handlers}
     total = [0]
+    # what H reads from W: its own cap, plus room for as many bytes of values as the reference
+    # reported (plus tests whose honest outputs are large, EvalPlus's HumanEval/15 and /130)
+    cap = _READ_CAP_BYTES + 2 * min(ref_bytes, _REFERENCE_CAP_BYTES)
     for fd in handlers:
         os.set_blocking(fd, False)
     w_status = None
@@ -494,7 +506,7 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
         if not ready and w_status is not None:
             break  # W is gone and its channels are drained (a leftover may hold them open)
         for fd in ready:
-            if not _feed(fd, bufs, handlers[fd], total):
+            if not _feed(fd, bufs, handlers[fd], total, cap):
                 del handlers[fd]
     if w_status is None:
         try:
