@@ -199,6 +199,33 @@ def test_patching_the_random_module_does_not_choose_the_tests_inputs():
     assert res.score == 0.0, res
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open hole: a builtin name the program binds is the program's in the test (so MBPP's "
+    "'def sum(a, b)' works), so a program that defines set/sorted makes both sides of "
+    "'assert set(f(x)) == set((4, 5))' its own values and passes with any f. A fix needs the "
+    "entry point in the job (only it may shadow a builtin), which CodeVerifier.verify does "
+    "not take today",
+)
+@pytest.mark.parametrize(
+    "program, test",
+    [
+        (
+            "def set(*a):\n    return 0\ndef similar_elements(a, b):\n    return None\n",
+            "assert set(similar_elements((3, 4, 5, 6), (5, 7, 4, 10))) == set((4, 5))",
+        ),
+        (
+            "def sorted(*a, **k):\n    return 0\ndef f(a):\n    return None\n",
+            "assert sorted(f([3, 1])) == sorted([1, 3])",
+        ),
+    ],
+    ids=["set", "sorted"],
+)
+def test_shadowing_a_builtin_the_test_wraps_both_sides_in_scores_zero(program, test):
+    res = _verify(program, [test])
+    assert res.score == 0.0, res
+
+
 # -- code: HumanEval's prompt helpers (fixed) ---------------------------------------------------
 
 
