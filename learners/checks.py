@@ -164,8 +164,9 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
     """Settings of ``cfg`` that do nothing because another setting overrides or disables them.
 
     Always checked: ``early_stopping_patience`` without validation; ``gate_calibration``
-    without the critic probe. Given ``base`` (the preset the flags were laid over), also
-    settings changed from it that another one overrides: ``max_new_tokens`` when
+    without the critic probe; the critic probe under a protocol with no critic or judge.
+    Given ``base`` (the preset the flags were laid over), also settings changed from it
+    that another one overrides: ``max_new_tokens`` when
     ``phase_max_new_tokens`` sets every phase of the protocol, ``val_limit``/``val_max_new_tokens``/
     ``val_at_start`` with ``val_every = 0``, ``gate_seed_quantile`` without
     ``gate_calibration``, ``warmup.*`` with ``warmup.steps = 0``.
@@ -179,7 +180,16 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
             f"early_stopping_patience = {cfg.early_stopping_patience} does nothing without "
             "validation (val_every = 0): add --val-every N"
         )
-    if cfg.gate_calibration and cfg.critic_probe_size == 0:
+    from sage_env.protocols import make_protocol
+
+    roles = {a.rsplit("_", 1)[0] for a in make_protocol(cfg.env.protocol).agents}
+    if cfg.critic_probe_size > 0 and not {"critic", "judge"} & roles:
+        out.append(
+            f"critic_probe_size = {cfg.critic_probe_size} does nothing: protocol "
+            f"{cfg.env.protocol!r} has no critic or judge (roles {sorted(roles)}), so the "
+            "probe and gate_calibration are off"
+        )
+    elif cfg.gate_calibration and cfg.critic_probe_size == 0:
         out.append(
             "gate_calibration is off: it sets alpha from the critic probe, which is off "
             "(critic_probe_size = 0); alpha stays "

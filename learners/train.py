@@ -199,6 +199,8 @@ def _run(
     start = 0
     seeds = [t for t in pool.tasks if t.source != "generated"]
     probe = CriticProbe(cfg, seeds)
+    if not {"critic", "judge"} & set(roles):
+        probe.items = []  # nobody reads scores: a probe of the critic's prompts means nothing
     warm_metrics: dict[str, float] = {}
     if cfg.warmup.steps > 0 and not (cfg.resume and existing):  # a resume has its weights
         demos = build_demonstrations(

@@ -331,3 +331,27 @@ def test_shipped_examples_pass_the_plugin_checks():
 
     for name in ("dapo", "dr_grpo", "rloo", "trr", "grpo", "reinforce_pp", "ema"):
         assert name in LEARNERS
+
+
+def test_critic_probe_under_a_protocol_without_critic_is_named_and_skipped():
+    demo = PRESETS["demo"]
+    azr = dataclasses.replace(demo, env=dataclasses.replace(demo.env, protocol="azr"))
+    (message,) = [m for m in checks.ignored_settings(azr) if "critic_probe_size" in m]
+    assert message.startswith(f"critic_probe_size = {demo.critic_probe_size} does nothing")
+    assert "'azr' has no critic or judge" in message and "['proposer', 'solver']" in message
+    # sage and mae read scores (critic, judge): their probe stays
+    for protocol in ("sage", "mae"):
+        cfg = dataclasses.replace(demo, env=dataclasses.replace(demo.env, protocol=protocol))
+        assert not [m for m in checks.ignored_settings(cfg) if "critic_probe_size" in m]
+
+
+def test_azr_run_skips_the_critic_probe(tiny_path, tmp_path, caplog):
+    out = tmp_path / "run"
+    argv = ["train", "--preset", "debug", "--model", tiny_path, "--device", "cpu"]
+    argv += ["--protocol", "azr", "--steps", "1", "--max-new-tokens", "4", "--no-progress"]
+    argv += ["--critic-probe-size", "8", "--out", str(out)]
+    with caplog.at_level(logging.WARNING, logger="sage_env.train"):
+        assert main(argv) == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert not any(k.startswith("critic/") for row in rows for k in row)
+    assert any("has no critic or judge" in r.getMessage() for r in caplog.records)
