@@ -10,6 +10,10 @@ Fixed here:
 * a program that patches the builtins module again from *inside* the call under test
   (``builtins.all = lambda *a: True``) made ``all(...)`` in its test true for any argument:
   the test now looks builtins up in a copy of its own (``worker.py``);
+* a program that binds a builtin the test wraps around its function (``def set``, then
+  ``assert set(f(x)) == set((4, 5))``) owned both sides: such a builtin is now the test's
+  (``rewrite.py``), while a function under test named like a builtin (``def sum``) is still
+  the program's;
 * HumanEval's tests call the prompt's helpers (``poly``, ``encode_cyclic``,
   ``encode_shift``), which the program could redefine (``encode_shift = decode_shift =
   identity`` passed HumanEval/50): the test now redefines them itself;
@@ -199,31 +203,34 @@ def test_patching_the_random_module_does_not_choose_the_tests_inputs():
     assert res.score == 0.0, res
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open hole: a builtin name the program binds is the program's in the test (so MBPP's "
-    "'def sum(a, b)' works), so a program that defines set/sorted makes both sides of "
-    "'assert set(f(x)) == set((4, 5))' its own values and passes with any f. A fix needs the "
-    "entry point in the job (only it may shadow a builtin), which CodeVerifier.verify does "
-    "not take today",
-)
 @pytest.mark.parametrize(
-    "program, test",
+    "program, test, right",
     [
         (
             "def set(*a):\n    return 0\ndef similar_elements(a, b):\n    return None\n",
             "assert set(similar_elements((3, 4, 5, 6), (5, 7, 4, 10))) == set((4, 5))",
+            "[5, 4]",
         ),
         (
             "def sorted(*a, **k):\n    return 0\ndef f(a):\n    return None\n",
             "assert sorted(f([3, 1])) == sorted([1, 3])",
+            "a",
         ),
     ],
     ids=["set", "sorted"],
 )
-def test_shadowing_a_builtin_the_test_wraps_both_sides_in_scores_zero(program, test):
+def test_shadowing_a_builtin_the_test_wraps_both_sides_in_scores_zero(program, test, right):
+    # a builtin the program binds is the program's in the test (MBPP's 'def sum(a, b)'), but
+    # one the test wraps around a call of another program function is the test's builtin
     res = _verify(program, [test])
-    assert res.score == 0.0, res
+    assert (res.score, res.passed) == (0.0, 0), res
+    honest = program.replace("return None", "return " + right)
+    honest = honest.replace("return 0\n", "return 'shadowed'\n", 1)
+    res = _verify(honest, [test])
+    assert (res.score, res.status) == (1.0, "passed"), res
+    # the function under test may still be named like a builtin
+    res = _verify("def sum(a, b):\n    return a + b\n", ["assert sum(1, 2) == 3"])
+    assert (res.score, res.status) == (1.0, "passed"), res
 
 
 # -- code: HumanEval's prompt helpers (fixed) ---------------------------------------------------
