@@ -447,8 +447,29 @@ def plus_tests(row: dict, plus_limit: int | None) -> tuple[str, list[str]]:
     return "import json, math, copy" + sandbox.REFERENCE_MARKER + reference, tests
 
 
+def _prompt_helpers(prompt: str, entry_point: str) -> str:
+    """The prompt's imports and functions other than ``entry_point``, as source text."""
+    try:
+        tree = ast.parse(prompt)
+    except (SyntaxError, ValueError):
+        return ""
+    parts = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != entry_point
+        ):
+            parts.append(ast.get_source_segment(prompt, node) or "")
+    return "\n".join(p for p in parts if p)
+
+
 def _humaneval_tests(row: dict) -> list[str]:
-    return [f"{row['test']}\ncheck({row['entry_point']})"]
+    # The test re-defines the prompt's helpers (HumanEval/32's ``poly``, /38's
+    # ``encode_cyclic``, /50's ``encode_shift``) in its own namespace: a program that
+    # redefines them (``encode_shift = identity`` with ``decode_shift = identity``) changes
+    # its own functions, never the ones the test checks it with.
+    helpers = _prompt_helpers(row.get("prompt", ""), row["entry_point"])
+    head = f"{helpers}\n" if helpers else ""
+    return [f"{head}{row['test']}\ncheck({row['entry_point']})"]
 
 
 def load_benchmark(

@@ -39,11 +39,17 @@ class SandboxPool:
         size: Idle pre-started harnesses to keep in the fallback mode (0 = start one per job,
             synchronously). Zygotes are started on demand, one per concurrent job, and kept.
         config: Limits; all jobs of a pool share them.
+        zygotes: False: never fork jobs from a zygote, so each job gets an interpreter of its
+            own (its own hash seed and address layout: every job forked from one zygote
+            shares the zygote's, which hides that kind of nondeterminism).
     """
 
-    def __init__(self, size: int = 2, config: SandboxConfig | None = None) -> None:
+    def __init__(
+        self, size: int = 2, config: SandboxConfig | None = None, *, zygotes: bool = True
+    ) -> None:
         self.size = max(0, int(size))
         self.config = config or SandboxConfig()
+        self.zygotes = bool(zygotes)
         self._idle: queue.SimpleQueue[_Harness] = queue.SimpleQueue()
         self._zygotes: list[_Zygote] = []
         self._zygote_error: str | None = None
@@ -103,7 +109,7 @@ class SandboxPool:
             The :class:`RawRun` of the job.
         """
         for _attempt in range(2):
-            if self._zygote_error is not None or not zygotes_available():
+            if not self.zygotes or self._zygote_error is not None or not zygotes_available():
                 break
             try:
                 zygote = self._take_zygote()

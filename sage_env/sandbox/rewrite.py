@@ -263,6 +263,32 @@ class _Builder:
         return True
 
 
+def _wrappers(tree: ast.AST, program: set[str]) -> set[str]:
+    """Builtins the program binds that the test wraps around a call of another of its names.
+
+    ``set(similar_elements(...))``: that ``set`` is the test's builtin, not the function under
+    test, in every call of the test (else a program defining ``set`` would own both sides of
+    ``set(f(x)) == set((4, 5))``).
+    """
+    fns = program - set(_CALLS) - set(_TYPES)
+    found = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _CALLS
+            and node.func.id in program
+        ):
+            values = list(node.args) + [kw.value for kw in node.keywords]
+            if any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in fns
+                for v in values
+                for n in ast.walk(v)
+            ):
+                found.add(node.func.id)
+    return found
+
+
 def bound_names(src: str) -> set[str]:
     """Every name ``src`` binds anywhere (empty if it does not parse)."""
     try:
@@ -291,13 +317,16 @@ def rewrite_asserts(src: str, reserved: set[str] | frozenset = frozenset()) -> t
     ``required`` is False for a site under ``if``/``try``/``while``/``match`` (it may
     legitimately never run); every other site must be reached at least once. Builtins named in
     ``reserved`` (the names the program binds, :func:`bound_names`) are not evaluated by the
-    judge: the test calls the program's.
+    judge: the test calls the program's (MBPP's ``def sum(a, b)``), except where the call
+    wraps a call of another of the program's functions (``set(f(x))``): that is the test's
+    builtin, which the judge evaluates.
 
     Raises:
         SyntaxError: If ``src`` does not parse.
     """
     tree = ast.parse(src, "<test>", "exec")
-    stored = _stored_names(tree) | set(reserved)
+    test_names = _stored_names(tree)
+    stored = test_names | (set(reserved) - _wrappers(tree, set(reserved) - test_names))
     math_ok = _math_imported(tree)
     sites: list[tuple] = []
 

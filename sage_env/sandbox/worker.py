@@ -370,7 +370,10 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             _clear(_builtins_dict)
             _update(_builtins_dict, pristine)
             tns = _dict(ns)
-            tns["__builtins__"] = builtins
+            # the test's own copy of the pristine builtins: a program that patches the
+            # builtins module again from inside a call under test (``builtins.all = ...``)
+            # changes what its own code sees, never what the test's code looks up
+            tns["__builtins__"] = _dict(pristine)
             tns["__sage_v__"] = value
             tns["__sage_a__"] = reached
             tns["__sage_c__"] = called

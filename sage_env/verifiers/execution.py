@@ -338,6 +338,11 @@ def safe_input_expression(text: Any) -> str | None:
             return None
         if isinstance(node, ast.keyword) and node.arg and node.arg.startswith("_"):
             return None
+        if isinstance(node, ast.NamedExpr):
+            # ``(sorted := lambda s: OUT)`` would rebind a global or builtin that ``f``
+            # calls (the input is evaluated in the program's namespace): ``f`` would then
+            # return anything without the input being right
+            return None
     return text
 
 
@@ -349,6 +354,7 @@ def execute(
     timeout_s: float = 5.0,
     memory_mb: int = 512,
     expressions: bool = False,
+    fresh: bool = False,
 ) -> Execution:
     """Run ``entry(*args)`` of ``program`` for every argument tuple in one sandboxed process.
 
@@ -366,6 +372,8 @@ def execute(
         memory_mb: Memory limit, MiB.
         expressions: ``args_list`` holds argument-list *source text* that passed
             :func:`safe_input_expression`, evaluated in the program's namespace (CRUXEval-I).
+        fresh: Run in an interpreter started for this run, never forked from a zygote (whose
+            forks all share one string-hash seed and one address layout).
 
     Returns:
         An :class:`Execution`; never raises on untrusted input.
@@ -387,7 +395,16 @@ def execute(
         nonce=nonce,
         expr=bool(expressions),
     )
-    res = sandbox.run(code, timeout_s=timeout_s, memory_mb=memory_mb)
+    if fresh:
+        pool = sandbox.SandboxPool(
+            0, sandbox.SandboxConfig(timeout_s=timeout_s, memory_mb=memory_mb), zygotes=False
+        )
+        try:
+            res = sandbox.run(code, pool=pool)
+        finally:
+            pool.close()
+    else:
+        res = sandbox.run(code, timeout_s=timeout_s, memory_mb=memory_mb)
     if res.status != "passed":
         reason = res.reason
         if res.status == "failed" and "KeyError" in reason and repr(entry) in reason:
@@ -454,8 +471,11 @@ def validate_program(
             return Validation(False, f"input is not a Python literal: {str(text)[:80]!r}", "input")
         args_list.append(args)
     runs = []
-    for _ in range(max(1, determinism_runs)):
-        ex = execute(program, args_list, timeout_s=timeout_s, memory_mb=memory_mb)
+    for n in range(max(1, determinism_runs)):
+        # every run after the first in an interpreter of its own: runs forked from one zygote
+        # share its string-hash seed and address layout, so ``list(set(s))`` or ``id(x)``
+        # would agree with each other and still differ on the solver's later run
+        ex = execute(program, args_list, timeout_s=timeout_s, memory_mb=memory_mb, fresh=n > 0)
         if ex.status != "ok":
             return Validation(False, f"program does not run ({ex.status}): {ex.reason}", "run")
         values = []
@@ -508,7 +528,9 @@ def check_deduction(predicted: str | None, gold_output: str) -> Check:
     ok, value = parse_literal(predicted)
     if not ok:
         return Check(0.0, False, "invalid", "answer is not a Python literal")
-    _, gold = parse_literal(gold_output)
+    gold_ok, gold = parse_literal(gold_output)
+    if not gold_ok:  # else an unparseable gold would be None, and the answer "None" right
+        return Check(0.0, True, "invalid", "the gold output is not a Python literal")
     right = _values_equal(value, gold)
     return Check(float(right), True, "passed" if right else "failed", _verdict(right))
 
@@ -555,6 +577,8 @@ def check_abduction(
     """
     if predicted is None:
         return Check(0.0, False, "invalid", "no input answer found")
+    if not parse_literal(gold_output)[0]:  # else the output None would match it
+        return Check(0.0, True, "invalid", "the gold output is not a Python literal")
     if expressions:
         args = safe_input_expression(predicted.strip())
         if args is None:
@@ -610,8 +634,8 @@ def check_induction(
         if out is None:
             continue
         ok, value = parse_literal(out)
-        _, gold = parse_literal(gold_text)
-        hits += bool(ok and _values_equal(value, gold))
+        gold_ok, gold = parse_literal(gold_text)  # an unparseable gold matches nothing
+        hits += bool(ok and gold_ok and _values_equal(value, gold))
     acc = hits / len(args_list)
     score = acc if reward == "accuracy" else float(hits == len(args_list))
     status = "passed" if score >= 1.0 else "failed"
