@@ -88,13 +88,12 @@ def certain_no_update(cfg: Any, world_size: int | None = None) -> str | None:
         A sentence naming the cause and the flags that fix it, or ``None``.
     """
     from learners.base import learner_spec
-    from sage_env.protocols import make_protocol
 
     world = world_size if world_size is not None else int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.rounds_per_step * max(world, 1) > 1:
         return None
     group = advantage_group(learner_spec(cfg.algorithm).factory)
-    roles = {a.rsplit("_", 1)[0] for a in make_protocol(cfg.env.protocol).agents}
+    roles = set(protocol_roles(cfg.env.protocol))
     trained = roles - set(cfg.freeze)
     head = (
         f"algorithm {cfg.algorithm!r} with one round per step (rounds_per_step = "
@@ -153,6 +152,22 @@ def trained_metric(update: dict[str, float]) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- settings
+SCORE_READERS = ("critic", "judge")
+"""Roles whose replies are scores: the critic probe and its calibrated gate are about them."""
+
+
+def protocol_roles(protocol: str) -> list[str]:
+    """The roles of a protocol's agents, in turn order (``"critic_0"`` -> ``"critic"``)."""
+    from sage_env.protocols import make_protocol
+
+    return [a.rsplit("_", 1)[0] for a in make_protocol(protocol).agents]
+
+
+def reads_scores(protocol: str) -> bool:
+    """Whether a protocol has a role of :data:`SCORE_READERS` (else the probe means nothing)."""
+    return bool(set(SCORE_READERS) & set(protocol_roles(protocol)))
+
+
 def phases_of(protocol: str) -> set[str]:
     """The phases a protocol can ask for (its ``on_<phase>`` handlers), for budget checks."""
     from sage_env.protocols import make_protocol
@@ -180,13 +195,11 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
             f"early_stopping_patience = {cfg.early_stopping_patience} does nothing without "
             "validation (val_every = 0): add --val-every N"
         )
-    from sage_env.protocols import make_protocol
-
-    roles = {a.rsplit("_", 1)[0] for a in make_protocol(cfg.env.protocol).agents}
-    if cfg.critic_probe_size > 0 and not {"critic", "judge"} & roles:
+    if cfg.critic_probe_size > 0 and not reads_scores(cfg.env.protocol):
+        roles = sorted(set(protocol_roles(cfg.env.protocol)))
         out.append(
             f"critic_probe_size = {cfg.critic_probe_size} does nothing: protocol "
-            f"{cfg.env.protocol!r} has no critic or judge (roles {sorted(roles)}), so the "
+            f"{cfg.env.protocol!r} has no critic or judge (roles {roles}), so the "
             "probe and gate_calibration are off"
         )
     elif cfg.gate_calibration and cfg.critic_probe_size == 0:

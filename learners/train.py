@@ -67,7 +67,6 @@ from learners.validation import CriticProbe, EarlyStopping
 from learners.warmup import run_warmup
 from sage_env.demonstrations import build_demonstrations
 from sage_env.env import make_pool
-from sage_env.protocols import make_protocol
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
 logger = logging.getLogger("sage_env.train")
@@ -90,7 +89,7 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
         learners.preflight.PreflightError: naming what is missing (no CUDA device, model
             weights neither cached nor downloadable, ``wandb`` not installed, FSDP launch).
     """
-    roles = [a.rsplit("_", 1)[0] for a in make_protocol(cfg.env.protocol).agents]
+    roles = checks.protocol_roles(cfg.env.protocol)
     frozen = set(cfg.freeze)
     if frozen - set(roles):
         raise ValueError(
@@ -208,8 +207,6 @@ def _run(
     start = 0
     seeds = [t for t in pool.tasks if t.source != "generated"]
     probe = CriticProbe(cfg, seeds)
-    if not {"critic", "judge"} & set(roles):
-        probe.items = []  # nobody reads scores: a probe of the critic's prompts means nothing
     warm_metrics: dict[str, float] = {}
     if cfg.warmup.steps > 0 and not (cfg.resume and existing):  # a resume has its weights
         demos = build_demonstrations(

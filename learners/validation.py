@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from learners.checks import reads_scores
 from learners.evaluation import critic_replies
 from learners.policy import HFPolicy
 from learners.train_config import TrainConfig
@@ -86,12 +87,15 @@ class CriticProbe:
         cfg: The run's config (``critic_probe_size``, ``gate_calibration``,
             ``gate_seed_quantile``, the env's alpha and score rule, the review budget).
         seeds: Seed tasks to draw the probe from (seeded by ``cfg.seed + 1``).
+
+    The probe is empty (off) when ``critic_probe_size`` is 0 or the protocol has no role
+    that writes scores (:func:`learners.checks.reads_scores`: no critic or judge).
     """
 
     def __init__(self, cfg: TrainConfig, seeds: list[Task]) -> None:
         self.cfg = cfg
         self.items = []
-        if cfg.critic_probe_size > 0:
+        if cfg.critic_probe_size > 0 and reads_scores(cfg.env.protocol):
             self.items = critic_probe.probe_set(
                 seeds, cfg.critic_probe_size, seed=cfg.seed + 1, config=cfg.env
             )
