@@ -1,7 +1,7 @@
 """Which warm-up mix lets the demo's gate see the critic's judgement? Expected vs sampled AUC.
 
 For each warm-up mix (``--mixes``), this warms a fresh copy of the model up exactly as
-``sage-env train --preset demo`` does (``learners.warmup.run_warmup`` with the demo's steps,
+``sage-env train --preset demo`` does (``learners.training.warmup.run_warmup`` with the demo's steps,
 demonstrations and lr; only the mix differs), then scores ``--items`` critic-probe items
 (``sage_env.critic_probe``: intact seed questions and corrupted copies, none of them a
 demonstration) two ways:
@@ -33,8 +33,8 @@ import torch
 import sage_env
 from learners.evaluation import critic_replies
 from learners.policy import HFPolicy
-from learners.presets import PRESETS
-from learners.warmup import run_warmup
+from learners.training.presets import PRESETS
+from learners.training.warmup import run_warmup
 from sage_env import critic_probe
 from sage_env.demonstrations import build_demonstrations
 from sage_env.parsing import ScoredReply

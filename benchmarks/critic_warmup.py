@@ -5,7 +5,7 @@ and corrupted copies (words shuffled, cut off, spliced with another task). On th
 model the prompt alone scores at chance. This trains the critic on the warm-up's critic
 demonstrations only (``sage_env.demonstrations``: an intact seed question scored 8 or 9, a
 corrupted one 2 or 3) with the warm-up's own loss and optimiser
-(``learners.warmup.supervised_step``: target-token NLL, AdamW, 10% linear warm-up), and
+(``learners.training.warmup.supervised_step``: target-token NLL, AdamW, 10% linear warm-up), and
 measures, before training and at each of ``--checkpoints`` steps:
 
 - **sampled AUC**: the probe as the quality gate sees it, one reply per item at T = 0.7, its
@@ -40,7 +40,7 @@ import torch
 import sage_env
 from learners.evaluation import critic_replies
 from learners.policy import DEFAULT_MODEL, HFPolicy
-from learners.warmup import supervised_step
+from learners.training.warmup import supervised_step
 from sage_env import EnvConfig, critic_probe
 from sage_env.demonstrations import build_demonstrations, overlapping
 from sage_env.tasks import load_seeds

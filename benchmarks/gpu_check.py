@@ -13,7 +13,7 @@ weights (no download, no network), in bf16 on CUDA, and measures for each shape:
 2. **One update step**, full fine-tuning vs LoRA (peft, r = ``--lora-r``, 128 as in the paper)
    with gradient checkpointing, AdamW: seconds and peak CUDA memory (GiB) for ``--micro``
    sequences of ``--seq`` tokens. A configuration that runs out of memory records ``"oom"``.
-3. **One whole TRR++ iteration** (``learners.train``: ``--rounds`` SAGE rounds of rollout,
+3. **One whole TRR++ iteration** (``learners.training.loop``: ``--rounds`` SAGE rounds of rollout,
    verification and update) on the smallest shape, from a saved copy of the model. With random
    weights the rewards are mostly zero, so this times the loop's machinery, not learning.
 
@@ -131,7 +131,7 @@ class BenchHost:
     """The :class:`learners.engines.EngineHost` of a random-weight model: no EOS token.
 
     With ``eos_ids`` empty no engine ends a row early, so every row makes its whole budget.
-    ``tokenizer`` is the byte-level one of ``learners.tiny`` (decoding only; ids past its
+    ``tokenizer`` is the byte-level one of ``learners.policy.tiny`` (decoding only; ids past its
     vocabulary decode to replacement characters), ``path`` a folder vLLM can load.
     """
 
@@ -160,7 +160,7 @@ def rollout(engine: str, model, batch: int, prompt: int, tokens: int, device: st
 
     from learners.engines import RolloutConfig, make_engine, require_engine
     from learners.policy import SamplingConfig
-    from learners.tiny import build_tiny_model
+    from learners.policy.tiny import build_tiny_model
 
     require_engine(engine)
     with tempfile.TemporaryDirectory() as tmp:
@@ -237,12 +237,12 @@ def update_step(model, micro: int, seq: int, device: str, lora_r: int) -> dict:
 
 
 def trr_iteration(shape: str, device: str, dtype: str, rounds: int, tokens: int) -> dict:
-    """One ``learners.train`` step (SAGE rounds + TRR++ update) on a saved ``shape`` model."""
-    from learners.pg import PGConfig
-    from learners.plots import read_metrics
-    from learners.tiny import build_tiny_model
-    from learners.train import train
-    from learners.train_config import TrainConfig
+    """One ``learners.training.loop`` step (SAGE rounds + TRR++ update) on a saved ``shape`` model."""
+    from learners.algorithms.pg import PGConfig
+    from learners.reports.plots import read_metrics
+    from learners.policy.tiny import build_tiny_model
+    from learners.training.loop import train
+    from learners.training.config import TrainConfig
     from sage_env import EnvConfig
 
     with tempfile.TemporaryDirectory() as tmp:

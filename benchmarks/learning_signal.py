@@ -28,8 +28,8 @@ import shutil
 import time
 from pathlib import Path
 
-from learners.plots import read_metrics
-from learners.train import PRESETS, train
+from learners.reports.plots import read_metrics
+from learners.training.loop import PRESETS, train
 
 OUT = Path(__file__).parent / "results" / "learning_signal"
 

@@ -516,7 +516,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     import shutil
 
-    from learners.report import write_report
+    from learners.reports.run_report import write_report
 
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)

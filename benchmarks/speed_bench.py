@@ -96,8 +96,8 @@ def bench_generate(policy, n_prompts: int, group: int, tokens: int, repeats: int
 def bench_ours_iteration(
     model_path: str, n_prompts: int, group: int, tokens: int, device: str, iters: int = 2
 ) -> dict:
-    from learners.grpo import GRPOLearner
-    from learners.pg import PGConfig
+    from learners.algorithms.grpo import GRPOLearner
+    from learners.algorithms.pg import PGConfig
     from learners.policy import HFPolicy, SamplingConfig
     from learners.rollout import Transition
 
@@ -203,8 +203,8 @@ def hwm():
             return int(line.split()[1]) / 1024
 
 from learners.policy import HFPolicy, SamplingConfig
-from learners.pg import PGConfig
-from learners.trr import TRRLearner
+from learners.algorithms.pg import PGConfig
+from learners.algorithms.trr import TRRLearner
 from learners.rollout import Transition
 p = HFPolicy({model_path!r}, device="cpu")
 obs = [{{"system": "s", "user": "Explain addition in detail."}}] * 8

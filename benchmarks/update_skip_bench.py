@@ -37,9 +37,9 @@ from pathlib import Path
 
 import torch
 
-from learners.base import make_learner
+from learners.algorithms.registry import make_learner
 from learners.policy import DEFAULT_MODEL, HFPolicy, SamplingConfig
-from learners.presets import PRESETS
+from learners.training.presets import PRESETS
 from learners.rollout import Transition
 from sage_env import prompts
 from sage_env.tasks import load_seeds

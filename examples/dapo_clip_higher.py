@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from learners.base import register_learner
-from learners.pg import LossInputs, PGConfig
-from learners.trr import TRRLearner
+from learners.algorithms.registry import register_learner
+from learners.algorithms.pg import LossInputs, PGConfig
+from learners.algorithms.trr import TRRLearner
 
 
 @dataclass

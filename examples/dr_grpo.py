@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from learners.advantages import group_centred_advantages
-from learners.base import register_learner
-from learners.pg import LossInputs, PGConfig, PolicyGradientLearner
+from learners.algorithms.advantages import group_centred_advantages
+from learners.algorithms.registry import register_learner
+from learners.algorithms.pg import LossInputs, PGConfig, PolicyGradientLearner
 from learners.rollout import Transition
 
 

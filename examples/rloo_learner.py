@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from learners.advantages import is_constant
-from learners.base import register_learner
-from learners.pg import PolicyGradientLearner
+from learners.algorithms.advantages import is_constant
+from learners.algorithms.registry import register_learner
+from learners.algorithms.pg import PolicyGradientLearner
 from learners.rollout import Transition
 
 

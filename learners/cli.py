@@ -9,7 +9,7 @@ lists every flag with its documentation; ``--algorithm NAME`` is read first, so 
 own settings.
 ``--import MODULE`` (train, play; repeatable) imports a module that registers a learner or a
 protocol before names are resolved; installed packages can declare entry points instead
-(``learners.plugins``).
+(``learners.algorithms.plugins``).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class DecontamConfig:
     """Word n-gram size."""
     data_dir: str | None = None
     """Benchmark folder (default ``$SAGE_ENV_DATA``, else the shipped files; layout:
-    ``learners/benchmark_data.py``)."""
+    ``learners/evaluation/benchmarks/__init__.py``)."""
     out: str | None = None
     """Write the item-by-item report as JSON here."""
 
@@ -83,8 +83,8 @@ def _eval(argv: list[str]) -> int:
 def _compare(argv: list[str]) -> int:
     import tyro
 
-    from learners.compare import CompareConfig, run_compare
-    from learners.preflight import PreflightError
+    from learners.reports.compare import CompareConfig, run_compare
+    from learners.training.preflight import PreflightError
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
@@ -113,7 +113,7 @@ def _compare(argv: list[str]) -> int:
 def _export(argv: list[str]) -> int:
     import tyro
 
-    from learners.export import ExportConfig, export_model
+    from learners.training.export import ExportConfig, export_model
 
     cfg = tyro.cli(
         ExportConfig,
@@ -134,7 +134,7 @@ def _export(argv: list[str]) -> int:
 def _report(argv: list[str]) -> int:
     import tyro
 
-    from learners.report import ReportConfig, report_from_config
+    from learners.reports.run_report import ReportConfig, report_from_config
 
     cfg = tyro.cli(
         ReportConfig,
@@ -158,7 +158,7 @@ def _decontam(argv: list[str]) -> int:
 
     import tyro
 
-    from learners.decontam import overlap_report
+    from learners.evaluation.decontam import overlap_report
     from learners.evaluation import load_benchmark
     from sage_env.tasks import read_jsonl
 
@@ -279,7 +279,7 @@ def _play(argv: list[str]) -> int:
     import tyro
 
     import sage_env
-    from learners.train_config import protocol_config_type
+    from learners.training.config import protocol_config_type
     from sage_env.play import PlayStopped, RoundRecord, play, replay, summary
 
     known, argv = _preparser().parse_known_args(argv)
@@ -339,13 +339,13 @@ def _saved_env_config(saved: dict, protocol: str | None = None) -> EnvConfig:
     """The EnvConfig saved with a round (keys this version does not know are ignored).
 
     Reward fields saved under their old names move to ``protocol_config``
-    (:func:`learners.train_config.config_from_dict`); ``protocol``, when given, replaces the
+    (:func:`learners.training.config.config_from_dict`); ``protocol``, when given, replaces the
     saved protocol (its settings then take their defaults).
 
     Raises:
         ValueError: if a saved value does not fit its field.
     """
-    from learners.train import config_from_dict
+    from learners.training.loop import config_from_dict
 
     known = {f.name for f in dataclasses.fields(EnvConfig)}
     env = {k: v for k, v in saved.items() if k in known}
@@ -388,7 +388,7 @@ def _no_moved_flags(argv: list[str], command: str) -> bool:
 
 def _import(imports: list[str], command: str) -> bool:
     """Import ``--import`` modules; print the error and return False if one fails."""
-    from learners.plugins import import_modules
+    from learners.algorithms.plugins import import_modules
 
     try:
         import_modules(imports)
@@ -401,9 +401,9 @@ def _import(imports: list[str], command: str) -> bool:
 def _train(argv: list[str]) -> int:
     import tyro
 
-    from learners.base import available_learners
-    from learners.preflight import PreflightError
-    from learners.train import (
+    from learners.algorithms.registry import available_learners
+    from learners.training.preflight import PreflightError
+    from learners.training.loop import (
         PRESETS,
         config_type,
         load_yaml_config,
@@ -462,7 +462,7 @@ def _train(argv: list[str]) -> int:
     )
     cfg = dataclasses.replace(cfg, imports=tuple(imports), model=_recorded_model(cfg.model))
     cfg = _one_budget(cfg, rest, known.config)
-    from learners.checks import ignored_settings
+    from learners.algorithms.checks import ignored_settings
 
     always = set(ignored_settings(cfg))  # train() logs these itself
     # settings changed from the preset that another one overrides; a saved run's config.yaml

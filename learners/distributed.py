@@ -50,7 +50,7 @@ def init(device: str = "auto", log_with: str | None = None, project_dir: str | N
     """The run's accelerate ``Accelerator``: a launch's process group, the metric trackers.
 
     It opens the process group of a multi-process launch and holds the experiment trackers
-    that :class:`learners.metrics.MetricsLog` logs to.
+    that :class:`learners.training.metrics.MetricsLog` logs to.
     On one process (no ``WORLD_SIZE > 1`` in the environment) without ``log_with`` nothing
     happens and ``None`` is returned. On a machine without CUDA, or with ``device="cpu"``, the
     Accelerator is made with ``cpu=True``, which selects gloo (without it accelerate sees no

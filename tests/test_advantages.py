@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from learners.advantages import (
+from learners.algorithms.advantages import (
     EMABaseline,
     group_centred_advantages,
     group_mean_whitened_advantages,

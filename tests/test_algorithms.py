@@ -5,18 +5,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from learners.advantages import (
+from learners.algorithms.advantages import (
     EMABaseline,
     group_mean_whitened_advantages,
     group_normalised_advantages,
 )
-from learners.base import LEARNERS, Learner, make_learner
-from learners.losses import clipped_policy_loss
-from learners.pg import PGConfig
+from learners.algorithms.registry import LEARNERS, Learner, make_learner
+from learners.algorithms.losses import clipped_policy_loss
+from learners.algorithms.pg import PGConfig
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import Transition
-from learners.tiny import build_tiny_model
-from learners.train import TrainConfig, train
+from learners.policy.tiny import build_tiny_model
+from learners.training.loop import TrainConfig, train
 from sage_env import EnvConfig
 
 

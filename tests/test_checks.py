@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from learners import checks
-from learners.base import LEARNERS, register_learner
-from learners.checks import LearnerPluginError, certain_no_update, nothing_trained
+from learners.algorithms import checks
+from learners.algorithms.registry import LEARNERS, register_learner
+from learners.algorithms.checks import LearnerPluginError, certain_no_update, nothing_trained
 from learners.cli import main
-from learners.pg import PGConfig, PolicyGradientLearner
-from learners.presets import DEMO_BUDGETS, PRESETS
-from learners.train_config import TrainConfig
+from learners.algorithms.pg import PGConfig, PolicyGradientLearner
+from learners.training.presets import DEMO_BUDGETS, PRESETS
+from learners.training.config import TrainConfig
 from sage_env import EnvConfig
 
 DEBUG = PRESETS["debug"]
@@ -68,7 +68,7 @@ def test_task_relative_baseline_refused_when_only_one_action_roles_train():
 
 
 def test_a_learner_declares_its_grouping_and_an_override_drops_it():
-    from learners.grpo import GRPOLearner
+    from learners.algorithms.grpo import GRPOLearner
 
     class Declared(PolicyGradientLearner):
         advantage_group = "role_prompt"
@@ -127,8 +127,8 @@ def test_nothing_trained_reads_the_update_metrics():
 
 
 ZERO_LEARNER = """
-from learners.base import register_learner
-from learners.pg import PolicyGradientLearner
+from learners.algorithms.registry import register_learner
+from learners.algorithms.pg import PolicyGradientLearner
 
 
 class ZeroLearner(PolicyGradientLearner):
@@ -191,9 +191,9 @@ def test_debug_preset_is_the_smallest_run():
 
 @pytest.fixture
 def captured(monkeypatch):
-    """``sage-env train`` up to the config: ``learners.train.train`` records it instead."""
+    """``sage-env train`` up to the config: ``learners.training.loop.train`` records it instead."""
     seen = []
-    monkeypatch.setattr("learners.train.train", lambda cfg, progress=True: seen.append(cfg) or {})
+    monkeypatch.setattr("learners.training.loop.train", lambda cfg, progress=True: seen.append(cfg) or {})
     return seen
 
 
@@ -248,7 +248,7 @@ def test_settings_switched_off_by_another_are_named(captured, caplog):
 
 
 def test_a_saved_config_reruns_without_warnings_about_its_own_settings(captured, caplog, tmp_path):
-    from learners.train import _plain
+    from learners.training.loop import _plain
 
     saved = tmp_path / "config.yaml"  # what a --preset debug run writes, every field
     saved.write_text(yaml.safe_dump(_plain(dataclasses.asdict(DEBUG))))
@@ -293,8 +293,8 @@ def test_a_config_class_registered_as_the_learner_is_named():
 
 
 BAD_LOSS = """
-from learners.base import register_learner
-from learners.pg import PolicyGradientLearner
+from learners.algorithms.registry import register_learner
+from learners.algorithms.pg import PolicyGradientLearner
 
 
 class FloatLoss(PolicyGradientLearner):
@@ -389,7 +389,7 @@ def test_azr_run_skips_the_critic_probe(tiny_path, tmp_path, caplog):
 
 
 def test_progress_bar_names_the_protocol(tiny_path, tmp_path, monkeypatch):
-    import learners.train as train_module
+    import learners.training.loop as train_module
 
     seen = []
     monkeypatch.setattr(train_module, "_run", lambda *args: seen.append(args[-1]) or {})

@@ -39,7 +39,7 @@ def test_broken_yaml_config_is_a_clear_error(tmp_path, capsys):
 
 
 def test_train_from_yaml_and_flags_on_tiny_model(tmp_path):
-    from learners.tiny import build_tiny_model
+    from learners.policy.tiny import build_tiny_model
 
     model = build_tiny_model(tmp_path / "tiny")
     cfg = tmp_path / "c.yaml"

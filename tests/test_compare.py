@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from learners.cli import main
-from learners.compare import CompareConfig, Stat, parse_arms, run_compare
-from learners.plots import read_metrics
+from learners.reports.compare import CompareConfig, Stat, parse_arms, run_compare
+from learners.reports.plots import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_YAML = (
@@ -126,7 +126,7 @@ def test_run_compare_python_api_validates_like_the_cli(tmp_path):
 
 def test_statistics_and_labels_from_known_metrics(tmp_path, monkeypatch, caplog):
     """With train() replaced by one that writes known metrics, every cell is checked."""
-    import learners.train
+    import learners.training.loop
 
     yaml_file = tmp_path / "over.yaml"
     yaml_file.write_text("steps: 9\ntemperature: 0.5\n")  # steps is the comparison's
@@ -149,7 +149,7 @@ def test_statistics_and_labels_from_known_metrics(tmp_path, monkeypatch, caplog)
         (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         return rows[-1]
 
-    monkeypatch.setattr(learners.train, "train", fake_train)
+    monkeypatch.setattr(learners.training.loop, "train", fake_train)
     summary = run_compare(
         CompareConfig(
             protocols="sage-frozen-critic,rlvr",
@@ -186,7 +186,7 @@ def test_benchmarks_score_the_start_and_every_final_model(tmp_path, tiny_path, m
     """--benchmarks: pass@1 of the starting model and each run's last checkpoint."""
     import shutil
 
-    import learners.train
+    import learners.training.loop
 
     def fake_train(cfg, progress=True, desc="sage train"):
         out = Path(cfg.out)
@@ -197,7 +197,7 @@ def test_benchmarks_score_the_start_and_every_final_model(tmp_path, tiny_path, m
         (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         return rows[-1]
 
-    monkeypatch.setattr(learners.train, "train", fake_train)
+    monkeypatch.setattr(learners.training.loop, "train", fake_train)
     cfg = CompareConfig(
         protocols="rlvr",
         seeds=(0, 1),
@@ -223,10 +223,10 @@ def test_benchmarks_score_the_start_and_every_final_model(tmp_path, tiny_path, m
 
 
 def test_a_missing_benchmark_fails_before_training(tmp_path, monkeypatch):
-    import learners.train
+    import learners.training.loop
 
-    monkeypatch.setattr(learners.train, "train", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(learners.training.loop, "train", lambda *a, **k: pytest.fail("trained"))
     monkeypatch.setenv("SAGE_ENV_DATA", str(tmp_path))  # an empty data folder
     cfg = CompareConfig(protocols="rlvr", out=str(tmp_path / "c"), benchmarks="gsm8k")
-    with pytest.raises(FileNotFoundError, match="learners/benchmark_data.py"):
+    with pytest.raises(FileNotFoundError, match="learners/evaluation/benchmarks/__init__.py"):
         run_compare(cfg)

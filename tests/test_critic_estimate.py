@@ -13,7 +13,7 @@ import torch
 import sage_env
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver
-from learners.validation import CriticProbe
+from learners.training.monitors import CriticProbe
 from sage_env import EnvConfig, RewardConfig, critic_probe, parsing
 from sage_env.parsing import ScoredReply, expected_critic_score
 from tests.scripted import MATH_SEED, play_round
@@ -257,7 +257,7 @@ def test_the_rollout_driver_hands_reviews_their_distribution(policy):
 
 
 def _probe_cfg():
-    from learners.train_config import TrainConfig
+    from learners.training.config import TrainConfig
 
     return TrainConfig(
         critic_probe_size=8,
@@ -375,7 +375,7 @@ def test_the_probe_says_what_it_runs(caplog):
     # the start-up probe runs before the progress bar, with none of its own: it names itself
     cfg = _probe_cfg()
     probe = CriticProbe(cfg, sage_env.load_seeds())
-    with caplog.at_level("INFO", logger="learners.validation"):
+    with caplog.at_level("INFO", logger="learners.training.monitors"):
         report = probe(Judge(probe), [sage_env.env(cfg.env)])
     assert report["critic/auc"] == 1.0
     assert f"critic probe: scoring {len(probe.items)} seed questions" in caplog.text

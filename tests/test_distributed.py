@@ -21,10 +21,10 @@ import torch
 import torch.distributed as dist
 
 from learners import distributed
-from learners.advantages import group_normalised_advantages
+from learners.algorithms.advantages import group_normalised_advantages
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import Transition
-from learners.trr import TRRConfig, TRRLearner
+from learners.algorithms.trr import TRRConfig, TRRLearner
 from sage_env import Task, TaskPool
 from tests.scripted import CODE_SEED, MATH_SEED
 

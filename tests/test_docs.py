@@ -87,7 +87,7 @@ def _help_entries(text: str) -> dict[str, str]:
 )
 def test_every_train_flag_has_help(capsys, monkeypatch, choice):
     from learners.cli import main
-    from learners.train import TrainConfig
+    from learners.training.loop import TrainConfig
 
     monkeypatch.setenv("COLUMNS", "120")
     with pytest.raises(SystemExit):

@@ -57,8 +57,8 @@ def test_ct2_config_is_validated_and_missing_ctranslate2_is_a_one_line_error(
     with pytest.raises(ImportError) as info:
         make_engine(object(), "ct2")
     assert str(info.value) == CT2_MISSING and "\n" not in CT2_MISSING
-    from learners.preflight import PreflightError, check_train
-    from learners.train import TrainConfig
+    from learners.training.preflight import PreflightError, check_train
+    from learners.training.loop import TrainConfig
 
     cfg = TrainConfig(model=tiny_path, out=str(tmp_path / "r"), rollout=RolloutConfig(engine="ct2"))
     with pytest.raises(PreflightError) as info:
@@ -215,9 +215,9 @@ def test_ct2_samples_the_lora_model_merged(tiny_path):
 
 @needs_ct2
 def test_ct2_trains_through_the_loop_with_a_logprob_gap_and_sync_time(tiny_path, tmp_path):
-    from learners.pg import PGConfig
-    from learners.plots import read_metrics
-    from learners.train import TrainConfig, train
+    from learners.algorithms.pg import PGConfig
+    from learners.reports.plots import read_metrics
+    from learners.training.loop import TrainConfig, train
 
     cfg = TrainConfig(
         model=tiny_path,
@@ -246,8 +246,8 @@ def test_ct2_trains_through_the_loop_with_a_logprob_gap_and_sync_time(tiny_path,
 
 
 def _learner(tiny_path, **config):
-    from learners.pg import PGConfig
-    from learners.trr import TRRLearner
+    from learners.algorithms.pg import PGConfig
+    from learners.algorithms.trr import TRRLearner
 
     policy = HFPolicy(tiny_path, device="cpu", seed=0)
     cfg = PGConfig(lr=1e-3, gradient_checkpointing=False, **config)
@@ -277,7 +277,7 @@ def _transitions(policy, shift=0.0):
 
 
 def test_tis_cap_is_validated():
-    from learners.pg import PGConfig
+    from learners.algorithms.pg import PGConfig
 
     assert PGConfig().tis_cap == 0.0
     with pytest.raises(ValueError, match="tis_cap must be >= 0"):

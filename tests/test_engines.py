@@ -41,7 +41,7 @@ OBS = [
 
 @pytest.fixture(scope="module")
 def tiny_policy(tmp_path_factory):
-    from learners.tiny import build_tiny_model
+    from learners.policy.tiny import build_tiny_model
 
     return HFPolicy(build_tiny_model(tmp_path_factory.mktemp("tiny")), device="cpu", seed=0)
 
@@ -67,7 +67,7 @@ def test_rollout_config_names_the_engines_and_rejects_unknown_ones():
 def test_rollout_config_is_a_nested_flag_group_and_round_trips_through_yaml(tmp_path):
     import tyro
 
-    from learners.train import PRESETS, config_from_dict, config_type, load_yaml_config
+    from learners.training.loop import PRESETS, config_from_dict, config_type, load_yaml_config
 
     cfg = tyro.cli(
         config_type("trr"),
@@ -102,8 +102,8 @@ def test_rollout_config_is_a_nested_flag_group_and_round_trips_through_yaml(tmp_
 
 def test_vllm_engine_without_vllm_is_a_one_line_error(tiny_path, tmp_path, monkeypatch, capsys):
     from learners import cli
-    from learners.preflight import PreflightError
-    from learners.train import TrainConfig, train
+    from learners.training.preflight import PreflightError
+    from learners.training.loop import TrainConfig, train
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
     with pytest.raises(ImportError) as info:
@@ -234,8 +234,8 @@ def test_hf_cb_samples_the_lora_model_and_restores_training_mode(tiny_path):
 
 
 def test_hf_cb_trains_through_the_loop(tiny_path, tmp_path):
-    from learners.plots import read_metrics
-    from learners.train import TrainConfig, train
+    from learners.reports.plots import read_metrics
+    from learners.training.loop import TrainConfig, train
 
     cfg = TrainConfig(
         model=tiny_path,
@@ -453,8 +453,8 @@ def _transitions(comps, rewards):
 
 
 def test_vllm_gets_the_trainers_weights_after_every_update(tiny_path, fake_vllm):
-    from learners.base import make_learner
-    from learners.pg import PGConfig
+    from learners.algorithms.registry import make_learner
+    from learners.algorithms.pg import PGConfig
 
     policy = HFPolicy(tiny_path, device="cpu", rollout=RolloutConfig(engine="vllm"))
     llm = FakeLLM.instances[-1]
@@ -554,8 +554,8 @@ def test_train_pushes_weights_after_every_update_and_sleeps_between_rollouts(
 ):
     from safetensors.torch import load_file
 
-    from learners.pg import PGConfig
-    from learners.train import TrainConfig, train
+    from learners.algorithms.pg import PGConfig
+    from learners.training.loop import TrainConfig, train
 
     cfg = TrainConfig(
         model=tiny_path,

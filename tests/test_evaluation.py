@@ -3,7 +3,7 @@ from itertools import combinations
 
 import pytest
 
-from learners.decontam import overlap_report
+from learners.evaluation.decontam import overlap_report
 from learners.evaluation import (
     EvalItem,
     gsm8k_gold,

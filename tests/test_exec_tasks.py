@@ -273,7 +273,7 @@ def test_sage_on_execution_tasks_passes_pettingzoo_api_test():
 
 
 def test_trr_normalises_each_mode_and_role_on_its_own():
-    from learners.advantages import group_normalised_advantages
+    from learners.algorithms.advantages import group_normalised_advantages
     from learners.rollout import Transition
 
     def tr(role, group, reward):

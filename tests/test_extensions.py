@@ -6,7 +6,7 @@ import textwrap
 import pytest
 import torch
 
-from learners.base import (
+from learners.algorithms.registry import (
     LEARNERS,
     as_config,
     available_learners,
@@ -15,12 +15,12 @@ from learners.base import (
     register_learner,
 )
 from learners.cli import main
-from learners.ema_baseline import EMAConfig
-from learners.pg import LossInputs, PGConfig
+from learners.algorithms.ema_baseline import EMAConfig
+from learners.algorithms.pg import LossInputs, PGConfig
 from learners.policy import HFPolicy
 from learners.rollout import Transition
-from learners.train import TrainConfig, config_from_dict
-from learners.trr import TRRLearner
+from learners.training.loop import TrainConfig, config_from_dict
+from learners.algorithms.trr import TRRLearner
 
 
 def test_each_algorithm_owns_its_config():
@@ -116,7 +116,7 @@ def _inputs(ratio, adv):
 def _example(name):
     import importlib
 
-    from learners.plugins import import_modules
+    from learners.algorithms.plugins import import_modules
 
     import_modules([f"examples.{name}"])
     return importlib.import_module(f"examples.{name}")
@@ -216,7 +216,7 @@ def test_cli_import_and_algorithm_errors_are_clear(capsys, tmp_path, tiny_path):
 
 
 PLUGIN = """
-from learners.trr import TRRLearner
+from learners.algorithms.trr import TRRLearner
 from sage_env.protocols import Protocol
 
 
@@ -277,7 +277,7 @@ def test_make_learner_upgrades_the_shared_config(tiny_path):
 
 @pytest.mark.parametrize("fail", [False, True])
 def test_train_closes_every_verifier_also_on_error(tiny_path, tmp_path, monkeypatch, fail):
-    import learners.train as train_module
+    import learners.training.loop as train_module
     from sage_env import EnvConfig
 
     closed = []
@@ -357,7 +357,7 @@ def captured_train(monkeypatch):
         seen.append(cfg)
         return {}
 
-    monkeypatch.setattr("learners.train.train", fake_train)
+    monkeypatch.setattr("learners.training.loop.train", fake_train)
     return seen
 
 
@@ -422,7 +422,7 @@ def test_protocol_settings_round_trip_through_the_saved_yaml(tmp_path, protocol,
 
     import yaml
 
-    from learners.train import _plain, load_yaml_config
+    from learners.training.loop import _plain, load_yaml_config
 
     cfg = config_from_dict({"env": {"protocol": protocol, "protocol_config": settings}})
     if settings is not None:

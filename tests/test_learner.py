@@ -5,8 +5,8 @@ import torch
 
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver, Transition
-from learners.train import TrainConfig, config_from_dict, load_yaml_config, train
-from learners.trr import TRRConfig, TRRLearner, token_logprobs
+from learners.training.loop import TrainConfig, config_from_dict, load_yaml_config, train
+from learners.algorithms.trr import TRRConfig, TRRLearner, token_logprobs
 from sage_env import EnvConfig
 from tests.scripted import CODE_SEED, MATH_SEED
 
@@ -310,7 +310,7 @@ def test_update_keeps_the_callers_prompt_ids(policy):
 
 
 def test_train_with_warmup_probe_and_calibrated_gate(tiny_path, tmp_path, monkeypatch):
-    from learners.warmup import WarmupConfig
+    from learners.training.warmup import WarmupConfig
 
     monkeypatch.setenv("SAGE_ENV_CACHE", str(tmp_path / "cache"))
     cfg = TrainConfig(
@@ -340,7 +340,7 @@ def test_train_with_warmup_probe_and_calibrated_gate(tiny_path, tmp_path, monkey
 
 def test_rollout_metrics_proposal_rates_and_solved_acceptances():
     from learners.rollout import RolloutResult, Transition
-    from learners.train import rollout_metrics
+    from learners.training.loop import rollout_metrics
 
     def prop(well_formed, valid, accepted, d=None, truncated=False):
         terms = {"q": 0.5, "d": d, "f": 1.0}

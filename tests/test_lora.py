@@ -7,13 +7,13 @@ import json
 import pytest
 import torch
 
-from learners.base import register_learner
+from learners.algorithms.registry import register_learner
 from learners.cli import main
-from learners.losses import token_logprobs
+from learners.algorithms.losses import token_logprobs
 from learners.policy import HFPolicy, LoRAConfig, SamplingConfig
 from learners.rollout import Transition
-from learners.train import TrainConfig, config_from_dict, train
-from learners.trr import TRRConfig, TRRLearner
+from learners.training.loop import TrainConfig, config_from_dict, train
+from learners.algorithms.trr import TRRConfig, TRRLearner
 from sage_env import EnvConfig
 
 LORA = LoRAConfig(r=4, alpha=16.0)
@@ -176,7 +176,7 @@ def test_lora_resume_is_bit_identical_and_export_reproduces_logprobs(tiny_path, 
 
 
 def test_lora_after_warmup_keeps_the_warmed_base(tiny_path, tmp_path, monkeypatch):
-    from learners.warmup import WarmupConfig
+    from learners.training.warmup import WarmupConfig
 
     monkeypatch.setenv("SAGE_ENV_CACHE", str(tmp_path / "cache"))
     warm = WarmupConfig(steps=2, batch_size=2, num_demonstrations=4, lr=1e-2, cache=False)

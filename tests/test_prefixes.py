@@ -8,7 +8,7 @@ import torch
 import sage_env
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver
-from learners.warmup import WarmupConfig, run_warmup, supervised_step
+from learners.training.warmup import WarmupConfig, run_warmup, supervised_step
 from sage_env import EnvConfig, critic_probe, parsing
 from sage_env.demonstrations import build_demonstrations, overlapping, plan_steps
 from sage_env.play import human_player
@@ -93,7 +93,7 @@ def test_rollout_actions_carry_the_prefix_and_its_tokens_are_prompt(policy):
 
 def test_prefix_tokens_never_get_loss_weight(policy):
     """The loss reads log-probs of generated tokens only; the prefix is conditioning."""
-    from learners.losses import token_logprobs
+    from learners.algorithms.losses import token_logprobs
 
     obs = {"system": "s", "user": "u", "prefix": "<score>"}
     prompt = policy.encode_prompt(obs, 512)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from learners import preflight
+from learners.training import preflight
 from learners.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -165,7 +165,7 @@ def test_wandb_chosen_but_not_installed_is_one_line(tiny_path, tmp_path, monkeyp
 def test_everything_missing_is_reported_at_once(offline_cache, monkeypatch):
     import torch
 
-    from learners.presets import PRESETS
+    from learners.training.presets import PRESETS
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setitem(sys.modules, "wandb", None)

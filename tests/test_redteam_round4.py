@@ -251,7 +251,7 @@ def test_shadowing_a_builtin_the_test_wraps_both_sides_in_scores_zero(program, t
     ],
 )
 def test_humaneval_programs_cannot_redefine_the_prompts_helpers(task, completion):
-    from learners.benchmark_data import load_benchmark
+    from learners.evaluation.benchmarks import load_benchmark
     from learners.evaluation import score
 
     (item,) = [it for it in load_benchmark("humaneval") if it.item_id == task]
@@ -262,7 +262,7 @@ def test_humaneval_programs_cannot_redefine_the_prompts_helpers(task, completion
         import gzip
         import json
 
-        from learners.benchmark_data import default_data_dir
+        from learners.evaluation.benchmarks import default_data_dir
 
         path = default_data_dir() / "code" / "HumanEval.jsonl.gz"
         if not path.exists():

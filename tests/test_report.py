@@ -10,9 +10,9 @@ import pytest
 
 import sage_env
 from learners.cli import main
-from learners.metrics import round_records, write_transcripts
+from learners.training.metrics import round_records, write_transcripts
 from learners.policy import Completion, SamplingConfig
-from learners.report import load_run, roc_curve, write_report
+from learners.reports.run_report import load_run, roc_curve, write_report
 from learners.rollout import RolloutDriver
 from sage_env.critic_probe import auc
 from sage_env.play import PLAYERS
@@ -249,9 +249,9 @@ def test_max_rounds_per_step_bounds_transcripts_not_proposals(tmp_path):
 
 
 def test_train_writes_the_report_every_n_steps_and_at_the_end(tmp_path, tiny_path, monkeypatch):
-    import learners.report
+    import learners.reports.run_report
 
-    real, calls = learners.report.write_report, []
+    real, calls = learners.reports.run_report.write_report, []
 
     def spy(runs, out, *args, **kw):
         calls.append(
@@ -263,7 +263,7 @@ def test_train_writes_the_report_every_n_steps_and_at_the_end(tmp_path, tiny_pat
         )
         return real(runs, out, *args, **kw)
 
-    monkeypatch.setattr(learners.report, "write_report", spy)
+    monkeypatch.setattr(learners.reports.run_report, "write_report", spy)
     out = tmp_path / "run"
     flags = "--device cpu --max-new-tokens 6 --rounds-per-step 2 --env.solver-samples 1"
     flags += " --warmup.steps 0 --critic-probe-size 8 --val-every 0 --report-to none"

@@ -30,7 +30,7 @@ sync_api = pytest.importorskip(
 def report(tmp_path_factory):
     from report_bench import make_synthetic_run
 
-    from learners.report import write_report
+    from learners.reports.run_report import write_report
 
     root = tmp_path_factory.mktemp("report")
     made = make_synthetic_run(root / "run", steps=3, rounds=4)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from learners.presets import PRESETS
+from learners.training.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from learners.metrics import MetricsLog
+from learners.training.metrics import MetricsLog
 
 ROWS = [
     {"step": 0, "pool/size": 500.0, "critic/auc": 0.5, "reward/planner": None},

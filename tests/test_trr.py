@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from learners.trr import group_normalised_advantages, kl_penalty
+from learners.algorithms.trr import group_normalised_advantages, kl_penalty
 
 
 def test_advantages_hand_example():

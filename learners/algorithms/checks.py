@@ -36,7 +36,7 @@ ONE_ACTION_ROLES = frozenset({"challenger", "proposer", "planner"})
 the solver acts k times per task and the critic or judge a varying number of times."""
 
 LEARNER_METHODS = ("act", "observe", "update", "state_dict", "load_state_dict")
-"""What the training loop calls on a learner (:class:`learners.base.Learner`)."""
+"""What the training loop calls on a learner (:class:`learners.algorithms.registry.Learner`)."""
 
 
 class LearnerPluginError(TypeError):
@@ -87,7 +87,7 @@ def certain_no_update(cfg: Any, world_size: int | None = None) -> str | None:
     Returns:
         A sentence naming the cause and the flags that fix it, or ``None``.
     """
-    from learners.base import learner_spec
+    from learners.algorithms.registry import learner_spec
 
     world = world_size if world_size is not None else int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.rounds_per_step * max(world, 1) > 1:
@@ -122,7 +122,7 @@ def certain_no_update(cfg: Any, world_size: int | None = None) -> str | None:
 def nothing_trained(update: dict[str, float]) -> str | None:
     """Why a learner's update changed nothing, read from its metrics; ``None`` when it trained.
 
-    Reads the metrics :meth:`learners.pg.PolicyGradientLearner.update` returns:
+    Reads the metrics :meth:`learners.algorithms.pg.PolicyGradientLearner.update` returns:
     ``num_sequences`` 0 (nothing buffered), ``skipped_share`` 1 (every advantage exactly 0,
     so the loss hook was never called) or ``grad_norm`` 0. A learner that reports none of
     them is assumed to have trained.
@@ -297,7 +297,7 @@ def check_learner_class(name: str, cls: Any, config_cls: Any) -> None:
     Checks that ``cls`` is a learner class (it has :data:`LEARNER_METHODS`; a dataclass
     registered in its place is named as the config it probably is) or a factory function;
     that ``config_cls`` is a dataclass and not a learner; and, for a subclass of
-    :class:`~learners.pg.PolicyGradientLearner`, that ``loss(inputs)`` and
+    :class:`~learners.algorithms.pg.PolicyGradientLearner`, that ``loss(inputs)`` and
     ``advantages(batch)`` take one argument, that ``loss`` is not annotated to return a
     number, and that a ``loss`` override called on a tiny synthetic micro-batch returns
     ``(tensor with grad, dict)`` (skipped when it needs state a bare instance lacks).
@@ -324,13 +324,13 @@ def check_learner_class(name: str, cls: Any, config_cls: Any) -> None:
     if isinstance(cls, type) and missing:
         raise LearnerPluginError(
             f"{label}: {cls.__name__} lacks {', '.join(missing)}; a learner implements "
-            f"{', '.join(LEARNER_METHODS)} (subclass learners.pg.PolicyGradientLearner)"
+            f"{', '.join(LEARNER_METHODS)} (subclass learners.algorithms.pg.PolicyGradientLearner)"
         )
     if all(callable(getattr(config_cls, m, None)) for m in ("act", "update")):
         raise LearnerPluginError(
             f"{label}: config_cls {config_cls.__name__} is a learner, not a config dataclass"
         )
-    from learners.pg import PolicyGradientLearner
+    from learners.algorithms.pg import PolicyGradientLearner
 
     if not (isinstance(cls, type) and issubclass(cls, PolicyGradientLearner)):
         return
@@ -377,7 +377,7 @@ def _dry_run_loss(name: str, cls: type, config_cls: type) -> None:
     """Call ``cls.loss`` on a 2 x 3 synthetic micro-batch; raise if what it returns is wrong."""
     import torch
 
-    from learners.pg import LossInputs
+    from learners.algorithms.pg import LossInputs
 
     try:
         config = config_cls()

@@ -23,7 +23,7 @@ def plot_training(metrics_path: str | os.PathLike, out_png: str | os.PathLike) -
     """Plot per-role mean reward, pool size and challenger/solver rates against step.
 
     Args:
-        metrics_path: ``metrics.jsonl`` written by :func:`learners.train.train`.
+        metrics_path: ``metrics.jsonl`` written by :func:`learners.training.loop.train`.
         out_png: Output image path.
 
     Returns:

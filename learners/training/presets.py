@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from learners.engines import RolloutConfig
-from learners.pg import PGConfig
+from learners.algorithms.pg import PGConfig
 from learners.policy import LoRAConfig
-from learners.train_config import TrainConfig
-from learners.warmup import WarmupConfig
+from learners.training.config import TrainConfig
+from learners.training.warmup import WarmupConfig
 from sage_env import EnvConfig, RewardConfig
 
 DEMO_BUDGETS = {

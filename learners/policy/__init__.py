@@ -141,7 +141,7 @@ class Policy(Protocol):
 
 
 class TrainablePolicy(Policy, Protocol):
-    """What a policy-gradient learner (``learners.pg``) needs from a policy beyond sampling.
+    """What a policy-gradient learner (``learners.algorithms.pg``) needs from a policy beyond sampling.
 
     Log-prob tensors are ``[B, C]`` (B sequences, C the longest completion), float32, on the
     policy's device, 0 on padding, with a ``[B, C]`` mask that is 1.0 on real tokens.
@@ -349,13 +349,13 @@ class HFPolicy:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs of each completion token under the current weights.
 
-        :func:`learners.losses.token_logprobs` on this model (right-padded with the pad id,
+        :func:`learners.algorithms.losses.token_logprobs` on this model (right-padded with the pad id,
         logits / ``temperature``); has grad when grad is enabled.
 
         Returns:
             ``(logprobs, mask)``, both ``[B, C_max]`` float32 on :attr:`device`.
         """
-        from learners.losses import token_logprobs
+        from learners.algorithms.losses import token_logprobs
 
         pad = self.tokenizer.pad_token_id
         return token_logprobs(self.model, prompts, completions, pad, temperature, self.device)
@@ -393,7 +393,7 @@ class HFPolicy:
         Raises:
             RuntimeError: without LoRA, if :meth:`keep_reference` was not called.
         """
-        from learners.losses import token_logprobs
+        from learners.algorithms.losses import token_logprobs
 
         pad = self.tokenizer.pad_token_id
         with self._reference_model() as model:

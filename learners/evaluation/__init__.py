@@ -5,7 +5,7 @@
 (:class:`~sage_env.verifiers.MathVerifier`, :class:`~sage_env.verifiers.CodeVerifier`) and
 reports pass@1 and pass@k with the unbiased estimator of Chen et al. 2021 (arXiv 2107.03374).
 
-The benchmark loaders and the local data layout are in :mod:`learners.benchmark_data`
+The benchmark loaders and the local data layout are in :mod:`learners.evaluation.benchmarks`
 (re-exported here).
 """
 
@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from learners.benchmark_data import (  # noqa: F401  (re-exported: the public loaders)
+from learners.evaluation.benchmarks import (  # noqa: F401  (re-exported: the public loaders)
     BENCHMARKS,
     CODE_INSTRUCTION,
     MATH_INSTRUCTION,
@@ -213,7 +213,7 @@ class EvalConfig:
     as EvalPlus runs them, each under EvalPlus's own time limit; a number is a deviation from
     EvalPlus's protocol, named in the report."""
     data_dir: str | None = None
-    """Benchmark folder with the layout of ``learners/benchmark_data.py`` (default
+    """Benchmark folder with the layout of ``learners/evaluation/benchmarks/__init__.py`` (default
     ``$SAGE_ENV_DATA``, else the files shipped in ``learners/data/benchmarks``)."""
     source: Literal["auto", "local", "hub"] = "auto"
     """Where rows come from: ``auto`` (the data folder; a benchmark not there, such as aime24,
@@ -238,7 +238,7 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
     """
     from tqdm.auto import tqdm
 
-    from learners.decontam import overlap_report
+    from learners.evaluation.decontam import overlap_report
     from learners.policy import HFPolicy, SamplingConfig
 
     names = [b.strip() for b in cfg.benchmarks.split(",") if b.strip()]

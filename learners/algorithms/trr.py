@@ -3,18 +3,18 @@
 Each sequence's reward is normalised by the mean and std of its own (role, domain) group —
 the task-relative baseline of AZR (arXiv 2505.03335, Sec. 3.3.5) that SAGE (arXiv
 2603.15255) uses for its four roles — then the shared PPO-clipped update of
-:class:`~learners.pg.PolicyGradientLearner`.
+:class:`~learners.algorithms.pg.PolicyGradientLearner`.
 """
 
 from __future__ import annotations
 
-from learners.advantages import group_normalised_advantages
-from learners.losses import kl_penalty, token_logprobs
-from learners.pg import PGConfig, PolicyGradientLearner
+from learners.algorithms.advantages import group_normalised_advantages
+from learners.algorithms.losses import kl_penalty, token_logprobs
+from learners.algorithms.pg import PGConfig, PolicyGradientLearner
 from learners.rollout import Transition
 
 TRRConfig = PGConfig
-"""Hyperparameters of :class:`TRRLearner` (the shared :class:`~learners.pg.PGConfig`)."""
+"""Hyperparameters of :class:`TRRLearner` (the shared :class:`~learners.algorithms.pg.PGConfig`)."""
 
 
 class TRRLearner(PolicyGradientLearner):

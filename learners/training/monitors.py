@@ -18,10 +18,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from learners.checks import reads_scores
+from learners.algorithms.checks import reads_scores
 from learners.evaluation import critic_replies
 from learners.policy import HFPolicy
-from learners.train_config import TrainConfig
+from learners.training.config import TrainConfig
 from sage_env import Task, critic_probe, rewards
 from sage_env.parsing import ScoredReply
 
@@ -89,7 +89,7 @@ class CriticProbe:
         seeds: Seed tasks to draw the probe from (seeded by ``cfg.seed + 1``).
 
     The probe is empty (off) when ``critic_probe_size`` is 0 or the protocol has no role
-    that writes scores (:func:`learners.checks.reads_scores`: no critic or judge).
+    that writes scores (:func:`learners.algorithms.checks.reads_scores`: no critic or judge).
     """
 
     def __init__(self, cfg: TrainConfig, seeds: list[Task]) -> None:

@@ -2,7 +2,7 @@
 
 Every arm is a protocol (``sage``, ``azr``, ``mae``, ``rlvr`` or any registered / ``--import``ed
 one, optionally with frozen roles: ``sage-frozen-critic``) trained by
-:func:`learners.train.train` once per seed, with the same model, learner, preset, YAML
+:func:`learners.training.loop.train` once per seed, with the same model, learner, preset, YAML
 overrides and budget. The budget is **training steps**: every run plays ``steps`` x
 ``rounds_per_step`` rounds (rollout tokens differ by protocol and are reported, not equalised).
 
@@ -103,7 +103,7 @@ class CompareConfig:
     """Held-out accuracy every this many steps (a learning curve); 0 = before training and
     after the last step only. Must divide ``steps``."""
     out: str = "runs/compare"
-    """Output folder (see ``learners/compare.py``)."""
+    """Output folder (see ``learners/reports/compare.py``)."""
     overwrite: bool = False
     """Delete run folders already in ``out`` instead of stopping."""
     progress: bool = True
@@ -204,7 +204,7 @@ def parse_arms(spec: str) -> list[Arm]:
 
 
 def run_config(cfg: CompareConfig, arm: Arm, seed: int) -> Any:
-    """The :class:`~learners.train_config.TrainConfig` of one run (arm x seed).
+    """The :class:`~learners.training.config.TrainConfig` of one run (arm x seed).
 
     Preset, then the YAML file, then algorithm and protocol, then the comparison's own
     settings: budget, seed, held-out validation, no early stopping (equal budgets), out.
@@ -212,7 +212,7 @@ def run_config(cfg: CompareConfig, arm: Arm, seed: int) -> Any:
     Raises:
         ValueError: on an unknown preset or algorithm, or a bad YAML file.
     """
-    from learners.train import PRESETS, load_yaml_config, with_algorithm, with_protocol
+    from learners.training.loop import PRESETS, load_yaml_config, with_algorithm, with_protocol
 
     if cfg.preset not in PRESETS:
         raise ValueError(f"unknown preset {cfg.preset!r}; presets: {sorted(PRESETS)}")
@@ -249,7 +249,7 @@ def run_config(cfg: CompareConfig, arm: Arm, seed: int) -> Any:
 
 def read_run(arm: str, seed: int, out: str | Path) -> RunResult:
     """A run's figures from its ``metrics.jsonl`` (step-0 row: before training)."""
-    from learners.plots import read_metrics
+    from learners.reports.plots import read_metrics
 
     rows = read_metrics(Path(out) / "metrics.jsonl")
     steps = [r for r in rows if r.get("step", 0) > 0]
@@ -434,12 +434,12 @@ def final_model(run: Path) -> str:
     """The folder of a run's last checkpoint as a plain model.
 
     A LoRA run's adapters are merged first, into ``RUN/final_model``, with
-    :func:`learners.export.export_model`.
+    :func:`learners.training.export.export_model`.
 
     Raises:
         FileNotFoundError: if the run holds no checkpoint.
     """
-    from learners.export import ExportConfig, checkpoint_model_dir, export_model
+    from learners.training.export import ExportConfig, checkpoint_model_dir, export_model
 
     weights = checkpoint_model_dir(run)
     if not (weights / "adapter_config.json").exists():
@@ -487,9 +487,9 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
         FileNotFoundError: if a ``benchmarks`` file is missing.
         FileExistsError: if a run folder exists and ``overwrite`` is off.
     """
-    from learners.base import learner_spec
-    from learners.plugins import import_modules
-    from learners.train import train
+    from learners.algorithms.registry import learner_spec
+    from learners.algorithms.plugins import import_modules
+    from learners.training.loop import train
 
     import_modules(list(cfg.imports))
     arms = parse_arms(cfg.protocols)

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from learners.checkpoint import checkpoint_dirs
+from learners.training.checkpoint import checkpoint_dirs
 from learners.policy import resolve_model
 
 

@@ -7,8 +7,8 @@ few samples; the global whitening keeps the step size stable.
 
 from __future__ import annotations
 
-from learners.advantages import group_mean_whitened_advantages
-from learners.pg import PolicyGradientLearner
+from learners.algorithms.advantages import group_mean_whitened_advantages
+from learners.algorithms.pg import PolicyGradientLearner
 from learners.rollout import Transition
 
 

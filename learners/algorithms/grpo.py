@@ -8,8 +8,8 @@ learns only from comparisons between samples of one prompt.
 
 from __future__ import annotations
 
-from learners.advantages import group_normalised_advantages
-from learners.pg import PolicyGradientLearner
+from learners.algorithms.advantages import group_normalised_advantages
+from learners.algorithms.pg import PolicyGradientLearner
 from learners.rollout import Transition
 
 

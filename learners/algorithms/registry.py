@@ -11,7 +11,7 @@ Each algorithm owns a config dataclass. Register one with
 ``register_learner(name, cls, config_cls)`` and select it with ``sage-env train --algorithm
 NAME``; ``TrainConfig.learner`` is then a ``config_cls`` (flags ``--learner.*`` and the YAML
 ``learner:`` section follow). Algorithms in other packages are found through the entry-point
-group ``sage_env.learners`` or ``sage-env train --import MODULE`` (:mod:`learners.plugins`).
+group ``sage_env.learners`` or ``sage-env train --import MODULE`` (:mod:`learners.algorithms.plugins`).
 ``docs/learners.md`` walks through one.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from learners.plugins import LEARNER_GROUP, load_entry_points
+from learners.algorithms.plugins import LEARNER_GROUP, load_entry_points
 from learners.rollout import Transition
 
 
@@ -82,21 +82,21 @@ def register_learner(
         name: Registry name.
         cls: Learner class or factory ``(policy, config, temperature=..., seed=...)``.
         config_cls: Its hyperparameter dataclass; default ``cls.config_cls`` (a
-            :class:`~learners.pg.PolicyGradientLearner` subclass inherits ``PGConfig``).
+            :class:`~learners.algorithms.pg.PolicyGradientLearner` subclass inherits ``PGConfig``).
         overwrite: Replace a learner registered under the same name.
 
-    The learner is checked first (:func:`learners.checks.check_learner_class`): it is a
+    The learner is checked first (:func:`learners.algorithms.checks.check_learner_class`): it is a
     learner and not its config, its config is a dataclass, and its ``loss`` / ``advantages``
     hooks take the arguments the training loop passes and ``loss`` returns a tensor. A
     plugin imported with ``--import`` is so checked before the model loads.
 
     Raises:
         ValueError: if the name is taken and ``overwrite`` is False.
-        learners.checks.LearnerPluginError: (a ``TypeError``) naming the file and line of
+        learners.algorithms.checks.LearnerPluginError: (a ``TypeError``) naming the file and line of
             what is wrong: no config dataclass given or found on ``cls``, a config class
             registered as the learner, a hook with the wrong signature.
     """
-    from learners.checks import check_learner_class
+    from learners.algorithms.checks import check_learner_class
 
     config_cls = config_cls or getattr(cls, "config_cls", None)
     check_learner_class(name, cls, config_cls)
@@ -171,10 +171,10 @@ def _discover() -> None:
 
 
 def _register_builtins() -> None:
-    from learners.ema_baseline import EMABaselineLearner
-    from learners.grpo import GRPOLearner
-    from learners.reinforce_pp import ReinforcePPBaselineLearner
-    from learners.trr import TRRLearner
+    from learners.algorithms.ema_baseline import EMABaselineLearner
+    from learners.algorithms.grpo import GRPOLearner
+    from learners.algorithms.reinforce_pp import ReinforcePPBaselineLearner
+    from learners.algorithms.trr import TRRLearner
 
     for cls in (TRRLearner, GRPOLearner, ReinforcePPBaselineLearner, EMABaselineLearner):
         register_learner(cls.name, cls, overwrite=True)

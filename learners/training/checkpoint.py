@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from learners.base import Learner
+from learners.algorithms.registry import Learner
 from learners.policy import HFPolicy
 from sage_env import EnvConfig, TaskPool
 
@@ -117,7 +117,7 @@ def truncate_metrics(path: Path, step: int) -> None:
     """Drop metric rows after ``step`` (written after the checkpoint a resume restarts from)."""
     if not path.exists():
         return
-    from learners.plots import read_metrics
+    from learners.reports.plots import read_metrics
 
     rows = [r for r in read_metrics(path) if r.get("step", 0) <= step]
     tmp = path.with_suffix(".tmp")

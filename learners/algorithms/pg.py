@@ -7,7 +7,7 @@ Subclasses choose how sequence rewards become advantages
 :meth:`PolicyGradientLearner.loss` (inputs: :class:`LossInputs`; output: loss and metrics);
 everything else — token log-probs, the optional reference model, AdamW, gradient clipping,
 micro-batching, truncation handling — lives here once. ``examples/dapo_clip_higher.py`` and
-``examples/dr_grpo.py`` override the hook. See ``learners/trr.py`` (the default),
+``examples/dr_grpo.py`` override the hook. See ``learners/algorithms/trr.py`` (the default),
 ``grpo.py``, ``reinforce_pp.py`` and ``ema_baseline.py``.
 """
 
@@ -22,8 +22,8 @@ from typing import Literal
 import torch
 
 from learners import distributed
-from learners.checks import check_loss_result
-from learners.losses import clipped_policy_loss, kl_penalty
+from learners.algorithms.checks import check_loss_result
+from learners.algorithms.losses import clipped_policy_loss, kl_penalty
 from learners.policy import LoRAConfig, SamplingConfig, TrainablePolicy
 from learners.rollout import Transition
 
@@ -134,7 +134,7 @@ class LossInputs:
 class PolicyGradientLearner:
     """Base of the policy-gradient learners: all roles update together on one model.
 
-    Implements the ``Learner`` protocol (``learners.base``): ``act`` samples actions,
+    Implements the ``Learner`` protocol (``learners.algorithms.registry``): ``act`` samples actions,
     ``observe(transitions)`` buffers, ``update()`` trains on the buffer and clears it,
     ``state_dict()/load_state_dict()`` hold the optimizer and RNG state. Subclasses override
     :meth:`advantages`.
@@ -162,7 +162,7 @@ class PolicyGradientLearner:
     """Which sequences share a baseline in :meth:`advantages`: ``"role_domain"``,
     ``"role_prompt"`` or ``None`` (another or unknown rule). Declared next to an
     ``advantages`` override; ``sage-env train`` reads it to refuse a config in which every
-    group holds one sequence (:func:`learners.checks.certain_no_update`)."""
+    group holds one sequence (:func:`learners.algorithms.checks.certain_no_update`)."""
 
     def __init__(
         self,
@@ -171,7 +171,7 @@ class PolicyGradientLearner:
         temperature: float = 1.0,
         seed: int = 0,
     ) -> None:
-        from learners.base import as_config
+        from learners.algorithms.registry import as_config
 
         self.policy = policy
         self.config = as_config(config, self.config_cls)
@@ -322,8 +322,8 @@ class PolicyGradientLearner:
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor | float]]:
         """The PPO-clip surrogate plus ``kl_coef`` times the per-token KL to the reference.
 
-        Surrogate: :func:`~learners.losses.clipped_policy_loss` (Schulman et al. 2017, arXiv
-        1707.06347); KL: :func:`~learners.losses.kl_penalty` (k1/k2/k3, Schulman 2020).
+        Surrogate: :func:`~learners.algorithms.losses.clipped_policy_loss` (Schulman et al. 2017, arXiv
+        1707.06347); KL: :func:`~learners.algorithms.losses.kl_penalty` (k1/k2/k3, Schulman 2020).
 
         Returns:
             ``(loss [B, T], metrics)``: ``pg_loss``, ``kl`` and ``clip_frac``, each a

@@ -100,7 +100,7 @@ class EvalItem:
     ``answer`` is then its output and ``tests`` holds its input."""
 
 
-SHIPPED_DATA = Path(__file__).resolve().parent / "data" / "benchmarks"
+SHIPPED_DATA = Path(__file__).resolve().parents[2] / "data" / "benchmarks"
 """The benchmark files shipped inside the package (``learners/data/benchmarks``)."""
 
 BENCHMARK_FILES: dict[str, str] = {
@@ -170,7 +170,7 @@ def _read(path: Path) -> list[dict]:
     if not path.exists():
         raise FileNotFoundError(
             f"benchmark file {path} not found; pass --data-dir DIR holding it (layout: "
-            "BENCHMARK_FILES in learners/benchmark_data.py; what ships with sage-env: "
+            "BENCHMARK_FILES in learners/evaluation/benchmarks/__init__.py; what ships with sage-env: "
             "learners/data/benchmarks/README.md) or load it from the hub (--source hub, "
             'needs pip install "sage-env[hub]" and a network)'
         )
@@ -236,7 +236,7 @@ def benchmark_rows(
     if source == "hub":
         if hub is None:
             raise ValueError(
-                f"{file} has no hub source (HUB_SOURCES in learners/benchmark_data.py); "
+                f"{file} has no hub source (HUB_SOURCES in learners/evaluation/benchmarks/__init__.py); "
                 "use --source local"
             )
         return hub_rows(hub)
@@ -249,7 +249,7 @@ def benchmark_rows(
             f"benchmark file {file} is not in {path.parent.parent} (sage-env does not ship it: "
             f"learners/data/benchmarks/README.md says why), and the hub fallback failed: {exc}. "
             f"Pass --data-dir DIR holding {file} (layout: BENCHMARK_FILES in "
-            "learners/benchmark_data.py), or give the hub a network."
+            "learners/evaluation/benchmarks/__init__.py), or give the hub a network."
         ) from exc
 
 

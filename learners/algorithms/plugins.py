@@ -15,7 +15,7 @@ Two ways in, both resolved before an algorithm or protocol name is looked up:
   defines itself on import. A learner class carries its config as ``config_cls``.
 - ``--import MODULE`` (repeatable) on ``sage-env train`` and ``sage-env play``: imports a
   module (dotted name, searched from the working directory as ``python -m`` does, or a
-  ``.py`` path) whose top level calls :func:`learners.base.register_learner` or
+  ``.py`` path) whose top level calls :func:`learners.algorithms.registry.register_learner` or
   :func:`sage_env.register_protocol`.
 """
 

@@ -1,10 +1,10 @@
 """The SAGE training loop: rollouts on the environment, learner updates, logging, checkpoints.
 
 ``sage-env train --preset demo`` runs it on the bundled seeds with the default model. The
-pieces live one idea to a file: the config and YAML loading (``learners.train_config``), the
-presets (``learners.presets``), checkpoints (``learners.checkpoint``), validation, best model,
-early stopping and the critic probe (``learners.validation``), metrics and transcripts
-(``learners.metrics``). Their public names are re-exported here. Output folder layout::
+pieces live one idea to a file: the config and YAML loading (``learners.training.config``), the
+presets (``learners.training.presets``), checkpoints (``learners.training.checkpoint``), validation, best model,
+early stopping and the critic probe (``learners.training.monitors``), metrics and transcripts
+(``learners.training.metrics``). Their public names are re-exported here. Output folder layout::
 
     OUT/config.yaml          the full resolved config
     OUT/metrics.jsonl        one JSON object per step
@@ -33,9 +33,11 @@ import torch
 import yaml
 
 import sage_env
-from learners import checks, distributed, preflight
-from learners.base import learner_spec, make_learner
-from learners.checkpoint import (
+from learners import distributed
+from learners.algorithms import checks
+from learners.training import preflight
+from learners.algorithms.registry import learner_spec, make_learner
+from learners.training.checkpoint import (
     checkpoint_dirs,
     load_checkpoint,
     save_checkpoint,
@@ -43,18 +45,18 @@ from learners.checkpoint import (
 )
 from learners.engines import SYNCED_ENGINES, require_engine
 from learners.evaluation import validation_accuracy
-from learners.metrics import (
+from learners.training.metrics import (
     MetricsLog,
     logprob_gap_metrics,
     peak_rss_mb,
     rollout_metrics,
     write_transcripts,
 )
-from learners.plots import plot_training
+from learners.reports.plots import plot_training
 from learners.policy import HFPolicy, SamplingConfig
-from learners.presets import DEMO_BUDGETS, DEMO_STOPS, PRESETS
+from learners.training.presets import DEMO_BUDGETS, DEMO_STOPS, PRESETS
 from learners.rollout import RolloutDriver, Transition
-from learners.train_config import (
+from learners.training.config import (
     TrainConfig,
     config_from_dict,
     config_type,
@@ -63,8 +65,8 @@ from learners.train_config import (
     with_algorithm,
     with_protocol,
 )
-from learners.validation import CriticProbe, EarlyStopping
-from learners.warmup import run_warmup
+from learners.training.monitors import CriticProbe, EarlyStopping
+from learners.training.warmup import run_warmup
 from sage_env.demonstrations import build_demonstrations
 from sage_env.env import make_pool
 from sage_env.verifiers import CodeVerifier, MathVerifier
@@ -79,14 +81,14 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
     names each run's arm and seed).
 
     Every environment and verifier it opens is closed when it returns or raises. Before
-    anything heavy loads, :func:`learners.preflight.check_train` checks the device, the model,
+    anything heavy loads, :func:`learners.training.preflight.check_train` checks the device, the model,
     the tracker package and the launch mode.
 
     Raises:
         FileExistsError: if ``cfg.out`` already holds a run and ``cfg.resume`` is False.
         ValueError: on an unknown protocol, algorithm or frozen role, or a config in which
-            every advantage is 0 in every step (:func:`learners.checks.certain_no_update`).
-        learners.preflight.PreflightError: naming what is missing (no CUDA device, model
+            every advantage is 0 in every step (:func:`learners.algorithms.checks.certain_no_update`).
+        learners.training.preflight.PreflightError: naming what is missing (no CUDA device, model
             weights neither cached nor downloadable, ``wandb`` not installed, FSDP launch).
     """
     roles = checks.protocol_roles(cfg.env.protocol)
@@ -144,7 +146,7 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
 
 def _write_report(out: Path) -> None:
     """Write ``out/report.html``; a failure is logged, never raised (the run is what counts)."""
-    from learners.report import write_report
+    from learners.reports.run_report import write_report
 
     try:
         write_report([out], out / "report.html")

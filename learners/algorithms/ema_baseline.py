@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from learners.advantages import EMABaseline
-from learners.pg import PGConfig, PolicyGradientLearner
+from learners.algorithms.advantages import EMABaseline
+from learners.algorithms.pg import PGConfig, PolicyGradientLearner
 from learners.policy import HFPolicy
 from learners.rollout import Transition
 

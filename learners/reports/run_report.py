@@ -2,11 +2,11 @@
 
 The page answers the four questions a run leaves: did the pool grow and with what, which
 tasks were accepted and were they any good, does the critic's gate discriminate, and what did
-each role write. It reads what :func:`learners.train.train` leaves in a run folder:
+each role write. It reads what :func:`learners.training.loop.train` leaves in a run folder:
 
 - ``metrics.jsonl``: the curves (every numeric key; several runs overlaid with a legend) and
   the critic probe's per-item scores (``critic/probe_q_intact`` / ``_corrupted``);
-- ``transcripts/step_N.jsonl``: every round as structured data (``learners.metrics
+- ``transcripts/step_N.jsonl``: every round as structured data (``learners.training.metrics
   .round_records``): the transcripts section and every proposal, accepted or rejected, with
   its parent, verifier check, critic score and difficulty probes; runs written before that
   file existed fall back to ``transcripts/step_N.txt`` (plain text) and ``pool.jsonl``;
@@ -559,7 +559,7 @@ def render_html(runs: list[dict[str, Any]], title: str | None = None) -> str:
 
     from plotly.offline import get_plotlyjs
 
-    template = resources.files("learners").joinpath(TEMPLATE).read_text(encoding="utf-8")
+    template = resources.files("learners.reports").joinpath(TEMPLATE).read_text(encoding="utf-8")
     title = title or "sage-env report: " + ", ".join(r["name"] for r in runs)
     payload = {
         "title": title,

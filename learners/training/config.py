@@ -22,11 +22,11 @@ from typing import Any, Generic, Literal, TypeVar
 
 import yaml
 
-from learners.base import as_config, learner_spec
+from learners.algorithms.registry import as_config, learner_spec
 from learners.engines import RolloutConfig
-from learners.pg import PGConfig
+from learners.algorithms.pg import PGConfig
 from learners.policy import DEFAULT_MODEL
-from learners.warmup import WarmupConfig
+from learners.training.warmup import WarmupConfig
 from sage_env import EnvConfig
 from sage_env.config import ProtocolConfigT, move_legacy_reward_fields
 from sage_env.protocols import protocol_config_cls
@@ -42,7 +42,7 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     Every field is a CLI flag (``--learner.lr 1e-6``) and a YAML key (``learner: {lr: 1e-6}``).
     ``learner`` is the config of the chosen ``algorithm`` (``TrainConfig[EMAConfig, ...]``
     for ``ema``); a shared ``PGConfig`` given for an algorithm whose config extends it is
-    copied into that config (:func:`learners.base.as_config`). ``env.protocol_config`` holds
+    copied into that config (:func:`learners.algorithms.registry.as_config`). ``env.protocol_config`` holds
     the settings of ``env.protocol`` (``TrainConfig[PGConfig, AZRConfig]`` for ``azr``).
 
     Raises:
@@ -131,7 +131,7 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     algorithm: str = "trr"
     """Learner: ``trr`` (TRR++, default), ``grpo``, ``reinforce_pp`` (REINFORCE++-baseline),
     ``ema`` (per-role EMA baseline), or a name registered with
-    :func:`learners.base.register_learner` (from ``--import MODULE`` or an entry point). It
+    :func:`learners.algorithms.registry.register_learner` (from ``--import MODULE`` or an entry point). It
     decides the type of ``learner``."""
     imports: tuple[str, ...] = ()
     """Modules imported before the run (``--import MODULE``, repeatable; a ``.py`` file is
@@ -145,7 +145,7 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     ``sage-env train --algorithm NAME --help`` lists them)."""
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     """Optional supervised format warm-up on seed-derived demonstrations before RL
-    (``learners.warmup``; off when ``warmup.steps = 0``)."""
+    (``learners.training.warmup``; off when ``warmup.steps = 0``)."""
     critic_probe_size: int = 0
     """Critic discrimination probe: this many intact and corrupted seed questions, scored
     before training, at every validation and at the last step (``critic/auc``); 0 = off."""
