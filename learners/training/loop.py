@@ -43,7 +43,7 @@ from learners.training.checkpoint import (
     save_checkpoint,
     truncate_metrics,
 )
-from learners.engines import SYNCED_ENGINES, require_engine
+from learners.engines.registry import require_engine, syncs_weights
 from learners.evaluation import validation_accuracy
 from learners.training.metrics import (
     MetricsLog,
@@ -328,7 +328,7 @@ def _run(
             "pool/generated": float(pool.num_generated),
             **probed,
             "time/update_s": t_update,
-            **({"time/weight_sync_s": t_sync} if cfg.rollout.engine in SYNCED_ENGINES else {}),
+            **({"time/weight_sync_s": t_sync} if syncs_weights(cfg.rollout.engine) else {}),
             **logprob_gap_metrics(update),
             "time/step_s": time.perf_counter() - t0,
             "memory/peak_rss_mb": peak_rss_mb(),

@@ -17,7 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from learners.policy import DEFAULT_MODEL, cache_dir
+from learners.engines.registry import ENGINES
+from learners.policy.loading import DEFAULT_MODEL, cache_dir
 
 WANDB_PIN = "wandb==0.31.0"
 """The W&B client version sage-env is pinned to (``pip install -e ".[wandb]"``)."""
@@ -52,12 +53,7 @@ def check_train(cfg: Any, model: str | None = None) -> None:
     problems += model_problems(model or cfg.model)
     problems += tracker_problems(cfg.report_to)
     problems += launch_problems()
-    if getattr(getattr(cfg, "rollout", None), "engine", "hf") == "vllm":
-        problems += module_problem("vllm", "pip install 'sage-env[vllm]'", "--rollout.engine vllm")
-    if getattr(getattr(cfg, "rollout", None), "engine", "hf") == "ct2":
-        problems += module_problem(
-            "ctranslate2", "pip install ctranslate2==4.8.5", "--rollout.engine ct2"
-        )
+    problems += engine_problems(getattr(getattr(cfg, "rollout", None), "engine", "hf"))
     if problems:
         raise PreflightError(problems)
 
@@ -143,6 +139,14 @@ def launch_problems() -> list[str]:
                 "examples/accelerate/paper_8gpu.yaml (docs/scaling.md)"
             ]
     return []
+
+
+def engine_problems(engine: str) -> list[str]:
+    """What rollout engine ``engine`` needs installed and is missing (its registry entry)."""
+    spec = ENGINES.get(engine)
+    if spec is None or spec.requires is None:
+        return []
+    return module_problem(spec.requires, spec.install, f"--rollout.engine {engine}")
 
 
 def module_problem(module: str, install: str, why: str) -> list[str]:

@@ -1,0 +1,330 @@
+"""``ct2``: CTranslate2 on the CPU, on a converted copy of the trainer's weights."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import os
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from learners.engines.config import RolloutConfig
+from learners.engines.hf_engine import HFEngine
+from learners.engines.interface import EngineHost
+from learners.engines.registry import import_engine_module
+from learners.engines.weights import inference_weights
+from learners.types import Completion, SamplingConfig
+
+def _plain_model(host: EngineHost, shell: list[torch.nn.Module]) -> torch.nn.Module:
+    """The host's model as a plain transformers model (LoRA merged into a kept shell)."""
+    model = host.model
+    if not hasattr(model, "peft_config"):
+        return model
+    if not shell:  # one plain copy of the base, built once, refilled at every sync
+        base = model.get_base_model()
+        from transformers import AutoModelForCausalLM
+
+        plain = AutoModelForCausalLM.from_config(base.config, dtype=host.dtype)
+        plain.eval()
+        shell.append(plain)
+    plain = shell[0]
+    with torch.no_grad():
+        state = dict(inference_weights(model))
+        missing, unexpected = plain.load_state_dict(state, strict=False)
+        if unexpected or [k for k in missing if "lm_head" not in k]:
+            raise RuntimeError(
+                f"ct2: LoRA-merged weights do not fit the base: missing={missing[:5]} "
+                f"unexpected={unexpected[:5]}"
+            )
+    return plain
+
+
+CT2_ROW_COST = 0.3
+"""Extra cost of one more row in a CTranslate2 decoding step, in one-row steps (135M model,
+float32, 2 cores: a step of 8 rows took about 3x a step of one)."""
+
+
+def length_groups(lengths: list[int], budgets: list[int], batch_size: int) -> list[list[int]]:
+    """Split rows into batches for CTranslate2, which does not pad its prompts.
+
+    CTranslate2 forwards a batch's prompts at once only up to the shortest one; every
+    further prompt token of a longer row costs a whole decoding step of the batch. So rows
+    are sorted by prompt length and cut into contiguous groups (at most ``batch_size`` rows)
+    that minimise the estimated decoding time, ``sum(steps * (1 + CT2_ROW_COST * (rows -
+    1)))`` with ``steps = longest - shortest prompt + largest budget`` (dynamic programming,
+    O(n * batch_size)).
+
+    Returns:
+        Row indices per group, groups in order of prompt length.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    n = len(order)
+    best = [0.0] + [math.inf] * n
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        budget = 0
+        for i in range(j - 1, max(-1, j - 1 - batch_size), -1):
+            budget = max(budget, budgets[order[i]])
+            steps = lengths[order[j - 1]] - lengths[order[i]] + budget
+            cost = best[i] + steps * (1.0 + CT2_ROW_COST * (j - i - 1))
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups = []
+    j = n
+    while j > 0:
+        groups.append(order[cut[j] : j])
+        j = cut[j]
+    return groups[::-1]
+
+
+@contextlib.contextmanager
+def _no_gc(module: Any) -> Iterator[None]:
+    """``module.gc.collect`` as a no-op inside.
+
+    CTranslate2's loaders collect after every layer (to free the modules they delete from a
+    model they loaded themselves), 1 s each on a loaded 2-core machine; our mirror's tensors
+    are the trainer's, so nothing would be freed.
+    """
+    real = module.gc
+    module.gc = types.SimpleNamespace(collect=lambda *args: 0)
+    try:
+        yield
+    finally:
+        module.gc = real
+
+
+class CT2Engine:
+    """CTranslate2 (``ctranslate2.Generator``) on a converted copy of the trainer's weights.
+
+    CTranslate2 is a C++ inference engine for transformers (OpenNMT,
+    https://github.com/OpenNMT/CTranslate2); its decoding loop runs without Python between
+    tokens. The host's model is converted in memory with CTranslate2's own
+    ``TransformersConverter`` (any architecture it supports: Llama, Qwen2, Mistral ...; LoRA
+    merged first, :func:`inference_weights`) into a temporary folder (``/dev/shm`` when it
+    exists) and loaded from there; :meth:`sync_weights` converts again after every update.
+
+    Faithfulness: the sampling temperature T is folded into the converted output head
+    (``lm_head.weight / T``), so CTranslate2 samples ``softmax(logits / T)`` at its own
+    temperature 1 and reports ``log_softmax(logits / T)`` of each sampled token, the
+    quantity the learner recomputes (one converted model per temperature in use; greedy calls
+    use T = 1, as ``hf`` does). A per-token callback keeps every row's token budget and stops
+    a row on a stop string with ``hf``'s own rule (transformers' ``StopStringCriteria`` on the
+    row, then the string must lie in the generated text, :class:`RowLimits`), so
+    completions and their cut points are ``hf``'s. CTranslate2 does not pad prompts, so rows
+    are batched by prompt length (:func:`length_groups`, at most ``sampling.batch_size``).
+    Each call reseeds CTranslate2 from the host's generator. ``ct2_compute_type`` ``float32``
+    (default) is faithful to float32 training; ``int8`` is faster and samples from a
+    quantised model (pair it with ``learner.tis_cap``). The critic's score distribution
+    (:meth:`~learners.policy.HFPolicy.score_distribution`) is read from the trainer's model,
+    as with every engine.
+
+    Args:
+        host: The policy (:class:`EngineHost`).
+        config: ``ct2_*`` settings.
+
+    Raises:
+        ImportError: without CTranslate2 (:data:`CT2_MISSING`).
+    """
+
+    name = "ct2"
+
+    def __init__(self, host: EngineHost, config: RolloutConfig | None = None) -> None:
+        self.host = host
+        self.config = config or RolloutConfig(engine="ct2")
+        self.ct2 = import_engine_module("ct2")
+        self._generators: dict[float, Any] = {}
+        self._shell: list[torch.nn.Module] = []
+        self._stops = HFEngine(host)  # its cached StopStringCriteria
+        self._last_temperature = 1.0
+        self.syncs = 0
+        """Conversions so far (one per temperature per sync)."""
+        self.sync_seconds = 0.0
+        """Seconds spent converting and loading weights so far."""
+
+    def _convert(self, temperature: float) -> Any:
+        """Convert the host's current weights, output head divided by ``temperature``."""
+        import copy
+        import shutil
+        import tempfile
+        import time
+
+        from ctranslate2.converters import TransformersConverter
+        from ctranslate2.converters import transformers as converters_module
+
+        t0 = time.perf_counter()
+        host = self.host
+        model = _plain_model(host, self._shell)
+        tensors = list(model.parameters()) + list(model.buffers())
+        # a structural copy sharing every tensor: CTranslate2's loaders delete submodules
+        mirror = copy.deepcopy(model, {id(t): t for t in tensors})
+        if temperature != 1.0:
+            head = mirror.get_output_embeddings()
+            head.weight = torch.nn.Parameter(
+                head.weight.detach() / temperature, requires_grad=False
+            )
+            if getattr(head, "bias", None) is not None:
+                head.bias = torch.nn.Parameter(head.bias.detach() / temperature, False)
+
+        class _InMemory(TransformersConverter):
+            def load_model(self, model_class: Any, name: str, **kwargs: Any) -> Any:
+                return mirror
+
+            def load_tokenizer(self, tokenizer_class: Any, name: str, **kwargs: Any) -> Any:
+                return host.tokenizer
+
+            def _load(self) -> Any:
+                spec = super()._load()
+                # skip the O(variables^2) search for identical tensors to alias (it only
+                # saves the memory of a tied output head; 5 s of a 135M model's sync)
+                spec._alias_variables = lambda: None
+                return spec
+
+        root = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        folder = tempfile.mkdtemp(prefix="sage-ct2-", dir=root)
+        try:
+            config_dir = tempfile.mkdtemp(prefix="sage-ct2-config-", dir=root)
+            try:
+                model.config.save_pretrained(config_dir)  # the converter reads the config
+                with torch.no_grad(), _no_gc(converters_module):
+                    _InMemory(config_dir).convert(
+                        folder, quantization=self.config.ct2_compute_type, force=True
+                    )
+            finally:
+                shutil.rmtree(config_dir, ignore_errors=True)
+            generator = self.ct2.Generator(
+                folder,
+                device="cpu",
+                compute_type=self.config.ct2_compute_type,
+                intra_threads=self.config.ct2_threads or torch.get_num_threads(),
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        self.syncs += 1
+        self.sync_seconds += time.perf_counter() - t0
+        return generator
+
+    def _generator(self, temperature: float) -> Any:
+        if temperature not in self._generators:
+            self._generators[temperature] = self._convert(temperature)
+        self._last_temperature = temperature
+        return self._generators[temperature]
+
+    def sync_weights(self) -> None:
+        """Convert the trainer's current weights now, for the temperature used last.
+
+        Models at other temperatures are dropped and converted again when next used.
+        """
+        self._generators.clear()
+        self._generators[self._last_temperature] = self._convert(self._last_temperature)
+
+    def rollout_session(self) -> contextlib.AbstractContextManager[None]:
+        """No state across calls: a null context."""
+        return contextlib.nullcontext()
+
+    def close(self) -> None:
+        """Drop the converted models."""
+        self._generators.clear()
+        self._shell.clear()
+        gc.collect()
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingConfig,
+        budgets: list[int],
+        stops: list[tuple[str, ...]],
+    ) -> list[Completion]:
+        """See :meth:`RolloutEngine.generate`.
+
+        Raises:
+            ValueError: if ``sampling.top_p`` < 1 (CTranslate2 reports log-probs before the
+                nucleus is renormalised, ``hf`` after none; not compared yet).
+        """
+        if not prompts:
+            return []
+        if sampling.do_sample and sampling.top_p < 1.0:
+            raise ValueError("the ct2 engine samples with top_p = 1 only; use hf for top_p < 1")
+        temperature = float(sampling.temperature) if sampling.do_sample else 1.0
+        generator = self._generator(temperature)
+        results: list[Completion | None] = [None] * len(prompts)
+        lengths = [len(p) for p in prompts]
+        for idx in length_groups(lengths, budgets, sampling.batch_size):
+            batch = self._generate_batch(
+                generator,
+                [prompts[i] for i in idx],
+                sampling,
+                [budgets[i] for i in idx],
+                [stops[i] for i in idx],
+            )
+            for i, comp in zip(idx, batch):
+                results[i] = comp
+        return results  # type: ignore[return-value]
+
+    def _generate_batch(
+        self,
+        generator: Any,
+        prompts: list[list[int]],
+        sampling: SamplingConfig,
+        budgets: list[int],
+        stops: list[tuple[str, ...]],
+    ) -> list[Completion]:
+        host = self.host
+        tok = host.tokenizer
+        n = len(prompts)
+        ids: list[list[int]] = [[] for _ in range(n)]
+        logps: list[list[float]] = [[] for _ in range(n)]
+        ended = [False] * n  # by EOS or a stop string
+        criteria = [self._stops.stop_criteria(st) if st else None for st in stops]
+
+        def step(result: Any) -> bool:
+            row = result.batch_id
+            if ended[row] or len(ids[row]) >= budgets[row]:
+                return True
+            tokid = int(result.token_id)
+            ids[row].append(tokid)
+            logps[row].append(float(result.log_prob))
+            if tokid in host.eos_ids:
+                ended[row] = True
+                return True
+            crit = criteria[row]
+            if crit is not None:
+                seq = torch.tensor([prompts[row] + ids[row]], dtype=torch.long)
+                if bool(crit(seq, None)[0]):
+                    text = tok.decode(ids[row], skip_special_tokens=True)
+                    if any(s in text for s in stops[row]):
+                        ended[row] = True
+                        return True
+            return len(ids[row]) >= budgets[row]
+
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=host.generator))
+        self.ct2.set_random_seed(seed)
+        eos = sorted(host.eos_ids)
+        generator.generate_batch(
+            [tok.convert_ids_to_tokens(p) for p in prompts],
+            max_length=max(budgets),
+            min_length=min(int(sampling.min_new_tokens), max(budgets)),
+            end_token=eos or None,
+            return_end_token=True,
+            include_prompt_in_result=False,
+            return_scores=True,
+            sampling_topk=0 if sampling.do_sample else 1,
+            sampling_temperature=1.0,
+            callback=step,
+        )
+        completions = []
+        for row, p in enumerate(prompts):
+            host.tokens_generated += len(ids[row])
+            completions.append(
+                Completion(
+                    text=tok.decode(ids[row], skip_special_tokens=True),
+                    prompt_ids=list(p),
+                    completion_ids=ids[row],
+                    logprobs=logps[row],
+                    truncated=not ended[row] and len(ids[row]) >= budgets[row],
+                )
+            )
+        return completions
