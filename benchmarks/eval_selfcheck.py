@@ -24,7 +24,6 @@ with its verdict) and ``results/eval_selfcheck.md`` (a table)::
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 import time
@@ -36,45 +35,21 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from learners.evaluation import (  # noqa: E402
+from learners.evaluation.benchmarks import (  # noqa: E402
+    BENCHMARK_FILES,
     BENCHMARKS,
     PLUS_MEMORY_MB,
-    EvalConfig,
     EvalItem,
     default_data_dir,
     load_benchmark,
-    score,
 )
+from learners.evaluation.benchmarks.files import read_rows  # noqa: E402
+from learners.evaluation.run import EvalConfig  # noqa: E402
+from learners.evaluation.scoring import score  # noqa: E402
 from sage_env.verifiers import CodeVerifier, MathVerifier  # noqa: E402
 
 LOCAL_BENCHMARKS = tuple(b for b in BENCHMARKS if b != "livecodebench")
 """Every benchmark with local data (``livecodebench`` needs the hub and is not checked)."""
-
-FILES = {
-    "gsm8k": "math/gsm8k_test.jsonl",
-    "math500": "math/math500_test.jsonl",
-    "aime24": "math/aime24_test.jsonl",
-    "aime25": "math/aime25_test.jsonl",
-    "amc23": "math/amc23_test.jsonl",
-    "olympiadbench": "math/olympiadbench_test.jsonl.gz",
-    "humaneval": "code/HumanEval.jsonl.gz",
-    "humaneval_plus": "code/HumanEvalPlus-v0.1.10.jsonl.gz",
-    "mbpp": "code/sanitized-mbpp.json",
-    "mbpp_plus": "code/MbppPlus-v0.2.0.jsonl.gz",
-    "cruxeval_o": "code/cruxeval.jsonl.gz",
-    "cruxeval_i": "code/cruxeval.jsonl.gz",
-}
-"""Raw file of each benchmark under the data folder (the layout of ``learners.evaluation``)."""
-
-
-def read_rows(path: Path) -> list[dict]:
-    """The records of a ``.json`` (a list), ``.jsonl`` or ``.jsonl.gz`` file."""
-    if path.suffix == ".json":
-        return json.loads(path.read_text(encoding="utf-8"))
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
 
 def boxed(answer: str) -> str:
     """A model-style completion ending in ``$\\boxed{answer}$``."""
@@ -183,7 +158,7 @@ def gold_pairs(
         items = [it for it in items if it.item_id in set(item_ids)]
     items = items[:limit]
     write, item_id = GOLD[name]
-    gold = {item_id(r, i): write(r) for i, r in enumerate(read_rows(data_dir / FILES[name]))}
+    gold = {item_id(r, i): write(r) for i, r in enumerate(read_rows(data_dir / BENCHMARK_FILES[name]))}
     for item in items:
         yield item, gold[item.item_id]
 
@@ -270,7 +245,7 @@ def main(argv: list[str] | None = None) -> list[SelfCheck]:
     args = ap.parse_args(argv)
     data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
     shared = HERE.parents[1] / "shared" / "data"  # every raw file; the package ships some
-    if not args.data_dir and not (data_dir / FILES["aime24"]).exists() and shared.is_dir():
+    if not args.data_dir and not (data_dir / BENCHMARK_FILES["aime24"]).exists() and shared.is_dir():
         data_dir = shared
     names = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
     unknown = [b for b in names if b not in LOCAL_BENCHMARKS]

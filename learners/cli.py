@@ -52,7 +52,7 @@ class DecontamConfig:
     """Word n-gram size."""
     data_dir: str | None = None
     """Benchmark folder (default ``$SAGE_ENV_DATA``, else the shipped files; layout:
-    ``learners/evaluation/benchmarks/__init__.py``)."""
+    ``learners.evaluation.benchmarks``)."""
     out: str | None = None
     """Write the item-by-item report as JSON here."""
 
@@ -60,7 +60,8 @@ class DecontamConfig:
 def _eval(argv: list[str]) -> int:
     import tyro
 
-    from learners.evaluation import EvalConfig, markdown_table, run_eval
+    from learners.evaluation.run import EvalConfig, run_eval
+    from learners.evaluation.scoring import markdown_table
 
     cfg = tyro.cli(
         EvalConfig,
@@ -159,7 +160,7 @@ def _decontam(argv: list[str]) -> int:
     import tyro
 
     from learners.evaluation.decontam import overlap_report
-    from learners.evaluation import load_benchmark
+    from learners.evaluation.benchmarks import load_benchmark
     from sage_env.tasks import read_jsonl
 
     cfg = tyro.cli(

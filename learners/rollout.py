@@ -19,16 +19,12 @@ from typing import Any
 
 from pettingzoo import AECEnv
 
-from learners.policy import Policy, SamplingConfig
+from learners.policy.protocols import Policy
+from learners.types import SamplingConfig, action_text
 from sage_env.parsing import ScoredReply
 
 MAX_REPEATS = 16
 """Most completions sampled ahead for one announced run of repeats (``infos["repeats"]``)."""
-
-
-def action_text(completion: Any) -> str:
-    """The reply a completion stands for: its ``prefix`` (when it has one) + its ``text``."""
-    return (getattr(completion, "prefix", "") or "") + completion.text
 
 
 @dataclass

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 @dataclass
 class SamplingConfig:
@@ -92,4 +93,14 @@ class Completion:
     @property
     def action(self) -> str:
         """The whole reply, ``prefix + text``: what the environment receives."""
-        return self.prefix + self.text
+        return action_text(self)
+
+
+def action_text(completion: Any) -> str:
+    """The reply a completion stands for: its ``prefix`` (when it has one) + its ``text``.
+
+    The one definition of an action's text (:attr:`Completion.action`, the rollout driver,
+    evaluation); takes any object with ``text`` (and maybe ``prefix``), so a plugin policy's
+    own completion type works too.
+    """
+    return (getattr(completion, "prefix", "") or "") + completion.text

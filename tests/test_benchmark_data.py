@@ -120,9 +120,9 @@ def test_data_dir_overrides_the_shipped_files(tmp_path, monkeypatch):
 
 def test_a_missing_file_names_the_layout_module(tmp_path, fake_hub):
     calls, _ = fake_hub
-    with pytest.raises(FileNotFoundError, match="learners/evaluation/benchmarks/__init__.py"):
+    with pytest.raises(FileNotFoundError, match="learners.evaluation.benchmarks.BENCHMARK_FILES"):
         load_benchmark("humaneval_plus", tmp_path)  # no hub copy: a plain missing file
-    with pytest.raises(FileNotFoundError, match="learners/evaluation/benchmarks/__init__.py"):
+    with pytest.raises(FileNotFoundError, match="learners.evaluation.benchmarks.BENCHMARK_FILES"):
         load_benchmark("gsm8k", tmp_path, source="local")
     assert calls == []  # local never touches the network
 
@@ -157,7 +157,7 @@ def test_hub_failure_is_one_clear_error(fresh, fake_hub):
         load_benchmark("aime24")
     msg = str(err.value)
     assert "HuggingFaceH4/aime_2024" in msg and "OfflineModeIsEnabled" in msg
-    assert "--data-dir" in msg and "learners/evaluation/benchmarks/__init__.py" in msg
+    assert "--data-dir" in msg and "learners.evaluation.benchmarks.BENCHMARK_FILES" in msg
     with pytest.raises(RuntimeError, match="could not load openai/gsm8k"):
         load_benchmark("gsm8k", source="hub")
     with pytest.raises(ValueError, match="no hub source"):

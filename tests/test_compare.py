@@ -228,5 +228,5 @@ def test_a_missing_benchmark_fails_before_training(tmp_path, monkeypatch):
     monkeypatch.setattr(learners.training.loop, "train", lambda *a, **k: pytest.fail("trained"))
     monkeypatch.setenv("SAGE_ENV_DATA", str(tmp_path))  # an empty data folder
     cfg = CompareConfig(protocols="rlvr", out=str(tmp_path / "c"), benchmarks="gsm8k")
-    with pytest.raises(FileNotFoundError, match="learners/evaluation/benchmarks/__init__.py"):
+    with pytest.raises(FileNotFoundError, match="learners.evaluation.benchmarks.BENCHMARK_FILES"):
         run_compare(cfg)

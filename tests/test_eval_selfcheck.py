@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from learners.evaluation import _olympiad_answer, input_literal, mbpp_plus_inputs
+from learners.evaluation import input_literal, mbpp_plus_inputs
+from learners.evaluation.benchmarks.math_benchmarks import _olympiad_answer
 from sage_env.verifiers import CodeVerifier, MathVerifier
 from tests.data_paths import SHARED_DATA
 

@@ -455,7 +455,7 @@ def benchmark_scores(model: str, cfg: CompareConfig, out: Path, device: str) -> 
 
     Writes ``sage-env eval``'s files (results.json, items/) to ``out``.
     """
-    from learners.evaluation import EvalConfig, run_eval
+    from learners.evaluation.run import EvalConfig, run_eval
 
     ecfg = EvalConfig(
         model=model,
@@ -502,7 +502,7 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
         raise ValueError(f"seeds must be distinct and at least one, got {list(cfg.seeds)}")
     benches = [b.strip() for b in cfg.benchmarks.split(",") if b.strip()]
     if benches:  # load once now: a missing file fails before any training
-        from learners.evaluation import load_benchmark
+        from learners.evaluation.benchmarks import load_benchmark
 
         for b in benches:
             try:

@@ -44,7 +44,7 @@ from learners.training.checkpoint import (
     truncate_metrics,
 )
 from learners.engines.registry import require_engine, syncs_weights
-from learners.evaluation import validation_accuracy
+from learners.evaluation.during_training import validation_accuracy
 from learners.training.metrics import (
     MetricsLog,
     logprob_gap_metrics,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from learners.algorithms.checks import reads_scores
-from learners.evaluation import critic_replies
+from learners.evaluation.during_training import critic_replies
 from learners.policy import HFPolicy
 from learners.training.config import TrainConfig
 from sage_env import Task, critic_probe, rewards

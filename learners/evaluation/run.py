@@ -1,0 +1,169 @@
+"""``sage-env eval``: sample completions for benchmark items, score them, write the results.
+
+``sage-env eval --model PATH_OR_ID --benchmarks gsm8k,math500 --samples 4 --limit 50`` samples
+``samples`` completions per item, scores them with the project's verifiers
+(:mod:`learners.evaluation.scoring`) and reports pass@1 and pass@k with the unbiased estimator
+of Chen et al. 2021 (arXiv 2107.03374).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from learners.evaluation.benchmarks import BENCHMARKS, PLUS_MEMORY_MB, load_benchmark
+from learners.evaluation.scoring import (
+    BenchmarkResult,
+    markdown_table,
+    result_dict,
+    score,
+    summarise,
+)
+from learners.types import SamplingConfig, action_text
+from sage_env.verifiers import CodeVerifier, MathVerifier
+
+@dataclass
+class EvalConfig:
+    """Options of ``sage-env eval``."""
+
+    model: str = "smollm2-135m-instruct"
+    """Model alias, hub id or local path (a training checkpoint's ``model/`` folder works)."""
+    benchmarks: str = "gsm8k,math500"
+    """Comma-separated names from: gsm8k, math500, aime24, aime25, amc23, olympiadbench,
+    humaneval, humaneval_plus, mbpp, mbpp_plus, cruxeval_o, cruxeval_i, livecodebench (hub
+    only)."""
+    samples: int = 1
+    """Completions per item (n). 1 = greedy decoding; more = sampling at ``temperature``."""
+    limit: int | None = None
+    """At most this many items per benchmark (the first ones, in file order)."""
+    temperature: float = 0.6
+    """Sampling temperature when ``samples > 1``."""
+    max_new_tokens: int = 512
+    """Completion budget, tokens."""
+    batch_size: int = 16
+    """Sequences per generate call."""
+    plus_limit: int | Literal["all"] | None = "all"
+    """HumanEval+/MBPP+: plus inputs per task. ``all`` (the default; ``None`` too): every one,
+    as EvalPlus runs them, each under EvalPlus's own time limit; a number is a deviation from
+    EvalPlus's protocol, named in the report."""
+    data_dir: str | None = None
+    """Benchmark folder with the layout of :mod:`learners.evaluation.benchmarks` (default
+    ``$SAGE_ENV_DATA``, else the files shipped in ``learners/data/benchmarks``)."""
+    source: Literal["auto", "local", "hub"] = "auto"
+    """Where rows come from: ``auto`` (the data folder; a benchmark not there, such as aime24,
+    from the Hugging Face hub), ``local`` (never the network) or ``hub`` (``datasets``; needs
+    ``pip install "sage-env[hub]"`` and a network)."""
+    out: str = "runs/eval"
+    """Output folder: results.json, results.md, items/<benchmark>.jsonl."""
+    device: str = "auto"
+    """``auto``, ``cpu``, ``cuda`` ..."""
+    seed: int = 0
+    """Sampling seed."""
+    decontam_ngram: int = 13
+    """n of the word n-grams used to flag benchmarks that overlap the seed set."""
+
+
+def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[BenchmarkResult]:
+    """Evaluate ``cfg.model`` (or a given policy) and write the results to ``cfg.out``.
+
+    Writes ``items/<benchmark>.jsonl`` (every completion with its verdict), ``results.json``
+    and ``results.md`` (:func:`~learners.evaluation.scoring.markdown_table`).
+
+    Raises:
+        ValueError: on an unknown benchmark name.
+        FileNotFoundError: if a benchmark file is missing.
+    """
+    from learners.evaluation.decontam import overlap_report
+    from learners.policy.hf_policy import HFPolicy
+
+    names = [b.strip() for b in cfg.benchmarks.split(",") if b.strip()]
+    unknown = [b for b in names if b not in BENCHMARKS]
+    if unknown:
+        raise ValueError(f"unknown benchmark(s) {unknown}; available: {', '.join(BENCHMARKS)}")
+    plus_limit = None if cfg.plus_limit in (None, "all") else int(cfg.plus_limit)
+    suites = {
+        b: load_benchmark(b, cfg.data_dir, plus_limit, cfg.source)[: cfg.limit] for b in names
+    }
+    policy = policy or HFPolicy(cfg.model, device=cfg.device, seed=cfg.seed)
+    out = Path(cfg.out)
+    (out / "items").mkdir(parents=True, exist_ok=True)
+    results = []
+    with MathVerifier() as mv:
+        cv_plain = CodeVerifier()
+        cv_plus = CodeVerifier(memory_mb=PLUS_MEMORY_MB)  # HumanEval+/MBPP+: EvalPlus's 4 GiB
+        for name, items in suites.items():
+            cv = cv_plus if name.endswith("_plus") else cv_plain
+            correct, records = _sample_and_score(cfg, policy, name, items, mv, cv, progress)
+            result = summarise(name, correct, records)
+            result.contaminated = overlap_report(items, n=cfg.decontam_ngram).contaminated
+            if name.endswith("_plus") and plus_limit is not None:
+                result.deviation = (
+                    f"{plus_limit} plus inputs per task (EvalPlus runs all: --plus-limit all)"
+                )
+            with open(out / "items" / f"{name}.jsonl", "w", encoding="utf-8") as fh:
+                for rec in records:
+                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            results.append(result)
+    summary = {
+        "model": cfg.model,
+        "config": asdict(cfg),
+        "results": [result_dict(r) for r in results],
+    }
+    (out / "results.json").write_text(json.dumps(summary, indent=2))
+    (out / "results.md").write_text(markdown_table(results) + "\n")
+    return results
+
+
+def _sample_and_score(
+    cfg: EvalConfig,
+    policy: Any,
+    name: str,
+    items: list,
+    mv: MathVerifier,
+    cv: CodeVerifier,
+    progress: bool,
+) -> tuple[list[list[bool]], list[dict]]:
+    """``cfg.samples`` completions per item of one benchmark, scored.
+
+    Returns:
+        ``(correct, records)``: ``correct[i][j]`` for item i, sample j, and one JSON record
+        per item (its completions and verdicts).
+    """
+    from tqdm.auto import tqdm
+
+    sampling = SamplingConfig(
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        do_sample=cfg.samples > 1,
+        batch_size=cfg.batch_size,
+        max_prompt_tokens=2048,
+    )
+    per_call = max(1, cfg.batch_size // cfg.samples)
+    correct, records = [], []
+    bar = tqdm(items, desc=name, unit="item", disable=not progress)
+    for start in range(0, len(items), per_call):
+        chunk = items[start : start + per_call]
+        obs = [
+            {"system": "You are a helpful assistant.", "user": it.prompt}
+            for it in chunk
+            for _ in range(cfg.samples)
+        ]
+        comps = policy.generate(obs, sampling)
+        for i, it in enumerate(chunk):
+            texts = [action_text(c) for c in comps[i * cfg.samples : (i + 1) * cfg.samples]]
+            verdicts = [score(it, text, mv, cv) for text in texts]
+            correct.append([v[0] for v in verdicts])
+            records.append(
+                {
+                    "item_id": it.item_id,
+                    "answer": it.answer,
+                    "completions": texts,
+                    "correct": [v[0] for v in verdicts],
+                    "verdicts": [v[1] for v in verdicts],
+                }
+            )
+        bar.update(len(chunk))
+    bar.close()
+    return correct, records
