@@ -463,7 +463,7 @@ def _train(argv: list[str]) -> int:
     )
     cfg = dataclasses.replace(cfg, imports=tuple(imports), model=_recorded_model(cfg.model))
     cfg = _one_budget(cfg, rest, known.config)
-    from learners.algorithms.checks import ignored_settings
+    from learners.training.run_checks import ignored_settings
 
     always = set(ignored_settings(cfg))  # train() logs these itself
     # settings changed from the preset that another one overrides; a saved run's config.yaml

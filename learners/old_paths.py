@@ -23,7 +23,7 @@ import types
 MOVED: dict[str, str] = {
     "learners.advantages": "learners.algorithms.advantages",
     "learners.base": "learners.algorithms.registry",
-    "learners.checks": "learners.algorithms.checks",
+    "learners.checks": "learners.training.run_checks",
     "learners.ema_baseline": "learners.algorithms.ema_baseline",
     "learners.grpo": "learners.algorithms.grpo",
     "learners.losses": "learners.algorithms.losses",

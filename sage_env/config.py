@@ -162,7 +162,7 @@ _UNREGISTERED = object()
 
 def _registered_config_cls(protocol: str) -> Any:
     """The protocol's settings class, or ``_UNREGISTERED`` when no such protocol is known yet."""
-    from sage_env.protocols import protocol_config_cls
+    from sage_env.protocols.registry import protocol_config_cls
 
     try:
         return protocol_config_cls(protocol)

@@ -98,7 +98,7 @@ def test_every_algorithm_moves_weights_and_checkpoints(tiny, name):
     fresh = make_learner(name, policy, PGConfig(lr=1e-3, gradient_checkpointing=False))
     fresh.load_state_dict(state)
     assert fresh.state_dict()["extra"] == state["extra"]
-    assert len(learner.act(obs[:2], SamplingConfig(max_new_tokens=3))) == 2
+    assert not hasattr(learner, "act")  # the loop samples through the policy, not the learner
 
 
 def test_unknown_algorithm_is_a_clear_error():

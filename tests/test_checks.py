@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from learners.algorithms import checks
+from learners.algorithms import loss_result
+from learners.training import run_checks as checks
 from learners.algorithms.registry import LEARNERS, register_learner
-from learners.algorithms.checks import LearnerPluginError, certain_no_update, nothing_trained
+from learners.algorithms.loss_result import LearnerPluginError
+from learners.training.run_checks import certain_no_update, nothing_trained
 from learners.cli import main
 from learners.algorithms.pg import PGConfig, PolicyGradientLearner
 from learners.training.presets import DEMO_BUDGETS, PRESETS
@@ -347,11 +349,11 @@ def test_loss_result_checked_at_every_call():
 
     learner = object.__new__(Stub)
     with pytest.raises(LearnerPluginError, match=r"Stub\.loss \(.*test_checks\.py:\d+\)"):
-        checks.check_loss_result(learner, 0.5)
+        loss_result.check_loss_result(learner, 0.5)
     with pytest.raises(LearnerPluginError, match="does not require grad"):
-        checks.check_loss_result(learner, (torch.tensor(1.0), {}))
+        loss_result.check_loss_result(learner, (torch.tensor(1.0), {}))
     good = (torch.tensor(1.0, requires_grad=True), {"x": 1.0})
-    assert checks.check_loss_result(learner, good) is good
+    assert loss_result.check_loss_result(learner, good) is good
 
 
 def test_shipped_examples_pass_the_plugin_checks():

@@ -22,9 +22,10 @@ from typing import Literal
 import torch
 
 from learners import distributed
-from learners.algorithms.checks import check_loss_result
+from learners.algorithms.loss_result import check_loss_result
 from learners.algorithms.losses import clipped_policy_loss, kl_penalty
-from learners.policy import LoRAConfig, SamplingConfig, TrainablePolicy
+from learners.policy.protocols import TrainablePolicy
+from learners.types import LoRAConfig
 from learners.rollout import Transition
 
 
@@ -134,7 +135,7 @@ class LossInputs:
 class PolicyGradientLearner:
     """Base of the policy-gradient learners: all roles update together on one model.
 
-    Implements the ``Learner`` protocol (``learners.algorithms.registry``): ``act`` samples actions,
+    Implements the ``Learner`` protocol (``learners.algorithms.registry``):
     ``observe(transitions)`` buffers, ``update()`` trains on the buffer and clears it,
     ``state_dict()/load_state_dict()`` hold the optimizer and RNG state. Subclasses override
     :meth:`advantages`.
@@ -162,7 +163,7 @@ class PolicyGradientLearner:
     """Which sequences share a baseline in :meth:`advantages`: ``"role_domain"``,
     ``"role_prompt"`` or ``None`` (another or unknown rule). Declared next to an
     ``advantages`` override; ``sage-env train`` reads it to refuse a config in which every
-    group holds one sequence (:func:`learners.algorithms.checks.certain_no_update`)."""
+    group holds one sequence (:func:`learners.training.run_checks.certain_no_update`)."""
 
     def __init__(
         self,
@@ -171,7 +172,7 @@ class PolicyGradientLearner:
         temperature: float = 1.0,
         seed: int = 0,
     ) -> None:
-        from learners.algorithms.registry import as_config
+        from learners.algorithms.hyperparams import as_config
 
         self.policy = policy
         self.config = as_config(config, self.config_cls)
@@ -202,13 +203,6 @@ class PolicyGradientLearner:
     def advantages(self, batch: list[Transition]) -> list[float]:
         """One advantage per transition (override in subclasses)."""
         raise NotImplementedError
-
-    def act(
-        self, observations: list[dict[str, str]], sampling: SamplingConfig | None = None
-    ) -> list[str]:
-        """Sample one action per observation: the observation's prefix + the completion."""
-        comps = self.policy.generate(observations, sampling or SamplingConfig())
-        return [(c.prefix or "") + c.text for c in comps]
 
     def observe(self, transitions: Sequence[Transition]) -> None:
         """Add finished transitions (with rewards) to the update buffer."""

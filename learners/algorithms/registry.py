@@ -1,27 +1,33 @@
 """The learner protocol and the registry of algorithms.
 
-A learner is anything with these five methods; the training loop uses nothing else::
+A learner is anything with these four methods and an ``rng``; the training loop uses nothing
+else (it samples through the policy and the rollout driver, not the learner)::
 
-    act(observations) -> list[str]          # sample actions (text) for observations
     observe(transitions) -> None            # buffer finished transitions with rewards
     update() -> dict[str, float]            # train on the buffer, return metrics
     state_dict() -> dict / load_state_dict(state)
+    rng: random.Random                      # its own randomness, saved per rank on resume
 
 Each algorithm owns a config dataclass. Register one with
 ``register_learner(name, cls, config_cls)`` and select it with ``sage-env train --algorithm
 NAME``; ``TrainConfig.learner`` is then a ``config_cls`` (flags ``--learner.*`` and the YAML
 ``learner:`` section follow). Algorithms in other packages are found through the entry-point
 group ``sage_env.learners`` or ``sage-env train --import MODULE`` (:mod:`learners.algorithms.plugins`).
-``docs/learners.md`` walks through one.
+``docs/learners.md`` walks through one. The built-in algorithms are declared here by
+``"module:Class"`` (:data:`BUILTINS`) and imported when first asked for, so this module imports
+no algorithm (and no algorithm's import of it makes a cycle).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import importlib
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from learners.algorithms.hyperparams import as_config
+from learners.algorithms.plugin_checks import check_learner_class
 from learners.algorithms.plugins import LEARNER_GROUP, load_entry_points
 from learners.rollout import Transition
 
@@ -30,9 +36,9 @@ from learners.rollout import Transition
 class Learner(Protocol):
     """What the training loop needs from an algorithm."""
 
-    def act(self, observations: list[dict[str, str]]) -> list[str]:
-        """Sample one action per observation."""
-        ...
+    rng: random.Random
+    """The learner's own random generator (minibatch order); saved and restored per rank
+    (:func:`learners.distributed.rank_states`)."""
 
     def observe(self, transitions: Sequence[Transition]) -> None:
         """Buffer finished transitions."""
@@ -85,19 +91,18 @@ def register_learner(
             :class:`~learners.algorithms.pg.PolicyGradientLearner` subclass inherits ``PGConfig``).
         overwrite: Replace a learner registered under the same name.
 
-    The learner is checked first (:func:`learners.algorithms.checks.check_learner_class`): it is a
+    The learner is checked first
+    (:func:`learners.algorithms.plugin_checks.check_learner_class`): it is a
     learner and not its config, its config is a dataclass, and its ``loss`` / ``advantages``
     hooks take the arguments the training loop passes and ``loss`` returns a tensor. A
     plugin imported with ``--import`` is so checked before the model loads.
 
     Raises:
         ValueError: if the name is taken and ``overwrite`` is False.
-        learners.algorithms.checks.LearnerPluginError: (a ``TypeError``) naming the file and line of
-            what is wrong: no config dataclass given or found on ``cls``, a config class
-            registered as the learner, a hook with the wrong signature.
+        learners.algorithms.loss_result.LearnerPluginError: (a ``TypeError``) naming the file
+            and line of what is wrong: no config dataclass given or found on ``cls``, a
+            config class registered as the learner, a hook with the wrong signature.
     """
-    from learners.algorithms.checks import check_learner_class
-
     config_cls = config_cls or getattr(cls, "config_cls", None)
     check_learner_class(name, cls, config_cls)
     if name in LEARNERS and not overwrite:
@@ -106,7 +111,9 @@ def register_learner(
 
 
 def available_learners() -> list[str]:
-    """Registered algorithm names, after loading the ``sage_env.learners`` entry points."""
+    """Registered algorithm names (built-ins, entry points of ``sage_env.learners``)."""
+    for name in BUILTINS:
+        _builtin(name)
     _discover()
     return sorted(LEARNERS)
 
@@ -117,6 +124,7 @@ def learner_spec(name: str) -> LearnerSpec:
     Raises:
         ValueError: on an unknown name (the message lists the registered ones).
     """
+    _builtin(name)
     if name not in LEARNERS:
         _discover()
     if name not in LEARNERS:
@@ -125,32 +133,6 @@ def learner_spec(name: str) -> LearnerSpec:
             f"own module: --import MODULE, or an entry point in group {LEARNER_GROUP!r})"
         )
     return LEARNERS[name]
-
-
-def as_config(config: Any, cls: type) -> Any:
-    """``config`` as an instance of the algorithm config ``cls``.
-
-    ``None`` gives ``cls()``; an instance of ``cls`` is returned as is; an instance of a
-    dataclass whose fields ``cls`` all has (e.g. the shared ``PGConfig`` for an algorithm
-    whose config extends it) is copied into ``cls``, the other fields taking their defaults.
-
-    Raises:
-        ValueError: if ``config`` has fields that ``cls`` does not.
-    """
-    if config is None:
-        return cls()
-    if isinstance(config, cls):
-        return config
-    names = {f.name for f in dataclasses.fields(cls)}
-    if not dataclasses.is_dataclass(config):
-        raise ValueError(f"learner config must be a {cls.__name__}, got {config!r}")
-    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
-    extra = sorted(set(values) - names)
-    if extra:
-        raise ValueError(
-            f"a {type(config).__name__} does not fit {cls.__name__}: it has no field(s) {extra}"
-        )
-    return cls(**values)
 
 
 def make_learner(name: str, policy: Any, config: Any = None, **kwargs: Any) -> Learner:
@@ -170,14 +152,18 @@ def _discover() -> None:
             register_learner(entry.name, entry.obj)
 
 
-def _register_builtins() -> None:
-    from learners.algorithms.ema_baseline import EMABaselineLearner
-    from learners.algorithms.grpo import GRPOLearner
-    from learners.algorithms.reinforce_pp import ReinforcePPBaselineLearner
-    from learners.algorithms.trr import TRRLearner
+BUILTINS: dict[str, str] = {
+    "trr": "learners.algorithms.trr:TRRLearner",
+    "grpo": "learners.algorithms.grpo:GRPOLearner",
+    "reinforce_pp": "learners.algorithms.reinforce_pp:ReinforcePPBaselineLearner",
+    "ema": "learners.algorithms.ema_baseline:EMABaselineLearner",
+}
+"""The built-in algorithms: name -> ``"module:Class"``, registered on first use."""
 
-    for cls in (TRRLearner, GRPOLearner, ReinforcePPBaselineLearner, EMABaselineLearner):
-        register_learner(cls.name, cls, overwrite=True)
 
-
-_register_builtins()
+def _builtin(name: str) -> None:
+    """Register built-in ``name`` (importing its module) unless something already holds it."""
+    if name in BUILTINS and name not in LEARNERS:
+        module, _, attr = BUILTINS[name].partition(":")
+        cls = getattr(importlib.import_module(module), attr)
+        register_learner(name, cls)

@@ -34,7 +34,7 @@ import yaml
 
 import sage_env
 from learners import distributed
-from learners.algorithms import checks
+from learners.training import run_checks as checks
 from learners.training import preflight
 from learners.algorithms.registry import learner_spec, make_learner
 from learners.training.checkpoint import (
@@ -87,7 +87,7 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
     Raises:
         FileExistsError: if ``cfg.out`` already holds a run and ``cfg.resume`` is False.
         ValueError: on an unknown protocol, algorithm or frozen role, or a config in which
-            every advantage is 0 in every step (:func:`learners.algorithms.checks.certain_no_update`).
+            every advantage is 0 in every step (:func:`learners.training.run_checks.certain_no_update`).
         learners.training.preflight.PreflightError: naming what is missing (no CUDA device, model
             weights neither cached nor downloadable, ``wandb`` not installed, FSDP launch).
     """

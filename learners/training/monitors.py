@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from learners.algorithms.checks import reads_scores
+from learners.training.run_checks import reads_scores
 from learners.evaluation.during_training import critic_replies
 from learners.policy import HFPolicy
 from learners.training.config import TrainConfig
@@ -89,7 +89,7 @@ class CriticProbe:
         seeds: Seed tasks to draw the probe from (seeded by ``cfg.seed + 1``).
 
     The probe is empty (off) when ``critic_probe_size`` is 0 or the protocol has no role
-    that writes scores (:func:`learners.algorithms.checks.reads_scores`: no critic or judge).
+    that writes scores (:func:`learners.training.run_checks.reads_scores`: no critic or judge).
     """
 
     def __init__(self, cfg: TrainConfig, seeds: list[Task]) -> None:

@@ -41,7 +41,7 @@ from sage_env.protocols.base import Protocol
 from sage_env.verifiers import execution
 
 if TYPE_CHECKING:
-    from sage_env.env import raw_env
+    from sage_env.protocols.api import ProtocolEnv
     from sage_env.tasks import Task
 
 learnability_reward = rewards.learnability_reward
@@ -93,7 +93,7 @@ def _seed_buffer(with_programs: bool) -> tuple[Task, ...]:
     return tuple(tasks)
 
 
-def buffer(env: raw_env, mode: str) -> list[Task]:
+def buffer(env: ProtocolEnv, mode: str) -> list[Task]:
     """The ``exec`` tasks of ``mode`` in the environment's pool (AZR's buffer D_mode)."""
     return [t for t in env.pool.tasks if exec_mode(t) == mode]
 
@@ -106,7 +106,7 @@ def _as_mode(task: Task, mode: str) -> Task:
 
 
 def vet_exec_proposal(
-    env: raw_env,
+    env: ProtocolEnv,
     mode: str,
     text: str,
     reference: Task,
@@ -184,7 +184,7 @@ def vet_exec_proposal(
     return True, True, "valid", task, fields
 
 
-def exec_references(env: raw_env, mode: str, k: int) -> tuple[Task, list[Task]]:
+def exec_references(env: ProtocolEnv, mode: str, k: int) -> tuple[Task, list[Task]]:
     """``(the proposer's task view, its reference tasks)`` for ``mode`` from the pool's buffers.
 
     Deduction/abduction: K tasks of the mode's buffer. Induction: one program drawn from the
@@ -242,7 +242,7 @@ class AZRProtocol(Protocol):
     config_cls = AZRConfig
     phases = {"propose": "propose", "solve": "solve"}
 
-    def start(self, env: raw_env) -> None:
+    def start(self, env: ProtocolEnv) -> None:
         """Seed the buffers when empty, draw a mode and give the proposer its prompt."""
         cfg: AZRConfig = env.config.protocol_config
         if not any(t.domain == "exec" for t in env.pool.tasks):
@@ -266,13 +266,13 @@ class AZRProtocol(Protocol):
         return table[mode]
 
     # ------------------------------------------------------------------ proposer
-    def _vet(self, env: raw_env, text: str) -> tuple[bool, bool, str, Task | None, dict]:
+    def _vet(self, env: ProtocolEnv, text: str) -> tuple[bool, bool, str, Task | None, dict]:
         """``(formatted, valid, reason, task, fields)`` of a proposal."""
         return vet_exec_proposal(
             env, self.mode, text, self.reference, self.references, env.config.protocol_config
         )
 
-    def on_propose(self, env: raw_env, text: str) -> None:
+    def on_propose(self, env: ProtocolEnv, text: str) -> None:
         """Validate the proposal with the executor; the solver attempts it (or a buffer task)."""
         cfg: AZRConfig = env.config.protocol_config
         formatted, self.valid, reason, task, fields = self._vet(env, text)
@@ -309,7 +309,7 @@ class AZRProtocol(Protocol):
         )
 
     # -------------------------------------------------------------------- solver
-    def on_solve(self, env: raw_env, text: str) -> None:
+    def on_solve(self, env: ProtocolEnv, text: str) -> None:
         """One attempt, checked by running code; after k, pay the proposer's learnability."""
         cfg: AZRConfig = env.config.protocol_config
         s, f, verdict = env.verify(self.task, text)

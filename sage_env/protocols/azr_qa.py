@@ -31,7 +31,7 @@ from sage_env.protocols.base import Protocol, propose, public
 from sage_env.rewards import learnability_reward
 
 if TYPE_CHECKING:
-    from sage_env.env import raw_env
+    from sage_env.protocols.api import ProtocolEnv
 
 
 @dataclass
@@ -55,7 +55,7 @@ class AZRQAProtocol(Protocol):
     agents = ("proposer_0", "solver_0")
     config_cls = AZRQAConfig
 
-    def start(self, env: raw_env) -> None:
+    def start(self, env: ProtocolEnv) -> None:
         """Draw a seed task and give the turn to the proposer."""
         self.reference = env.draw_reference()
         self.proposal = None
@@ -64,7 +64,7 @@ class AZRQAProtocol(Protocol):
         self.scores: list[float] = []
         env.select("proposer_0", "propose", self.reference, prompts.challenger(self.reference))
 
-    def on_propose(self, env: raw_env, text: str) -> None:
+    def on_propose(self, env: ProtocolEnv, text: str) -> None:
         """Vet the proposal; the solver attempts it (or a pool task when invalid)."""
         self.proposal, candidate, self.check = propose(env, text, self.reference)
         if candidate is None:
@@ -89,7 +89,7 @@ class AZRQAProtocol(Protocol):
             repeats=env.config.solver_samples,
         )
 
-    def on_solve(self, env: raw_env, text: str) -> None:
+    def on_solve(self, env: ProtocolEnv, text: str) -> None:
         """One attempt; after k, credit the proposer with the learnability reward."""
         s_gt, f, verdict = env.verify(self.task, text)
         self.scores.append(s_gt)

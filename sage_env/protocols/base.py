@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from sage_env import parsing, rewards
 
 if TYPE_CHECKING:
-    from sage_env.env import raw_env
+    from sage_env.protocols.api import ProtocolEnv
     from sage_env.tasks import Task
 
 
@@ -83,7 +83,7 @@ class Protocol:
     :mod:`sage_env.prompts`, need no entry. A phase of another kind needs
     :meth:`scripted_actions`."""
 
-    def start(self, env: raw_env) -> None:
+    def start(self, env: ProtocolEnv) -> None:
         """Begin a round: set up state and ``env.select`` the first agent."""
         raise NotImplementedError
 
@@ -160,7 +160,7 @@ class Protocol:
             return CODE_PREFIX if task.domain == "code" else ""
         return DEFAULT_PREFIXES.get(phase, "")
 
-    def step(self, env: raw_env, agent: str, phase: str, text: str) -> None:
+    def step(self, env: ProtocolEnv, agent: str, phase: str, text: str) -> None:
         """Handle ``agent``'s action ``text`` in ``phase`` (default: call ``on_<phase>``).
 
         Raises:
@@ -173,7 +173,7 @@ class Protocol:
 
 
 def propose(
-    env: raw_env, text: str, reference: Task
+    env: ProtocolEnv, text: str, reference: Task
 ) -> tuple[parsing.ChallengerOutput, Task | None, dict | None]:
     """Parse and vet a proposed task (Challenger/Proposer action) against ``reference``.
 
@@ -211,7 +211,7 @@ def _copies_example(question: str) -> str | None:
     return None
 
 
-def review_parts(env: raw_env, text: str) -> tuple[float | None, float, float]:
+def review_parts(env: ProtocolEnv, text: str) -> tuple[float | None, float, float]:
     """Parse a critic/judge reply: ``(raw 1-10 score or None, format score, normalised score)``.
 
     The format score follows ``format_rule``; the score is normalised by
@@ -222,7 +222,7 @@ def review_parts(env: raw_env, text: str) -> tuple[float | None, float, float]:
     return raw, f, rewards.normalise_critic_score(raw, env.config.rewards.critic_score_rule)
 
 
-def gate_estimate(env: raw_env, sampled: float) -> tuple[float, dict]:
+def gate_estimate(env: ProtocolEnv, sampled: float) -> tuple[float, dict]:
     """The review score the gates and the reviewed role's reward use, and its ``infos``.
 
     Under ``critic_score_estimate = "expected"`` and when the action carried a valid score
@@ -248,7 +248,7 @@ def gate_estimate(env: raw_env, sampled: float) -> tuple[float, dict]:
     }
 
 
-def review(env: raw_env, agent: str, text: str, kind: str, key: str) -> float:
+def review(env: ProtocolEnv, agent: str, text: str, kind: str, key: str) -> float:
     """Score a critic/judge action: parse its 1-10 score, credit its format, return the score.
 
     The reviewer's reward is its format score (soft or binary per ``format_rule``); the score

@@ -25,7 +25,7 @@ from sage_env import parsing, prompts, rewards
 from sage_env.protocols.base import Protocol, gate_estimate, propose, public, review, review_parts
 
 if TYPE_CHECKING:
-    from sage_env.env import raw_env
+    from sage_env.protocols.api import ProtocolEnv
 
 
 @dataclass
@@ -58,7 +58,7 @@ class MAEProtocol(Protocol):
     agents = ("proposer_0", "solver_0", "judge_0")
     config_cls = MAEConfig
 
-    def start(self, env: raw_env) -> None:
+    def start(self, env: ProtocolEnv) -> None:
         """Draw a seed task and give the turn to the proposer."""
         self.reference = env.draw_reference()
         self.proposal = None
@@ -72,7 +72,7 @@ class MAEProtocol(Protocol):
         self.judged: list[float] = []
         env.select("proposer_0", "propose", self.reference, prompts.challenger(self.reference))
 
-    def on_propose(self, env: raw_env, text: str) -> None:
+    def on_propose(self, env: ProtocolEnv, text: str) -> None:
         """Vet the proposal; send it to the judge or skip to solving a pool task."""
         self.proposal, candidate, self.check = propose(env, text, self.reference)
         if candidate is None:
@@ -98,7 +98,7 @@ class MAEProtocol(Protocol):
             ),
         )
 
-    def on_judge_question(self, env: raw_env, text: str) -> None:
+    def on_judge_question(self, env: ProtocolEnv, text: str) -> None:
         """Score the question; accepted questions join the pool and are solved."""
         cfg = env.config.rewards
         self.q = review(env, "judge_0", text, "question", "q")
@@ -117,14 +117,14 @@ class MAEProtocol(Protocol):
         )
         self._start_solve(env, env.pool.sample(env.rng))
 
-    def _start_solve(self, env: raw_env, task) -> None:
+    def _start_solve(self, env: ProtocolEnv, task) -> None:
         self.task = task
         self.judged = []
         env.select(
             "solver_0", "solve", task, prompts.solver(task), repeats=env.config.solver_samples
         )
 
-    def on_solve(self, env: raw_env, text: str) -> None:
+    def on_solve(self, env: ProtocolEnv, text: str) -> None:
         """Record the answer (and the verifier's view of it); the judge scores it next."""
         _, self.answer_format, self.answer_verdict = env.verify(self.task, text)
         self.answer = text.strip()[:4000]
@@ -132,7 +132,7 @@ class MAEProtocol(Protocol):
             "judge_0", "judge_answer", self.task, prompts.judge_answer(self.task, self.answer)
         )
 
-    def on_judge_answer(self, env: raw_env, text: str) -> None:
+    def on_judge_answer(self, env: ProtocolEnv, text: str) -> None:
         """Score the answer; credit judge and solver; after k answers, the proposer."""
         cfg = env.config.rewards
         raw, f, sampled = review_parts(env, text)

@@ -14,7 +14,7 @@ from sage_env import prompts, rewards
 from sage_env.protocols.base import Protocol
 
 if TYPE_CHECKING:
-    from sage_env.env import raw_env
+    from sage_env.protocols.api import ProtocolEnv
 
 
 class RLVRProtocol(Protocol):
@@ -23,7 +23,7 @@ class RLVRProtocol(Protocol):
     name = "rlvr"
     agents = ("solver_0",)
 
-    def start(self, env: raw_env) -> None:
+    def start(self, env: ProtocolEnv) -> None:
         """Draw a seed task for the solver."""
         self.task = env.draw_reference()
         self.solves = 0
@@ -35,7 +35,7 @@ class RLVRProtocol(Protocol):
             repeats=env.config.solver_samples,
         )
 
-    def on_solve(self, env: raw_env, text: str) -> None:
+    def on_solve(self, env: ProtocolEnv, text: str) -> None:
         """Score one attempt; the round ends after k."""
         s_gt, f, verdict = env.verify(self.task, text)
         env.deliver(

@@ -42,7 +42,7 @@ from sage_env.protocols.base import (
 )
 
 if TYPE_CHECKING:
-    from sage_env.env import raw_env
+    from sage_env.protocols.api import ProtocolEnv
     from sage_env.tasks import Task
 
 
@@ -52,7 +52,7 @@ class SAGEProtocol(Protocol):
     name = "sage"
     agents = ("challenger_0", "planner_0", "solver_0", "critic_0")
 
-    def start(self, env: raw_env) -> None:
+    def start(self, env: ProtocolEnv) -> None:
         """Draw a seed task and give the turn to the challenger."""
         self.reference = env.draw_reference()
         self.proposal = None
@@ -90,7 +90,7 @@ class SAGEProtocol(Protocol):
             return exec_scripted_replies(kind, task)
         return super().scripted_actions(phase, observation, task)
 
-    def _challenge_exec(self, env: raw_env, text: str) -> None:
+    def _challenge_exec(self, env: ProtocolEnv, text: str) -> None:
         mode = exec_tasks.exec_mode(self.reference) or "deduction"
         formatted, valid, reason, task, fields = vet_exec_proposal(
             env, mode, text, self.reference, self.exec_refs, AZRConfig(), protocol=self.name
@@ -123,7 +123,7 @@ class SAGEProtocol(Protocol):
         )
 
     # phase handlers --------------------------------------------------------------
-    def on_challenge(self, env: raw_env, text: str) -> None:
+    def on_challenge(self, env: ProtocolEnv, text: str) -> None:
         """Vet the proposal; send it to review or skip to planning."""
         if self.reference.domain == "exec":
             self._challenge_exec(env, text)
@@ -151,7 +151,7 @@ class SAGEProtocol(Protocol):
             ),
         )
 
-    def on_review_question(self, env: raw_env, text: str) -> None:
+    def on_review_question(self, env: ProtocolEnv, text: str) -> None:
         """Score the question; probe its difficulty when it passes the quality gate."""
         cfg = env.config.rewards
         self.q = review(env, "critic_0", text, "question", "q")
@@ -175,7 +175,7 @@ class SAGEProtocol(Protocol):
         )
         self._start_plan(env)
 
-    def on_probe(self, env: raw_env, text: str) -> None:
+    def on_probe(self, env: ProtocolEnv, text: str) -> None:
         """One difficulty attempt; after k, credit the challenger and pool the task."""
         cfg = env.config.rewards
         s_gt, f, verdict = env.verify(self.new_task, text)
@@ -215,18 +215,18 @@ class SAGEProtocol(Protocol):
         )
         self._start_plan(env)
 
-    def _start_plan(self, env: raw_env) -> None:
+    def _start_plan(self, env: ProtocolEnv) -> None:
         self.task = env.pool.sample(env.rng)
         env.select("planner_0", "plan", self.task, prompts.planner(self.task))
 
-    def on_plan(self, env: raw_env, text: str) -> None:
+    def on_plan(self, env: ProtocolEnv, text: str) -> None:
         """Send every plan to review; a badly formatted one is reviewed as raw text."""
         self.plan = parsing.parse_plan(text)
         self.plan_format = parsing.plan_format_score(text)
         shown_text = self.plan if self.plan is not None else text.strip()[:2000]
         env.select("critic_0", "review_plan", self.task, prompts.critic_plan(self.task, shown_text))
 
-    def on_review_plan(self, env: raw_env, text: str) -> None:
+    def on_review_plan(self, env: ProtocolEnv, text: str) -> None:
         """Score the plan, credit critic and planner, open the plan gate."""
         cfg = env.config.rewards
         if cfg.critic_plan_grounding > 0:  # paid after the solves (critic_plan_reward)
@@ -262,7 +262,7 @@ class SAGEProtocol(Protocol):
             repeats=env.config.solver_samples,
         )
 
-    def on_solve(self, env: raw_env, text: str) -> None:
+    def on_solve(self, env: ProtocolEnv, text: str) -> None:
         """One solve attempt; the round ends after k."""
         s_gt, f, verdict = env.verify(self.task, text)
         p = self.p if self.plan_shown else None
