@@ -1,7 +1,8 @@
 """Which warm-up mix lets the demo's gate see the critic's judgement? Expected vs sampled AUC.
 
 For each warm-up mix (``--mixes``), this warms a fresh copy of the model up exactly as
-``sage-env train --preset demo`` does (``learners.training.warmup.run_warmup`` with the demo's steps,
+``sage-env train --preset demo`` does (``learners.training.warmup.run_warmup`` with the demo's
+steps,
 demonstrations and lr; only the mix differs), then scores ``--items`` critic-probe items
 (``sage_env.critic_probe``: intact seed questions and corrupted copies, none of them a
 demonstration) two ways:

@@ -158,7 +158,8 @@ def gold_pairs(
         items = [it for it in items if it.item_id in set(item_ids)]
     items = items[:limit]
     write, item_id = GOLD[name]
-    gold = {item_id(r, i): write(r) for i, r in enumerate(read_rows(data_dir / BENCHMARK_FILES[name]))}
+    rows = read_rows(data_dir / BENCHMARK_FILES[name])
+    gold = {item_id(r, i): write(r) for i, r in enumerate(rows)}
     for item in items:
         yield item, gold[item.item_id]
 
@@ -245,7 +246,8 @@ def main(argv: list[str] | None = None) -> list[SelfCheck]:
     args = ap.parse_args(argv)
     data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
     shared = HERE.parents[1] / "shared" / "data"  # every raw file; the package ships some
-    if not args.data_dir and not (data_dir / BENCHMARK_FILES["aime24"]).exists() and shared.is_dir():
+    aime = data_dir / BENCHMARK_FILES["aime24"]
+    if not args.data_dir and not aime.exists() and shared.is_dir():
         data_dir = shared
     names = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
     unknown = [b for b in names if b not in LOCAL_BENCHMARKS]

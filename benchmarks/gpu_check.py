@@ -237,7 +237,8 @@ def update_step(model, micro: int, seq: int, device: str, lora_r: int) -> dict:
 
 
 def trr_iteration(shape: str, device: str, dtype: str, rounds: int, tokens: int) -> dict:
-    """One ``learners.training.loop`` step (SAGE rounds + TRR++ update) on a saved ``shape`` model."""
+    """One ``learners.training.loop`` step (SAGE rounds + TRR++ update) on a saved ``shape``
+    model."""
     from learners.algorithms.pg import PGConfig
     from learners.reports.plots import read_metrics
     from learners.policy.tiny import build_tiny_model

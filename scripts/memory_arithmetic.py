@@ -5,7 +5,8 @@ state (LoRA adapters with their gradients and AdamW moments, or full-weight trai
 rollout peak (KV cache and the prefill's widest activation) and the update peak (gradient
 checkpoints, the recomputed layer, completion logits). The model shapes are the published
 ``config.json`` values of Qwen2.5-3B/7B-Instruct; the lengths and batch sizes are read from
-``learners.training.presets.PRESETS``, so the table follows the presets. Nothing here is measured: the
+``learners.training.presets.PRESETS``, so the table follows the presets. Nothing here is measured:
+the
 per-token activation constants are read off the code (``learners/algorithms/losses.py``, peft's LoRA
 ``Linear.forward``, transformers' Qwen2 layers) and rounded up; ``benchmarks/gpu_check.py``
 measures peak memory on a GPU when one is lent. ``docs/scaling.md`` holds this script's output
@@ -98,7 +99,8 @@ def recompute_bytes_per_token(s: Shape, lora: bool = True) -> int:
 
 
 def logits_bytes_per_token(s: Shape) -> int:
-    """Completion-position logits in the update (``learners.algorithms.losses.token_logprobs``), per token.
+    """Completion-position logits in the update (``learners.algorithms.losses.token_logprobs``),
+    per token.
 
     The fp32 log-softmax kept for backward (4 B per vocabulary entry); in backward the
     scattered fp32 gradient of the gather, the softmax temporary and the fp32 input gradient

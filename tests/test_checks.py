@@ -195,7 +195,9 @@ def test_debug_preset_is_the_smallest_run():
 def captured(monkeypatch):
     """``sage-env train`` up to the config: ``learners.training.loop.train`` records it instead."""
     seen = []
-    monkeypatch.setattr("learners.training.loop.train", lambda cfg, progress=True: seen.append(cfg) or {})
+    monkeypatch.setattr(
+        "learners.training.loop.train", lambda cfg, progress=True: seen.append(cfg) or {}
+    )
     return seen
 
 

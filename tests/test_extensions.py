@@ -277,7 +277,8 @@ def test_make_learner_upgrades_the_shared_config(tiny_path):
 
 @pytest.mark.parametrize("fail", [False, True])
 def test_train_closes_every_verifier_also_on_error(tiny_path, tmp_path, monkeypatch, fail):
-    import learners.training.loop as train_module
+    import learners.training.build as train_module  # where the run opens its verifiers
+    from learners.training.loop import train
     from sage_env import EnvConfig
 
     closed = []
@@ -308,9 +309,9 @@ def test_train_closes_every_verifier_also_on_error(tiny_path, tmp_path, monkeypa
     )
     if fail:
         with pytest.raises(RuntimeError, match="rollout failed"):
-            train_module.train(cfg, progress=False)
+            train(cfg, progress=False)
     else:
-        train_module.train(cfg, progress=False)
+        train(cfg, progress=False)
     assert sorted(closed) == ["CodeVerifier", "MathVerifier"]
 
 

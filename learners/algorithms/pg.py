@@ -316,7 +316,8 @@ class PolicyGradientLearner:
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor | float]]:
         """The PPO-clip surrogate plus ``kl_coef`` times the per-token KL to the reference.
 
-        Surrogate: :func:`~learners.algorithms.losses.clipped_policy_loss` (Schulman et al. 2017, arXiv
+        Surrogate: :func:`~learners.algorithms.losses.clipped_policy_loss` (Schulman et al. 2017,
+        arXiv
         1707.06347); KL: :func:`~learners.algorithms.losses.kl_penalty` (k1/k2/k3, Schulman 2020).
 
         Returns:

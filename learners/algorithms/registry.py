@@ -12,7 +12,8 @@ Each algorithm owns a config dataclass. Register one with
 ``register_learner(name, cls, config_cls)`` and select it with ``sage-env train --algorithm
 NAME``; ``TrainConfig.learner`` is then a ``config_cls`` (flags ``--learner.*`` and the YAML
 ``learner:`` section follow). Algorithms in other packages are found through the entry-point
-group ``sage_env.learners`` or ``sage-env train --import MODULE`` (:mod:`learners.algorithms.plugins`).
+group ``sage_env.learners`` or ``sage-env train --import MODULE``
+(:mod:`learners.algorithms.plugins`).
 ``docs/learners.md`` walks through one. The built-in algorithms are declared here by
 ``"module:Class"`` (:data:`BUILTINS`) and imported when first asked for, so this module imports
 no algorithm (and no algorithm's import of it makes a cycle).

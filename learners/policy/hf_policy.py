@@ -125,7 +125,8 @@ class HFPolicy:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs of each completion token under the current weights.
 
-        :func:`learners.algorithms.losses.token_logprobs` on this model (right-padded with the pad id,
+        :func:`learners.algorithms.losses.token_logprobs` on this model (right-padded with the pad
+        id,
         logits / ``temperature``); has grad when grad is enabled.
 
         Returns:

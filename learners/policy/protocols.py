@@ -32,7 +32,8 @@ class Policy(Protocol):
 
 
 class TrainablePolicy(Policy, Protocol):
-    """What a policy-gradient learner (``learners.algorithms.pg``) needs from a policy beyond sampling.
+    """What a policy-gradient learner (``learners.algorithms.pg``) needs from a policy beyond
+    sampling.
 
     Log-prob tensors are ``[B, C]`` (B sequences, C the longest completion), float32, on the
     policy's device, 0 on padding, with a ``[B, C]`` mask that is 1.0 on real tokens.

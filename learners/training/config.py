@@ -42,7 +42,8 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     Every field is a CLI flag (``--learner.lr 1e-6``) and a YAML key (``learner: {lr: 1e-6}``).
     ``learner`` is the config of the chosen ``algorithm`` (``TrainConfig[EMAConfig, ...]``
     for ``ema``); a shared ``PGConfig`` given for an algorithm whose config extends it is
-    copied into that config (:func:`learners.algorithms.registry.as_config`). ``env.protocol_config`` holds
+    copied into that config (:func:`learners.algorithms.registry.as_config`).
+    ``env.protocol_config`` holds
     the settings of ``env.protocol`` (``TrainConfig[PGConfig, AZRConfig]`` for ``azr``).
 
     Raises:
@@ -131,7 +132,8 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     algorithm: str = "trr"
     """Learner: ``trr`` (TRR++, default), ``grpo``, ``reinforce_pp`` (REINFORCE++-baseline),
     ``ema`` (per-role EMA baseline), or a name registered with
-    :func:`learners.algorithms.registry.register_learner` (from ``--import MODULE`` or an entry point). It
+    :func:`learners.algorithms.registry.register_learner` (from ``--import MODULE`` or an entry
+    point). It
     decides the type of ``learner``."""
     imports: tuple[str, ...] = ()
     """Modules imported before the run (``--import MODULE``, repeatable; a ``.py`` file is

@@ -1,9 +1,10 @@
 """The SAGE training loop: rollouts on the environment, learner updates, logging, checkpoints.
 
 ``sage-env train --preset demo`` runs it on the bundled seeds with the default model. The
-pieces live one idea to a file: the config and YAML loading (``learners.training.config``), the
-presets (``learners.training.presets``), checkpoints (``learners.training.checkpoint``), validation, best model,
-early stopping and the critic probe (``learners.training.monitors``), metrics and transcripts
+pieces live one idea to a file: setting a run up (``learners.training.build``), the config
+and YAML loading (``learners.training.config``), the presets (``learners.training.presets``),
+checkpoints (``learners.training.checkpoint``), validation, best model, early stopping and the
+critic probe (``learners.training.monitors``), metrics and transcripts
 (``learners.training.metrics``). Their public names are re-exported here. Output folder layout::
 
     OUT/config.yaml          the full resolved config
@@ -24,38 +25,23 @@ import contextlib
 import dataclasses
 import logging
 import os
-import random
 import time
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
-import sage_env
 from learners import distributed
-from learners.training import run_checks as checks
-from learners.training import preflight
-from learners.algorithms.registry import learner_spec, make_learner
-from learners.training.checkpoint import (
-    checkpoint_dirs,
-    load_checkpoint,
-    save_checkpoint,
-    truncate_metrics,
-)
+from learners.algorithms.registry import learner_spec
 from learners.engines.registry import require_engine, syncs_weights
 from learners.evaluation.during_training import validation_accuracy
-from learners.training.metrics import (
-    MetricsLog,
-    logprob_gap_metrics,
-    peak_rss_mb,
-    rollout_metrics,
-    write_transcripts,
-)
+from learners.policy.hf_policy import HFPolicy
 from learners.reports.plots import plot_training
-from learners.policy import HFPolicy, SamplingConfig
-from learners.training.presets import DEMO_BUDGETS, DEMO_STOPS, PRESETS
-from learners.rollout import RolloutDriver, Transition
+from learners.rollout import RolloutResult, Transition
+from learners.training import preflight
+from learners.training import run_checks as checks
+from learners.training.build import Run, build_run, model_source, plain
+from learners.training.checkpoint import checkpoint_dirs, load_checkpoint, save_checkpoint
 from learners.training.config import (
     TrainConfig,
     config_from_dict,
@@ -65,11 +51,14 @@ from learners.training.config import (
     with_algorithm,
     with_protocol,
 )
-from learners.training.monitors import CriticProbe, EarlyStopping
-from learners.training.warmup import run_warmup
-from sage_env.demonstrations import build_demonstrations
-from sage_env.env import make_pool
-from sage_env.verifiers import CodeVerifier, MathVerifier
+from learners.training.metrics import (
+    logprob_gap_metrics,
+    peak_rss_mb,
+    rollout_metrics,
+    write_transcripts,
+)
+from learners.training.presets import DEMO_BUDGETS, DEMO_STOPS, PRESETS
+from sage_env.verifiers import MathVerifier
 
 logger = logging.getLogger("sage_env.train")
 
@@ -81,13 +70,15 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
     names each run's arm and seed).
 
     Every environment and verifier it opens is closed when it returns or raises. Before
-    anything heavy loads, :func:`learners.training.preflight.check_train` checks the device, the model,
+    anything heavy loads, :func:`learners.training.preflight.check_train` checks the device, the
+    model,
     the tracker package and the launch mode.
 
     Raises:
         FileExistsError: if ``cfg.out`` already holds a run and ``cfg.resume`` is False.
         ValueError: on an unknown protocol, algorithm or frozen role, or a config in which
-            every advantage is 0 in every step (:func:`learners.training.run_checks.certain_no_update`).
+            every advantage is 0 in every step
+            (:func:`learners.training.run_checks.certain_no_update`).
         learners.training.preflight.PreflightError: naming what is missing (no CUDA device, model
             weights neither cached nor downloadable, ``wandb`` not installed, FSDP launch).
     """
@@ -107,7 +98,7 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
             logger.warning("%s", message)
     out = Path(cfg.out)
     # device, model, tracker, launcher and a vllm engine without vLLM: one line, before loading
-    preflight.check_train(cfg, _model_source(cfg, out, checkpoint_dirs(out)))
+    preflight.check_train(cfg, model_source(cfg, out, checkpoint_dirs(out)))
     require_engine(cfg.rollout.engine)
     with contextlib.ExitStack() as stack:
         # torchrun / accelerate launch: open the process group (learners.distributed); the
@@ -125,8 +116,8 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
         main = distributed.is_main()
         if main:
             out.mkdir(parents=True, exist_ok=True)
-            plain = _plain(dataclasses.asdict(cfg))
-            (out / "config.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
+            resolved = plain(dataclasses.asdict(cfg))
+            (out / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
         metrics = _run(
             cfg,
             out,
@@ -165,129 +156,20 @@ def _run(
     accelerator: Any = None,
     desc: str = "sage train",
 ) -> dict[str, float]:
-    """The loop; whatever it opens is registered on ``stack`` (closed by :func:`train`)."""
+    """The loop; whatever it opens is registered on ``stack`` (closed by :func:`train`).
+
+    :func:`~learners.training.build.build_run` loads everything, :func:`_first_row` logs step 0,
+    then every step is
+    :func:`_step` (rollouts, update, weight sync, metrics) and :func:`_after_step` (logs,
+    transcripts, checkpoints, early stopping).
+    """
     from tqdm.auto import tqdm
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # one progress bar: ours
-    random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    rng = random.Random(cfg.seed)
-    t_load = time.perf_counter()
-    main = distributed.is_main()
-    device = cfg.device
-    if device in ("auto", "cuda") and distributed.world_size() > 1:
-        device = str(distributed.device())  # this rank's GPU (cuda:LOCAL_RANK) or the CPU
-    seed = distributed.rank_sampling_seed(cfg.seed)  # rank-distinct sampling
-    lora = getattr(cfg.learner, "lora", None)
-    lora_on = lora is not None and lora.enabled
-    base_dir = out / "base"  # a LoRA run's warmed base (adapters sit on it)
-    # each rank owns its engine (a colocated vLLM on its own GPU)
-    policy = HFPolicy(
-        _model_source(cfg, out, existing),
-        device=device,
-        dtype=cfg.dtype,
-        seed=seed,
-        rollout=cfg.rollout,
-    )
-    stack.callback(policy.close)
-    n_params = sum(p.numel() for p in policy.model.parameters())
-    logger.info(
-        "loaded %s (%.1f M params) on %s/%s in %.1f s",
-        cfg.model,
-        n_params / 1e6,
-        policy.device,
-        policy.dtype,
-        time.perf_counter() - t_load,
-    )
-    math_verifier = MathVerifier(workers=cfg.env.math_workers)
-    stack.callback(math_verifier.close)
-    code_verifier = CodeVerifier(timeout_s=cfg.env.code_timeout_s, memory_mb=cfg.env.code_memory_mb)
-    stack.callback(getattr(code_verifier, "close", lambda: None))
-
-    pool = make_pool(cfg.env, sage_env.load_seeds())
-    start = 0
-    seeds = [t for t in pool.tasks if t.source != "generated"]
-    probe = CriticProbe(cfg, seeds)
-    warm_metrics: dict[str, float] = {}
-    if cfg.warmup.steps > 0 and not (cfg.resume and existing):  # a resume has its weights
-        demos = build_demonstrations(
-            seeds,
-            cfg.warmup.num_demonstrations,
-            cfg.warmup.mix,
-            seed=cfg.warmup.seed,
-            exclude=sage_env.load_validation() + [t for t in seeds if t.task_id in probe.task_ids],
-        )
-        if main:  # several ranks: rank 0 warms up, the weights are broadcast below
-            warm_metrics = run_warmup(policy, demos, cfg.warmup, cfg.model, progress)
-            logger.info("warm-up: %s", warm_metrics)
-            if lora_on:  # the adapters' checkpoints need the warmed base to resume and export
-                policy.save(base_dir)
-        warm_metrics = distributed.broadcast(warm_metrics)
-        if lora_on:
-            policy.path = str(base_dir)
-    distributed.broadcast_parameters(policy.model)  # every rank starts from rank 0's weights
-    learner = make_learner(
-        cfg.algorithm, policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed
-    )
-    if cfg.resume and existing:
-        start, pool = load_checkpoint(existing[-1], policy, learner, rng, cfg.env)
-        states = distributed.load_rank_states(existing[-1])
-        distributed.restore_rank_state(states, policy, learner, cfg.seed, start)
-        logger.info("resumed from %s (step %d, pool %d)", existing[-1], start, len(pool))
-        if main:
-            truncate_metrics(out / "metrics.jsonl", start)
-    elif cfg.resume:
-        logger.warning("--resume: no complete checkpoint in %s; starting a new run", out)
-        if main:
-            (out / "metrics.jsonl").unlink(missing_ok=True)
-    distributed.barrier()  # rank 0 has truncated the metrics before anyone goes on
-    policy.sync_engine()  # the engine generates from the warmed / resumed / broadcast weights
-    envs = []
-    for _ in range(cfg.rounds_per_step):
-        envs.append(
-            sage_env.env(
-                cfg.env,
-                render_mode="ansi",
-                seeds=seeds,
-                pool=pool,
-                math_verifier=math_verifier,
-                code_verifier=code_verifier,
-            )
-        )
-        stack.callback(envs[-1].close)
-    sampling = SamplingConfig(
-        max_new_tokens=cfg.max_new_tokens,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        max_prompt_tokens=cfg.max_prompt_tokens,
-        batch_size=cfg.generation_batch_size,
-    )
-    driver = RolloutDriver(envs, policy, sampling, cfg.phase_max_new_tokens, cfg.phase_stop_strings)
-    log = None
-    if main:  # only rank 0 writes (and accelerate logs to trackers on the main process only)
-        config = _plain(dataclasses.asdict(cfg))
-        log = MetricsLog(out, cfg.report_to, accelerator, config, start + 1 if start else None)
-    if log is not None:
-        stack.callback(log.close)
-    val_tasks = sage_env.load_validation(cfg.val_limit) if cfg.val_every > 0 else []
-    stopping = EarlyStopping(out, cfg.early_stopping_patience)
-
-    if cfg.gate_calibration and start > 0:
-        probe(policy, envs)  # a resumed run gates by the critic it resumed with
-    if (val_tasks or probe.items or warm_metrics) and start == 0:
-        row: dict[str, Any] = {"step": 0, "pool/size": float(len(pool)), **warm_metrics}
-        row.update(probe(policy, envs))
-        if val_tasks and cfg.val_at_start:
-            acc = _validate(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
-            row["val/accuracy"] = acc
-            if main:
-                stopping.record(0, acc, policy)
-        if log is not None:
-            log.write(row)
+    run = build_run(cfg, out, existing, progress, stack, accelerator)
+    _first_row(cfg, run)
     bar = tqdm(
         total=cfg.steps,
-        initial=start,
+        initial=run.start,
         desc=desc,
         unit="step",
         disable=not progress,
@@ -295,65 +177,16 @@ def _run(
     )
     stack.callback(bar.close)
     metrics: dict[str, Any] = {}
-    for step in range(start + 1, cfg.steps + 1):
-        t0 = time.perf_counter()
-        snapshot = pool.snapshot() if distributed.world_size() > 1 else None
-        result = driver.collect(distributed.rank_seeds(rng, len(envs)))
-        learner.observe([t for t in result.transitions if t.role not in frozen])
-        t1 = time.perf_counter()
-        update = learner.update()
-        t_update = time.perf_counter() - t1
-        idle = checks.nothing_trained(update)  # all advantages 0, no loss called, no gradient
-        if idle is not None and main:
-            logger.warning("step %d trained nothing: %s", step, idle)
-        t1 = time.perf_counter()
-        policy.sync_engine()  # the next rollout (and validation) samples the updated weights
-        t_sync = time.perf_counter() - t1
-        if snapshot is not None:  # several ranks: every rank's accepted tasks, in rank order
-            distributed.sync_pool(pool, snapshot)
-            distributed.check_identical(distributed.pool_digest(pool), "the task pool")
-        result = distributed.merge_rollouts(result)  # metrics of every rank's rounds
-        validate = cfg.val_every > 0 and step % cfg.val_every == 0
-        acc = None
-        if val_tasks and validate:
-            acc = _validate(policy, val_tasks, math_verifier, cfg.val_max_new_tokens)
-        probed = probe(policy, envs) if step == cfg.steps or validate else {}
-        metrics = {
-            "step": step,
-            **rollout_metrics(result, roles),
-            **{f"learner/{k}": v for k, v in update.items()},
-            **checks.trained_metric(update),
-            "pool/size": float(len(pool)),
-            "pool/seeds": float(len(pool) - pool.num_generated),
-            "pool/generated": float(pool.num_generated),
-            **probed,
-            "time/update_s": t_update,
-            **({"time/weight_sync_s": t_sync} if syncs_weights(cfg.rollout.engine) else {}),
-            **logprob_gap_metrics(update),
-            "time/step_s": time.perf_counter() - t0,
-            "memory/peak_rss_mb": peak_rss_mb(),
-        }
-        if acc is not None:
-            metrics["val/accuracy"] = acc
-        stop = acc is not None and main and stopping.record(step, acc, policy)
-        stop = distributed.broadcast(stop)  # rank 0 decides
-        if main:
-            log.write(metrics)
-            write_transcripts(out, step, result, cfg.transcripts_per_step)
-            pool.save(out / "pool.jsonl")
-            if cfg.report_every and step % cfg.report_every == 0 and step < cfg.steps:
-                _write_report(out)
-        if step % cfg.save_every == 0 or step == cfg.steps or stop:
-            states = distributed.rank_states(policy, learner)  # all ranks; None on one
-            if main:
-                save_checkpoint(out, step, policy, learner, pool, rng, cfg.keep_checkpoints, states)
+    for step in range(run.start + 1, cfg.steps + 1):
+        metrics, acc, result = _step(cfg, run, step, roles, frozen)
+        stop = _after_step(cfg, run, out, step, metrics, acc, result)
         bar.update(1)
         bar.set_postfix(
             {r[:2]: _fmt(metrics.get(f"reward/{r}")) for r in roles}
-            | {"pool": len(pool), "s/step": f"{metrics['time/step_s']:.0f}"}
+            | {"pool": len(run.pool), "s/step": f"{metrics['time/step_s']:.0f}"}
         )
         if stop:
-            best = stopping.best
+            best = run.stopping.best
             logger.info(
                 "early stopping at step %d: no better validation accuracy than "
                 "%.3f (step %d) for %d validations",
@@ -366,14 +199,97 @@ def _run(
     return metrics
 
 
-def _model_source(cfg: TrainConfig, out: Path, existing: list[Path]) -> str:
-    """What the policy loads: ``cfg.model``, or a resumed LoRA run's warmed base ``out/base``."""
-    lora = getattr(cfg.learner, "lora", None)
-    base_dir = out / "base"
-    if lora is not None and lora.enabled and cfg.resume and existing:
-        if (base_dir / "config.json").exists():
-            return str(base_dir)
-    return cfg.model
+def _first_row(cfg: TrainConfig, run: Run) -> None:
+    """Step 0: the warm-up's metrics, the critic probe and validation before any update."""
+    policy, envs = run.policy, run.envs
+    if cfg.gate_calibration and run.start > 0:
+        run.probe(policy, envs)  # a resumed run gates by the critic it resumed with
+    if not ((run.val_tasks or run.probe.items or run.warm_metrics) and run.start == 0):
+        return
+    row: dict[str, Any] = {"step": 0, "pool/size": float(len(run.pool)), **run.warm_metrics}
+    row.update(run.probe(policy, envs))
+    if run.val_tasks and cfg.val_at_start:
+        acc = _validate(policy, run.val_tasks, run.math_verifier, cfg.val_max_new_tokens)
+        row["val/accuracy"] = acc
+        if distributed.is_main():
+            run.stopping.record(0, acc, policy)
+    if run.log is not None:
+        run.log.write(row)
+
+
+def _step(
+    cfg: TrainConfig, run: Run, step: int, roles: list[str], frozen: set[str]
+) -> tuple[dict[str, Any], float | None, RolloutResult]:
+    """One step: rollouts, update, weight sync, validation: ``(metrics, accuracy, rollouts)``."""
+    policy, pool, learner = run.policy, run.pool, run.learner
+    t0 = time.perf_counter()
+    snapshot = pool.snapshot() if distributed.world_size() > 1 else None
+    result = run.driver.collect(distributed.rank_seeds(run.rng, len(run.envs)))
+    learner.observe([t for t in result.transitions if t.role not in frozen])
+    t1 = time.perf_counter()
+    update = learner.update()
+    t_update = time.perf_counter() - t1
+    idle = checks.nothing_trained(update)  # all advantages 0, no loss called, no gradient
+    if idle is not None and distributed.is_main():
+        logger.warning("step %d trained nothing: %s", step, idle)
+    t1 = time.perf_counter()
+    policy.sync_engine()  # the next rollout (and validation) samples the updated weights
+    t_sync = time.perf_counter() - t1
+    if snapshot is not None:  # several ranks: every rank's accepted tasks, in rank order
+        distributed.sync_pool(pool, snapshot)
+        distributed.check_identical(distributed.pool_digest(pool), "the task pool")
+    result = distributed.merge_rollouts(result)  # metrics of every rank's rounds
+    validate = cfg.val_every > 0 and step % cfg.val_every == 0
+    acc = None
+    if run.val_tasks and validate:
+        acc = _validate(policy, run.val_tasks, run.math_verifier, cfg.val_max_new_tokens)
+    probed = run.probe(policy, run.envs) if step == cfg.steps or validate else {}
+    metrics = {
+        "step": step,
+        **rollout_metrics(result, roles),
+        **{f"learner/{k}": v for k, v in update.items()},
+        **checks.trained_metric(update),
+        "pool/size": float(len(pool)),
+        "pool/seeds": float(len(pool) - pool.num_generated),
+        "pool/generated": float(pool.num_generated),
+        **probed,
+        "time/update_s": t_update,
+        **({"time/weight_sync_s": t_sync} if syncs_weights(cfg.rollout.engine) else {}),
+        **logprob_gap_metrics(update),
+        "time/step_s": time.perf_counter() - t0,
+        "memory/peak_rss_mb": peak_rss_mb(),
+    }
+    if acc is not None:
+        metrics["val/accuracy"] = acc
+    return metrics, acc, result
+
+
+def _after_step(
+    cfg: TrainConfig,
+    run: Run,
+    out: Path,
+    step: int,
+    metrics: dict[str, Any],
+    acc: float | None,
+    result: RolloutResult,
+) -> bool:
+    """Log, write transcripts and the pool, checkpoint; True when early stopping ends the run."""
+    main = distributed.is_main()
+    stop = acc is not None and main and run.stopping.record(step, acc, run.policy)
+    stop = distributed.broadcast(stop)  # rank 0 decides
+    if main:
+        run.log.write(metrics)
+        write_transcripts(out, step, result, cfg.transcripts_per_step)
+        run.pool.save(out / "pool.jsonl")
+        if cfg.report_every and step % cfg.report_every == 0 and step < cfg.steps:
+            _write_report(out)
+    if step % cfg.save_every == 0 or step == cfg.steps or stop:
+        states = distributed.rank_states(run.policy, run.learner)  # all ranks; None on one
+        if main:
+            save_checkpoint(
+                out, step, run.policy, run.learner, run.pool, run.rng, cfg.keep_checkpoints, states
+            )
+    return stop
 
 
 def _validate(policy: HFPolicy, tasks: list, verifier: MathVerifier, max_new_tokens: int) -> float:
@@ -386,14 +302,6 @@ def _validate(policy: HFPolicy, tasks: list, verifier: MathVerifier, max_new_tok
 
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
-
-
-def _plain(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    return x
 
 
 __all__ = [

@@ -1,0 +1,225 @@
+"""Setting a training run up: policy, verifiers, pool, warm-up, learner, resume, environments.
+
+:func:`build_run` returns the :class:`Run` the step loop (:mod:`learners.training.loop`)
+works on; whatever it opens is registered on the caller's ``ExitStack``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import sage_env
+from learners import distributed
+from learners.algorithms.registry import make_learner
+from learners.policy.hf_policy import HFPolicy
+from learners.rollout import RolloutDriver
+from learners.training.checkpoint import load_checkpoint, truncate_metrics
+from learners.training.config import TrainConfig
+from learners.training.metrics import MetricsLog
+from learners.training.monitors import CriticProbe, EarlyStopping
+from learners.training.warmup import run_warmup
+from learners.types import SamplingConfig
+from sage_env.demonstrations import build_demonstrations
+from sage_env.env import make_pool
+from sage_env.verifiers import CodeVerifier, MathVerifier
+
+logger = logging.getLogger("sage_env.train")
+
+
+@dataclasses.dataclass
+class Run:
+    """What one training run holds between steps (built by :func:`build_run`)."""
+
+    policy: HFPolicy
+    learner: Any
+    pool: Any
+    envs: list
+    driver: RolloutDriver
+    probe: CriticProbe
+    stopping: EarlyStopping
+    math_verifier: MathVerifier
+    rng: random.Random
+    log: MetricsLog | None
+    val_tasks: list
+    start: int
+    warm_metrics: dict[str, float]
+
+
+def build_run(
+    cfg: TrainConfig,
+    out: Path,
+    existing: list[Path],
+    progress: bool,
+    stack: contextlib.ExitStack,
+    accelerator: Any,
+) -> Run:
+    """Load the policy, verifiers, pool, learner and environments (warm-up, resume)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one progress bar: ours
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    policy = _load_policy(cfg, out, existing, stack)
+    math_verifier = MathVerifier(workers=cfg.env.math_workers)
+    stack.callback(math_verifier.close)
+    code_verifier = CodeVerifier(timeout_s=cfg.env.code_timeout_s, memory_mb=cfg.env.code_memory_mb)
+    stack.callback(getattr(code_verifier, "close", lambda: None))
+    pool = make_pool(cfg.env, sage_env.load_seeds())
+    seeds = [t for t in pool.tasks if t.source != "generated"]
+    probe = CriticProbe(cfg, seeds)
+    warm_metrics = _warm_up(cfg, out, existing, policy, seeds, probe, progress)
+    distributed.broadcast_parameters(policy.model)  # every rank starts from rank 0's weights
+    learner = make_learner(
+        cfg.algorithm, policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed
+    )
+    start, pool = _resume(cfg, out, existing, policy, learner, rng, pool)
+    policy.sync_engine()  # the engine generates from the warmed / resumed / broadcast weights
+    envs = []
+    for _ in range(cfg.rounds_per_step):
+        envs.append(
+            sage_env.env(
+                cfg.env,
+                render_mode="ansi",
+                seeds=seeds,
+                pool=pool,
+                math_verifier=math_verifier,
+                code_verifier=code_verifier,
+            )
+        )
+        stack.callback(envs[-1].close)
+    sampling = SamplingConfig(
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        max_prompt_tokens=cfg.max_prompt_tokens,
+        batch_size=cfg.generation_batch_size,
+    )
+    driver = RolloutDriver(envs, policy, sampling, cfg.phase_max_new_tokens, cfg.phase_stop_strings)
+    log = None
+    if distributed.is_main():  # only rank 0 writes (accelerate logs on the main process only)
+        config = plain(dataclasses.asdict(cfg))
+        log = MetricsLog(out, cfg.report_to, accelerator, config, start + 1 if start else None)
+        stack.callback(log.close)
+    val_tasks = sage_env.load_validation(cfg.val_limit) if cfg.val_every > 0 else []
+    stopping = EarlyStopping(out, cfg.early_stopping_patience)
+    return Run(
+        policy, learner, pool, envs, driver, probe, stopping, math_verifier, rng, log,
+        val_tasks, start, warm_metrics,
+    )  # fmt: skip
+
+
+def _load_policy(
+    cfg: TrainConfig, out: Path, existing: list[Path], stack: contextlib.ExitStack
+) -> HFPolicy:
+    """This rank's policy (each rank owns its engine, e.g. a colocated vLLM on its GPU)."""
+    t_load = time.perf_counter()
+    device = cfg.device
+    if device in ("auto", "cuda") and distributed.world_size() > 1:
+        device = str(distributed.device())  # this rank's GPU (cuda:LOCAL_RANK) or the CPU
+    policy = HFPolicy(
+        model_source(cfg, out, existing),
+        device=device,
+        dtype=cfg.dtype,
+        seed=distributed.rank_sampling_seed(cfg.seed),  # rank-distinct sampling
+        rollout=cfg.rollout,
+    )
+    stack.callback(policy.close)
+    n_params = sum(p.numel() for p in policy.model.parameters())
+    logger.info(
+        "loaded %s (%.1f M params) on %s/%s in %.1f s",
+        cfg.model,
+        n_params / 1e6,
+        policy.device,
+        policy.dtype,
+        time.perf_counter() - t_load,
+    )
+    return policy
+
+
+def _warm_up(
+    cfg: TrainConfig,
+    out: Path,
+    existing: list[Path],
+    policy: HFPolicy,
+    seeds: list,
+    probe: CriticProbe,
+    progress: bool,
+) -> dict[str, float]:
+    """Supervised warm-up on demonstrations (rank 0; a resume has its weights already)."""
+    if cfg.warmup.steps <= 0 or (cfg.resume and existing):
+        return {}
+    lora = getattr(cfg.learner, "lora", None)
+    lora_on = lora is not None and lora.enabled
+    base_dir = out / "base"  # a LoRA run's warmed base (adapters sit on it)
+    demos = build_demonstrations(
+        seeds,
+        cfg.warmup.num_demonstrations,
+        cfg.warmup.mix,
+        seed=cfg.warmup.seed,
+        exclude=sage_env.load_validation() + [t for t in seeds if t.task_id in probe.task_ids],
+    )
+    warm_metrics: dict[str, float] = {}
+    if distributed.is_main():  # several ranks: rank 0 warms up, the weights are broadcast
+        warm_metrics = run_warmup(policy, demos, cfg.warmup, cfg.model, progress)
+        logger.info("warm-up: %s", warm_metrics)
+        if lora_on:  # the adapters' checkpoints need the warmed base to resume and export
+            policy.save(base_dir)
+    warm_metrics = distributed.broadcast(warm_metrics)
+    if lora_on:
+        policy.path = str(base_dir)
+    return warm_metrics
+
+
+def _resume(
+    cfg: TrainConfig,
+    out: Path,
+    existing: list[Path],
+    policy: HFPolicy,
+    learner: Any,
+    rng: random.Random,
+    pool: Any,
+) -> tuple[int, Any]:
+    """``(start step, pool)``: from the last checkpoint with ``--resume``, else ``(0, pool)``."""
+    start = 0
+    main = distributed.is_main()
+    if cfg.resume and existing:
+        start, pool = load_checkpoint(existing[-1], policy, learner, rng, cfg.env)
+        states = distributed.load_rank_states(existing[-1])
+        distributed.restore_rank_state(states, policy, learner, cfg.seed, start)
+        logger.info("resumed from %s (step %d, pool %d)", existing[-1], start, len(pool))
+        if main:
+            truncate_metrics(out / "metrics.jsonl", start)
+    elif cfg.resume:
+        logger.warning("--resume: no complete checkpoint in %s; starting a new run", out)
+        if main:
+            (out / "metrics.jsonl").unlink(missing_ok=True)
+    distributed.barrier()  # rank 0 has truncated the metrics before anyone goes on
+    return start, pool
+
+
+def model_source(cfg: TrainConfig, out: Path, existing: list[Path]) -> str:
+    """What the policy loads: ``cfg.model``, or a resumed LoRA run's warmed base ``out/base``."""
+    lora = getattr(cfg.learner, "lora", None)
+    base_dir = out / "base"
+    if lora is not None and lora.enabled and cfg.resume and existing:
+        if (base_dir / "config.json").exists():
+            return str(base_dir)
+    return cfg.model
+
+
+def plain(x: Any) -> Any:
+    """``x`` with tuples as lists, recursively (what ``yaml.safe_dump`` and trackers take)."""
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    return x
