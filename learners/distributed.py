@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from learners.rng_state import as_tuple as _as_tuple
 from learners.rollout import RolloutResult
 from sage_env import TaskPool
 
@@ -346,9 +347,6 @@ def rank_sampling_seed(seed: int, step: int = 0) -> int:
         return seed
     return (seed * 1_000_003 + r * 7_919 + step) % (2**63 - 1)
 
-
-def _as_tuple(x: Any) -> Any:
-    return tuple(_as_tuple(v) for v in x) if isinstance(x, list) else x
 
 
 def load_rank_states(checkpoint: os.PathLike | str) -> list[dict[str, Any]] | None:

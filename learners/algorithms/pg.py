@@ -25,6 +25,7 @@ from learners import distributed
 from learners.algorithms.loss_result import check_loss_result
 from learners.algorithms.losses import clipped_policy_loss, kl_penalty
 from learners.policy.protocols import TrainablePolicy
+from learners.rng_state import as_tuple as _as_tuple
 from learners.types import LoRAConfig
 from learners.rollout import Transition
 
@@ -477,9 +478,6 @@ class PolicyGradientLearner:
             self.rng.setstate(_as_tuple(rng))
         self.load_extra_state(state.get("extra") or {})
 
-
-def _as_tuple(x):
-    return tuple(_as_tuple(v) for v in x) if isinstance(x, list) else x
 
 
 def _chunks(items: list, size: int) -> list[list]:

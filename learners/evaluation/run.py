@@ -31,9 +31,10 @@ class EvalConfig:
     model: str = "smollm2-135m-instruct"
     """Model alias, hub id or local path (a training checkpoint's ``model/`` folder works)."""
     benchmarks: str = "gsm8k,math500"
-    """Comma-separated names from: gsm8k, math500, aime24, aime25, amc23, olympiadbench,
-    humaneval, humaneval_plus, mbpp, mbpp_plus, cruxeval_o, cruxeval_i, livecodebench (hub
-    only)."""
+    """Comma-separated benchmark names, registered in
+    :data:`learners.evaluation.benchmarks.BENCHMARKS` (math: gsm8k, math500, aime*, amc23,
+    olympiadbench; code: humaneval(_plus), mbpp(_plus), cruxeval_o/_i; livecodebench, hub
+    only). An unknown name fails with the list of registered ones."""
     samples: int = 1
     """Completions per item (n). 1 = greedy decoding; more = sampling at ``temperature``."""
     limit: int | None = None

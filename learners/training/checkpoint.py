@@ -21,6 +21,7 @@ import torch
 from learners.algorithms.registry import Learner
 from learners.policy import HFPolicy
 from sage_env import EnvConfig, TaskPool
+from learners.rng_state import as_tuple as _as_tuple
 
 
 def checkpoint_dirs(out: Path) -> list[Path]:
@@ -108,9 +109,6 @@ def load_checkpoint(
     )
     return int(meta["step"]), pool
 
-
-def _as_tuple(x: Any) -> Any:
-    return tuple(_as_tuple(v) for v in x) if isinstance(x, list) else x
 
 
 def truncate_metrics(path: Path, step: int) -> None:

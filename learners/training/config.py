@@ -26,6 +26,7 @@ from learners.algorithms.registry import as_config, learner_spec
 from learners.engines import RolloutConfig
 from learners.algorithms.pg import PGConfig
 from learners.policy import DEFAULT_MODEL
+from learners.training.metrics import check_report_to
 from learners.training.warmup import WarmupConfig
 from sage_env import EnvConfig
 from sage_env.config import ProtocolConfigT, move_legacy_reward_fields
@@ -190,10 +191,7 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
         q = self.gate_seed_quantile
         if q is not None and not 0.0 <= q <= 1.0:
             raise ValueError(f"gate_seed_quantile must be in [0, 1] or None, got {q}")
-        if self.report_to not in ("tensorboard", "wandb", "none"):
-            raise ValueError(
-                f"report_to must be tensorboard, wandb or none, got {self.report_to!r}"
-            )
+        check_report_to(self.report_to)
         if self.gate_calibration and self.critic_probe_size == 1:
             raise ValueError(
                 "gate_calibration needs critic_probe_size >= 2 (one intact and one corrupted "

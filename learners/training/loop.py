@@ -52,6 +52,7 @@ from learners.training.config import (
     with_protocol,
 )
 from learners.training.metrics import (
+    GAP_KEYS,
     logprob_gap_metrics,
     peak_rss_mb,
     rollout_metrics,
@@ -247,7 +248,7 @@ def _step(
     metrics = {
         "step": step,
         **rollout_metrics(result, roles),
-        **{f"learner/{k}": v for k, v in update.items()},
+        **{f"learner/{k}": v for k, v in update.items() if k not in GAP_KEYS},
         **checks.trained_metric(update),
         "pool/size": float(len(pool)),
         "pool/seeds": float(len(pool) - pool.num_generated),

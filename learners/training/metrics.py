@@ -15,6 +15,16 @@ REPORT_TO = ("tensorboard", "wandb", "none")
 """Trackers of ``TrainConfig.report_to`` (``metrics.jsonl`` is written with every one)."""
 
 
+def check_report_to(report_to: str) -> None:
+    """The one check of a ``report_to`` value (``TrainConfig`` and :class:`MetricsLog`).
+
+    Raises:
+        ValueError: unless it is one of :data:`REPORT_TO`.
+    """
+    if report_to not in REPORT_TO:
+        raise ValueError(f"report_to must be one of {REPORT_TO}, got {report_to!r}")
+
+
 def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]:
     """Per-role mean reward and counts, proposal validity/acceptance, solver accuracy.
 
@@ -75,6 +85,11 @@ def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]
     return m
 
 
+GAP_KEYS = ("logprob_gap_mean", "logprob_gap_max")
+"""Update metrics logged as ``rollout/logprob_gap*`` (:func:`logprob_gap_metrics`), not again
+as ``learner/*``."""
+
+
 def logprob_gap_metrics(update: dict[str, float]) -> dict[str, float]:
     """``rollout/logprob_gap`` (mean) and ``rollout/logprob_gap_max`` from a learner's update.
 
@@ -122,8 +137,7 @@ class MetricsLog:
         config: dict[str, Any] | None = None,
         purge_step: int | None = None,
     ) -> None:
-        if report_to not in REPORT_TO:
-            raise ValueError(f"report_to must be one of {REPORT_TO}, got {report_to!r}")
+        check_report_to(report_to)
         self.path = out / "metrics.jsonl"
         self.report_to = report_to
         self.accelerator = None
