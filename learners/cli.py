@@ -280,7 +280,7 @@ def _play(argv: list[str]) -> int:
     import tyro
 
     import sage_env
-    from learners.training.config import protocol_config_type
+    from learners.training.tyro_types import protocol_config_type
     from sage_env.play import PlayStopped, RoundRecord, play, replay, summary
 
     known, argv = _preparser().parse_known_args(argv)

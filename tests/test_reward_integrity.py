@@ -77,7 +77,7 @@ def test_meaningless_answer_is_not_accepted_and_earns_less_than_honest(answer):
     assert cheat < honest
 
 
-# -- math-verify guard layer (sage_env.math_guards); rows cite Math-Verify #14, #34, PR #81 --
+# -- math-verify guard layer (sage_env.verifiers.math_guards); rows cite Math-Verify #14, #34, PR #81 --
 @pytest.mark.parametrize(
     "text, expected",
     [
@@ -93,7 +93,7 @@ def test_meaningless_answer_is_not_accepted_and_earns_less_than_honest(answer):
     ],
 )
 def test_normalise_mixed_numbers(text, expected):
-    from sage_env.math_guards import normalise_mixed_numbers
+    from sage_env.verifiers.math_guards import normalise_mixed_numbers
 
     assert normalise_mixed_numbers(text) == expected
 
@@ -115,7 +115,7 @@ def test_normalise_mixed_numbers(text, expected):
     ],
 )
 def test_numbers_disagree(gold, pred, disagree):
-    from sage_env.math_guards import numbers_disagree
+    from sage_env.verifiers.math_guards import numbers_disagree
     from sage_env.verifiers import _parse_gold
 
     assert numbers_disagree(_parse_gold(gold)[0], _parse_gold(pred)[0]) is disagree

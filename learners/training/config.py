@@ -27,6 +27,7 @@ from learners.engines import RolloutConfig
 from learners.algorithms.pg import PGConfig
 from learners.policy import DEFAULT_MODEL
 from learners.training.metrics import check_report_to
+from learners.training.tyro_types import protocol_config_type
 from learners.training.warmup import WarmupConfig
 from sage_env import EnvConfig
 from sage_env.config import ProtocolConfigT, move_legacy_reward_fields
@@ -226,22 +227,6 @@ def config_type(algorithm: str, protocol: str = "sage") -> type[TrainConfig]:
     return TrainConfig[  # type: ignore[return-value]
         learner_spec(algorithm).config_cls, protocol_config_type(protocol)
     ]
-
-
-def protocol_config_type(protocol: str) -> Any:
-    """The type of ``EnvConfig.protocol_config`` for ``protocol``, for tyro and pydantic.
-
-    The protocol's ``config_cls``; for a protocol without one, ``None`` marked for tyro to
-    leave out of ``--help``.
-
-    Raises:
-        ValueError: on an unknown protocol.
-        TypeError: on a ``config_cls`` that is not a dataclass.
-    """
-    import tyro
-
-    settings = protocol_config_cls(protocol)
-    return settings if settings is not None else tyro.conf.Suppress[None]
 
 
 def with_algorithm(cfg: TrainConfig, algorithm: str) -> TrainConfig:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from sage_env.math_guards import normalise_mixed_numbers, numbers_disagree
+from sage_env.verifiers.math_guards import normalise_mixed_numbers, numbers_disagree
 from sage_env.verifiers.result import (
     MAX_GOLD_CHARS,
     MAX_PREDICTION_CHARS,

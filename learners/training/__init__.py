@@ -1,0 +1,7 @@
+"""The training run: config and presets, set-up (``build``), the step loop (``loop``),
+checkpoints, monitors (validation, early stopping, critic probe), warm-up, run checks,
+preflight, metrics and export.
+
+Import the modules themselves (``from learners.training.loop import train``); this package
+imports nothing.
+"""
