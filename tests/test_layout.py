@@ -36,7 +36,6 @@ LONG_FILES = {
     "sage_env/sandbox/rewrite.py": "TODO(issue 24): the assert rewriter, one AST pass",
     "sage_env/sandbox/judge.py": "TODO(issue 24): the judge process",
     # Moved verbatim while their owners rewrite them (issue 24 parts 3/4):
-    "learners/reports/run_report.py": "TODO(issue 24): split load_run's readers by file",
     "learners/reports/compare.py": "TODO(issue 24): split running arms from summarising them",
     "learners/cli.py": "TODO(issue 24): one module per command",
 }
@@ -53,7 +52,6 @@ LONG_FUNCTIONS = {
     ("sage_env/sandbox/judge.py", "run_judge"),
     ("sage_env/sandbox/rewrite.py", "rewrite_asserts"),
     ("sage_env/protocols/check.py", "check_protocol"),
-    ("learners/reports/run_report.py", "load_run"),
     ("learners/reports/compare.py", "run_compare"),
     ("learners/cli.py", "_train"),
 }
