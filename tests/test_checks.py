@@ -252,7 +252,7 @@ def test_settings_switched_off_by_another_are_named(captured, caplog):
 
 
 def test_a_saved_config_reruns_without_warnings_about_its_own_settings(captured, caplog, tmp_path):
-    from learners.training.loop import _plain
+    from learners.training.build import plain as _plain
 
     saved = tmp_path / "config.yaml"  # what a --preset debug run writes, every field
     saved.write_text(yaml.safe_dump(_plain(dataclasses.asdict(DEBUG))))

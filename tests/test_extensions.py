@@ -423,7 +423,8 @@ def test_protocol_settings_round_trip_through_the_saved_yaml(tmp_path, protocol,
 
     import yaml
 
-    from learners.training.loop import _plain, load_yaml_config
+    from learners.training.build import plain as _plain
+    from learners.training.loop import load_yaml_config
 
     cfg = config_from_dict({"env": {"protocol": protocol, "protocol_config": settings}})
     if settings is not None:
