@@ -54,6 +54,10 @@ PRESETS: dict[str, TrainConfig] = {
         ),
         env=EnvConfig(
             solver_samples=2,
+            # the round's two halves alternate, so a step's rounds make 3 generate calls of
+            # up to 2, 2 and 4 rows a round instead of 6 narrower ones (docs/training.md,
+            # "Wide ticks"); a new question is planned from the next round on
+            turn_order="interleaved",
             rewards=RewardConfig(
                 # the critic's plan reviews are half format, half how well p predicted the
                 # solver (not in the paper: a critic whose every reply parses otherwise gets

@@ -40,3 +40,20 @@ def test_cpu_speed_summary_is_the_median_of_the_steps_after_the_first():
     assert s["peak_rss_mb"] == 900.0  # the peak over every step
     assert s["sync_s"] is None  # not logged by this engine
     assert cpu_speed.summarise([row(1, 2.0, 1.0)])["generate_tokens_per_s"] == pytest.approx(2.0)
+
+
+def test_cpu_speed_variants_make_one_arm_per_engine_and_variant():
+    import cpu_speed
+
+    assert cpu_speed.arms(["hf", "ct2"], []) == [("hf", "hf", []), ("ct2", "ct2", [])]
+    kinds = cpu_speed.arms(
+        ["ct2"], ["seq=--env.turn-order sequential", "wide=--env.turn-order interleaved"]
+    )
+    assert kinds == [
+        ("ct2/seq", "ct2", ["--env.turn-order", "sequential"]),
+        ("ct2/wide", "ct2", ["--env.turn-order", "interleaved"]),
+    ]
+    with pytest.raises(ValueError, match="NAME=FLAGS"):
+        cpu_speed.arms(["ct2"], ["--env.turn-order sequential"])
+    with pytest.raises(ValueError, match="repeat"):
+        cpu_speed.arms(["ct2"], ["a=", "a=--seed 1"])

@@ -432,7 +432,8 @@ def test_rollout_driver_samples_announced_repeats_in_one_call():
     result = RolloutDriver([env], Counting(), SamplingConfig()).collect([0])
     assert calls == [["task v0"] * 3]  # three attempts, one call
     assert env.seen == ["task v0#0", "task v0#1", "task v0#2"]  # each sample used once
-    assert result.ticks == 3 and len(result.transitions) == 3
+    # one generation round: the two later attempts are played from the samples drawn ahead
+    assert result.ticks == 1 and len(result.transitions) == 3
 
     calls.clear()
     env = _RepeatEnv(3, change_at=1)
@@ -442,3 +443,88 @@ def test_rollout_driver_samples_announced_repeats_in_one_call():
     assert calls == [["task v0"] * 3, ["task v1"] * 2]
     assert env.seen[0].startswith("task v0#")
     assert all(a.startswith("task v1#") for a in env.seen[1:])
+
+
+class _ByObservation:
+    """A deterministic policy: the reply is a function of the observation alone."""
+
+    def __init__(self):
+        self.calls: list[int] = []
+
+    def generate(self, observations, sampling, budgets=None, stops=None):
+        from learners.policy import Completion
+
+        self.calls.append(len(observations))
+        out = []
+        for obs in observations:
+            prefix = obs.get("prefix", "")
+            if prefix.startswith("<question>"):
+                text = "What is 7*6?</question>\n<answer>42</answer>"
+            elif prefix.startswith("<score>"):
+                text = "9</score> Clear."
+            elif prefix.startswith("<plan>"):
+                text = " Read.\n2. Compute.\n</plan>"
+            else:
+                text = "\\boxed{42}" if "7*6" in obs["user"] else "\\boxed{5}"
+            out.append(Completion(text=text, prompt_ids=[1], completion_ids=[2], prefix=prefix))
+        return out
+
+
+def _play_wide(n, lookahead, order="interleaved"):
+    import sage_env
+
+    envs = [
+        sage_env.env(EnvConfig(domains=("math",), solver_samples=2, turn_order=order),
+                     seeds=[MATH_SEED])
+        for _ in range(n)
+    ]
+    policy = _ByObservation()
+    driver = RolloutDriver(envs, policy, SamplingConfig(max_new_tokens=8), lookahead=lookahead)
+    result = driver.collect(list(range(n)))
+    return result, policy.calls
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_wide_ticks_carry_every_round_of_the_step_in_three_calls(n):
+    # a round: challenge, plan, 2 reviews, k = 2 probes, k = 2 solves = 8 rows
+    wide, calls = _play_wide(n, lookahead=True)
+    assert calls == [2 * n, 2 * n, 4 * n]  # challengers + planners, both reviews, probes + solves
+    assert (wide.calls, wide.rows, wide.ticks) == (3, 8 * n, 3)
+    assert wide.rows / wide.calls == 8 * n / 3
+    # the same turn order played one turn at a time: a call per phase
+    narrow, calls = _play_wide(n, lookahead=False)
+    assert calls == [n, n, n, n, 2 * n, 2 * n]
+    assert (narrow.calls, narrow.rows) == (6, 8 * n)
+    # the same actions and rewards either way (the policy is a function of the observation)
+    def key(r):
+        return sorted((t.env_index, t.agent, t.phase, t.text, t.reward) for t in r.transitions)
+
+    assert key(wide) == key(narrow)
+    assert all(t.details for t in wide.transitions)  # every action was credited
+    # the paper's turn order announces nothing: 6 calls with lookahead on
+    sequential, calls = _play_wide(n, lookahead=True, order="sequential")
+    assert calls == [n, n, 2 * n, n, n, 2 * n] and sequential.rows == 8 * n
+
+
+def test_wide_ticks_read_score_distributions_of_turns_drawn_ahead():
+    import sage_env
+
+    read: list[str] = []
+
+    class Scored(_ByObservation):
+        def score_distribution(self, observations, temperature=1.0, max_prompt_tokens=None):
+            read.extend(o["user"][:20] for o in observations)
+            return [tuple([0.0] * 9 + [1.0]) for _ in observations]  # p(score 10) = 1
+
+    cfg = EnvConfig(
+        domains=("math",), solver_samples=1, turn_order="interleaved",
+        rewards={"critic_score_estimate": "expected"},
+    )
+    envs = [sage_env.env(cfg, seeds=[MATH_SEED]) for _ in range(2)]
+    policy = Scored()
+    result = RolloutDriver(envs, policy, SamplingConfig(max_new_tokens=8)).collect([0, 1])
+    assert policy.calls == [4, 4, 4]
+    assert len(read) == 4  # 2 question reviews + 2 plan reviews (one drawn ahead each)
+    reviews = [t for t in result.transitions if t.phase.startswith("review")]
+    # the expected score 10 (not the sampled 9) reached the gate: q = p = 1
+    assert sorted(t.details.get("q", t.details.get("p")) for t in reviews) == [1.0] * 4
