@@ -528,3 +528,55 @@ def test_wide_ticks_read_score_distributions_of_turns_drawn_ahead():
     reviews = [t for t in result.transitions if t.phase.startswith("review")]
     # the expected score 10 (not the sampled 9) reached the gate: q = p = 1
     assert sorted(t.details.get("q", t.details.get("p")) for t in reviews) == [1.0] * 4
+
+
+def test_token_budget_micro_batches():
+    from learners.pg import _token_chunks
+
+    lengths = [10, 20, 30, 40, 100, 300]
+    order = list(range(6))
+    assert _token_chunks(order, lengths, 4, 0) == [[0, 1, 2, 3], [4, 5]]
+    # padded tokens = len(mb) x its longest: 3 x 30 = 90 <= 100, 4 x 40 > 100
+    assert _token_chunks(order, lengths, 4, 100) == [[0, 1, 2], [3], [4], [5]]
+    assert _token_chunks(order, lengths, 2, 1000) == [[0, 1], [2, 3], [4, 5]]
+    with pytest.raises(ValueError, match="micro_batch_tokens"):
+        TRRConfig(micro_batch_tokens=-1)
+
+
+def test_token_budget_gives_the_same_update(tiny_path):
+    import copy
+
+    obs = [{"system": "s", "user": "q" * (3 * i + 1)} for i in range(6)]
+    base = HFPolicy(tiny_path, device="cpu", seed=0)
+    comps = base.generate(obs, SamplingConfig(max_new_tokens=6))
+    rewards = [1.0, 0.0, 0.5, 0.2, 0.9, 0.0]
+    results = []
+    for budget in (0, 40):
+        policy = copy.deepcopy(base)
+        learner = TRRLearner(
+            policy,
+            TRRConfig(
+                lr=1e-3, gradient_checkpointing=False, micro_batch_size=6,
+                micro_batch_tokens=budget,
+            ),
+        )
+        learner.observe(
+            [
+                Transition(
+                    "solver_0", "solver", "math", "solve", c.prompt_ids, c.completion_ids,
+                    c.logprobs, c.text, reward=w,
+                )
+                for c, w in zip(comps, rewards)
+            ]
+        )
+        metrics = learner.update()
+        # the gradient AdamW stepped on (an element near 0 can flip AdamW's sign, so the
+        # weights are not compared)
+        results.append(
+            (metrics, {n: p.grad.clone() for n, p in policy.model.named_parameters()})
+        )
+    (m_all, g_all), (m_budget, g_budget) = results
+    assert m_budget["loss"] == pytest.approx(m_all["loss"], abs=1e-6)
+    assert m_budget["grad_norm"] == pytest.approx(m_all["grad_norm"], rel=1e-4)
+    for n in g_all:
+        assert torch.allclose(g_budget[n], g_all[n], rtol=1e-3, atol=1e-7), n
