@@ -57,3 +57,21 @@ def test_cpu_speed_variants_make_one_arm_per_engine_and_variant():
         cpu_speed.arms(["ct2"], ["--env.turn-order sequential"])
     with pytest.raises(ValueError, match="repeat"):
         cpu_speed.arms(["ct2"], ["a=", "a=--seed 1"])
+
+
+def test_update_memory_buffer_is_eight_demo_turns_a_round(tiny_path):
+    import update_memory
+
+    from learners.policy import HFPolicy
+
+    policy = HFPolicy(tiny_path, device="cpu", seed=0)
+    buffer = update_memory.build_buffer(policy, 2, seed=0)
+    assert len(buffer) == 16
+    assert [t.phase for t in buffer[:8]] == [
+        "challenge", "plan", "review_question", "review_plan", "probe", "probe", "solve", "solve"
+    ]
+    for t in buffer:
+        lo, hi = update_memory.LENGTHS[t.phase]
+        assert lo <= len(t.completion_ids) <= hi and len(t.logprobs) == len(t.completion_ids)
+    assert len({t.reward for t in buffer}) == 16  # distinct rewards: nothing is skipped
+    assert {t.domain for t in buffer} == {"math", "code"}
