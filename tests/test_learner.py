@@ -473,9 +473,15 @@ class _ByObservation:
 def _play_wide(n, lookahead, order="interleaved"):
     import sage_env
 
+    from sage_env.verifiers import MathVerifier
+
+    slow_ok = MathVerifier(timeout_s=60.0)  # a loaded machine must not time the checks out
     envs = [
-        sage_env.env(EnvConfig(domains=("math",), solver_samples=2, turn_order=order),
-                     seeds=[MATH_SEED])
+        sage_env.env(
+            EnvConfig(domains=("math",), solver_samples=2, turn_order=order),
+            seeds=[MATH_SEED],
+            math_verifier=slow_ok,
+        )
         for _ in range(n)
     ]
     policy = _ByObservation()
@@ -520,7 +526,10 @@ def test_wide_ticks_read_score_distributions_of_turns_drawn_ahead():
         domains=("math",), solver_samples=1, turn_order="interleaved",
         rewards={"critic_score_estimate": "expected"},
     )
-    envs = [sage_env.env(cfg, seeds=[MATH_SEED]) for _ in range(2)]
+    from sage_env.verifiers import MathVerifier
+
+    slow_ok = MathVerifier(timeout_s=60.0)  # a loaded machine must not time the checks out
+    envs = [sage_env.env(cfg, seeds=[MATH_SEED], math_verifier=slow_ok) for _ in range(2)]
     policy = Scored()
     result = RolloutDriver(envs, policy, SamplingConfig(max_new_tokens=8)).collect([0, 1])
     assert policy.calls == [4, 4, 4]
@@ -580,3 +589,27 @@ def test_token_budget_gives_the_same_update(tiny_path):
     assert m_budget["grad_norm"] == pytest.approx(m_all["grad_norm"], rel=1e-4)
     for n in g_all:
         assert torch.allclose(g_budget[n], g_all[n], rtol=1e-3, atol=1e-7), n
+
+
+@pytest.mark.parametrize(
+    ("order", "calls"),
+    # the tiny random model's proposals never parse: a round is challenge, plan, the plan's
+    # review and k = 2 solves (5 rows); interleaved, the challengers and planners share a call
+    [("sequential", 4), ("interleaved", 3)],
+)
+def test_train_logs_wide_ticks(tiny_path, tmp_path, order, calls):
+    rounds = 3
+    cfg = TrainConfig(
+        model=tiny_path,
+        out=str(tmp_path / "run"),
+        steps=1,
+        rounds_per_step=rounds,
+        max_new_tokens=6,
+        device="cpu",
+        env=EnvConfig(solver_samples=2, domains=("math",), turn_order=order),
+        learner=TRRConfig(lr=1e-3, gradient_checkpointing=False),
+    )
+    train(cfg, progress=False)
+    (row,) = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert row["rollout/generate_calls"] == calls
+    assert row["rollout/rows_per_call"] == pytest.approx(5 * rounds / calls)
