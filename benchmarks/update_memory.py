@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only is not None:
         print(json.dumps(one(json.loads(args.only), args.model, args.rounds, args.seed)))
         return 0
-    results = {}
+    results: dict[str, dict] = {}
     for name, setting in SETTINGS.items():
         cmd = [sys.executable, __file__, "--model", args.model, "--rounds", str(args.rounds)]
         cmd += ["--seed", str(args.seed), "--only", json.dumps(setting)]
@@ -166,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         done = subprocess.run(cmd, check=True, capture_output=True, text=True)
         results[name] = {**json.loads(done.stdout.strip().splitlines()[-1]), "load_1min": load}
         print(name, json.dumps(results[name]), flush=True)
+        write(args, results)  # after every setting: a run stopped early keeps what it made
+    return 0
+
+
+def write(args: argparse.Namespace, results: dict[str, dict]) -> None:
+    """Write :data:`OUT` (``args.out``) with ratios to the first setting."""
     base = next(iter(results.values()))
     for r in results.values():
         r["update_s_vs_first"] = r["update_s"] / base["update_s"]
@@ -180,7 +186,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
-    return 0
 
 
 if __name__ == "__main__":
