@@ -44,6 +44,12 @@ SETTINGS = {
         "micro_batch_size": 16,
         "micro_batch_tokens": 2048,
     },
+    "checkpointing, 2048-token micro-batches, per-parameter AdamW": {
+        "gradient_checkpointing": True,
+        "micro_batch_size": 16,
+        "micro_batch_tokens": 2048,
+        "adamw_foreach": False,
+    },
 }
 """Name -> :class:`~learners.pg.PGConfig` fields over the demo's learner."""
 LENGTHS = {

@@ -613,3 +613,31 @@ def test_train_logs_wide_ticks(tiny_path, tmp_path, order, calls):
     (row,) = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     assert row["rollout/generate_calls"] == calls
     assert row["rollout/rows_per_call"] == pytest.approx(5 * rounds / calls)
+
+
+def test_per_parameter_adamw_gives_the_same_step(tiny_path):
+    import copy
+
+    obs = [{"system": "s", "user": f"q{i}"} for i in range(4)]
+    base = HFPolicy(tiny_path, device="cpu", seed=0)
+    comps = base.generate(obs, SamplingConfig(max_new_tokens=6))
+    weights = []
+    for foreach in (None, False):
+        policy = copy.deepcopy(base)
+        learner = TRRLearner(
+            policy, TRRConfig(lr=1e-3, gradient_checkpointing=False, adamw_foreach=foreach)
+        )
+        assert learner.optimizer.defaults["foreach"] is foreach
+        learner.observe(
+            [
+                Transition(
+                    "solver_0", "solver", "math", "solve", c.prompt_ids, c.completion_ids,
+                    c.logprobs, c.text, reward=w,
+                )
+                for c, w in zip(comps, [1.0, 0.0, 0.3, 0.8])
+            ]
+        )
+        learner.update()
+        weights.append({n: p.detach().clone() for n, p in policy.model.named_parameters()})
+    for n in weights[0]:
+        assert torch.allclose(weights[0][n], weights[1][n], atol=1e-7), n
