@@ -38,10 +38,10 @@ parser reads (a code answer's prefix opens the fence, so the first fence closes 
 PRESETS: dict[str, TrainConfig] = {
     "demo": TrainConfig(
         steps=4,
-        # 8 rounds: wide ticks put every round of a step into the same 3 generate calls, so
-        # twice the rounds cost far less than twice the generation time (docs/results.md,
-        # "Wide ticks and a lean update")
-        rounds_per_step=8,
+        # 4 rounds: wide ticks cut a step's generate calls from 4 to 3, but with ct2 the
+        # step was not faster (ct2 splits a call by prompt length), so 8 rounds would double
+        # the step (docs/results.md, "Wide ticks and a lean update")
+        rounds_per_step=4,
         val_every=4,
         val_limit=16,
         val_max_new_tokens=128,
