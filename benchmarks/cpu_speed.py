@@ -10,11 +10,17 @@ log-prob gap, and peak RSS. The SFT warm-up, validation and the critic probe are
 (``--warmup.steps 0 --val-every 0 --critic-probe-size 0``): they are not the loop being
 timed. Writes ``benchmarks/results/cpu_speed.json``. Never asserts a time.
 
+Variants (``--variant NAME=FLAGS``, repeatable) compare settings instead of, or as well as,
+engines: every engine runs once per variant with the variant's train flags, as the arm
+``ENGINE/NAME``; the first arm is the base of the ``_vs_`` ratios.
+
 Usage::
 
     python benchmarks/cpu_speed.py                          # 2 engines x 3 repeats x 4 steps
     python benchmarks/cpu_speed.py --steps 2 --repeats 1 --together runs/cpu_speed
         # what fits a shared machine: both engines at once, under the same load
+    python benchmarks/cpu_speed.py --engines ct2 --variant "seq=--env.turn-order sequential" \
+        --variant "wide=--env.turn-order interleaved"      # before/after of one setting
 """
 
 from __future__ import annotations
@@ -89,6 +95,30 @@ def read_rows(out: Path, wall: float) -> list[dict]:
     return rows
 
 
+def arms(engines: list[str], variants: list[str]) -> list[tuple[str, str, list[str]]]:
+    """``(name, engine, extra train flags)`` of every run kind: each engine x each variant.
+
+    A variant is ``NAME=FLAGS`` (``"wide=--env.turn-order interleaved"``); without variants
+    the arms are the engines themselves.
+
+    Raises:
+        ValueError: on a variant without ``=`` or a repeated name.
+    """
+    if not variants:
+        return [(e, e, []) for e in engines]
+    out = []
+    for engine in engines:
+        for v in variants:
+            name, sep, flags = v.partition("=")
+            if not sep or not name:
+                raise ValueError(f"a variant is NAME=FLAGS, got {v!r}")
+            out.append((f"{engine}/{name}", engine, flags.split()))
+    names = [a[0] for a in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"arm names repeat: {names}")
+    return out
+
+
 def run(engine: str, steps: int, seed: int, model: str | None, extra: list[str]) -> list[dict]:
     """One training run of the demo preset with ``engine``; its metrics rows (step >= 1)."""
     with tempfile.TemporaryDirectory(prefix="cpu_speed-") as tmp:
@@ -100,18 +130,23 @@ def run(engine: str, steps: int, seed: int, model: str | None, extra: list[str])
 
 
 def run_together(
-    engines: list[str], steps: int, seed: int, model: str | None, extra: list[str], keep: Path
+    kinds: list[tuple[str, str, list[str]]],
+    steps: int,
+    seed: int,
+    model: str | None,
+    extra: list[str],
+    keep: Path,
 ) -> dict[str, list[dict]]:
-    """One run per engine, all at the same time (each sees the same machine load)."""
+    """One run per arm (:func:`arms`), all at the same time (each sees the same load)."""
     procs, t0 = {}, time.perf_counter()
-    for engine in engines:
-        out = keep / engine
-        cmd = command(engine, out, steps, seed, model, extra)
-        procs[engine] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    for name, engine, flags in kinds:
+        out = keep / name
+        cmd = command(engine, out, steps, seed, model, [*extra, *flags])
+        procs[name] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     rows = {}
-    for engine, proc in procs.items():
+    for name, proc in procs.items():
         proc.wait()
-        rows[engine] = read_rows(keep / engine, time.perf_counter() - t0)
+        rows[name] = read_rows(keep / name, time.perf_counter() - t0)
     return rows
 
 
@@ -147,9 +182,17 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="make no runs: summarise the run folders a --together run left here",
     )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME=FLAGS: run every engine once more with these train flags (repeatable)",
+    )
     parser.add_argument("extra", nargs="*", help="more train flags, after --")
     args = parser.parse_args(argv)
-    engines = args.engines.split(",")
+    kinds = arms(args.engines.split(","), args.variant)
+    flags_of = {name: (engine, flags) for name, engine, flags in kinds}
+    engines = [name for name, _e, _f in kinds]
     runs: dict[str, list[list[dict]]] = {e: [] for e in engines}
     loads = []
     for rep in range(args.repeats):
@@ -161,13 +204,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.together:
             loads.append(os.getloadavg()[0])
             keep = Path(args.together) / f"rep{rep}"
-            both = run_together(engines, args.steps, args.seed, args.model, args.extra, keep)
+            both = run_together(kinds, args.steps, args.seed, args.model, args.extra, keep)
             for engine in engines:
                 runs[engine].append(both[engine])
             continue
         for engine in engines:
             loads.append(os.getloadavg()[0])
-            rows = run(engine, args.steps, args.seed, args.model, args.extra)
+            kind, flags = flags_of[engine]
+            rows = run(kind, args.steps, args.seed, args.model, [*args.extra, *flags])
             runs[engine].append(rows)
             print(engine, rep, json.dumps(summarise(rows)), flush=True)
     # compare the same steps of every engine (a run stopped early has fewer)
@@ -179,17 +223,20 @@ def main(argv: list[str] | None = None) -> int:
     base = summary[engines[0]]
     for e in engines[1:]:
         s = summary[e]
-        for key in ("generate_tokens_per_s", "step_s", "generate_s"):
+        for key in ("generate_tokens_per_s", "step_s", "generate_s", "update_s", "peak_rss_mb"):
             if s.get(key) and base.get(key):
                 s[f"{key}_vs_{engines[0]}"] = s[key] / base[key]
     result = {
         "benchmark": "cpu_speed",
         "workload": (
-            "sage-env train --preset demo (4 rounds a step, k = 2, the demo's budgets and stop "
-            "strings, expected-score gate), --warmup.steps 0 --val-every 0 "
+            "sage-env train --preset demo (its rounds per step unless extra_flags set them, "
+            "k = 2, the demo's budgets and stop strings, expected-score gate), "
+            "--warmup.steps 0 --val-every 0 "
             "--critic-probe-size 0, fixed seed; step 1 left out as warm-up"
         ),
         "engines": engines,
+        "arms": {name: {"engine": e, "flags": f} for name, (e, f) in flags_of.items()},
+        "extra_flags": args.extra,
         "steps": args.steps,
         "repeats": args.repeats,
         "mode": "together (engines run at the same time)" if args.together else "interleaved",

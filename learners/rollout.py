@@ -4,7 +4,10 @@ At each tick the driver collects every live environment's current (agent, observ
 one :meth:`Policy.generate` call for all of them (the backbone is shared, so roles mix in one
 batch), and steps each environment with its completion. When the environment announces that
 an agent will act several times in a row on one observation (``infos[agent]["repeats"]``,
-e.g. k solver attempts), all those samples are drawn in the first call. Rewards are read with
+e.g. k solver attempts), all those samples are drawn in the first call; turns announced ahead
+(``infos[agent]["ahead"]``: later turns whose observation is fixed already, e.g. the planner's
+while the challenger acts under ``EnvConfig.turn_order = "interleaved"``) are drawn in the
+same call too, and a turn whose sample is ready is played without a call. Rewards are read with
 ``env.last()`` at the agent's next turn, which under PettingZoo AEC semantics is exactly the
 reward of its previous action (``sage_env`` delivers every reward before the agent acts again).
 """
@@ -91,6 +94,8 @@ class RolloutResult:
     env_seconds: float
     tokens: int
     ticks: int
+    """Generation rounds: batches of :meth:`Policy.generate` calls (one call per round with a
+    row-limit policy)."""
     rows: int = 0
     """Rows (completions) sampled by the policy's generate calls."""
     calls: int = 0
@@ -112,6 +117,8 @@ class RolloutDriver:
             ``sampling.stop``. A policy whose ``generate`` takes ``budgets`` and ``stops``
             keywords gets every request of a tick in one call with per-row limits; any other
             policy gets one call per distinct (budget, stops).
+        lookahead: Sample the turns an environment announces ahead (``infos[agent]["ahead"]``)
+            in the current batch. False: only the current turns (and their repeats).
 
     Raises:
         ValueError: if ``envs`` is empty or a budget is < 1.
@@ -124,6 +131,7 @@ class RolloutDriver:
         sampling: SamplingConfig,
         phase_max_new_tokens: dict[str, int] | None = None,
         phase_stop_strings: dict[str, tuple[str, ...]] | None = None,
+        lookahead: bool = True,
     ) -> None:
         if not envs:
             raise ValueError("RolloutDriver needs at least one environment")
@@ -135,6 +143,7 @@ class RolloutDriver:
         self.phase_stop_strings = {
             k: tuple(v) for k, v in (phase_stop_strings or {}).items() if v is not None
         }
+        self.lookahead = lookahead
         self._rows = 0
         self._calls = 0
 
@@ -201,65 +210,91 @@ class RolloutDriver:
     def _collect(self, seeds: list[int] | None) -> RolloutResult:
         env_time = 0.0
         gen_time = 0.0
-        tokens = 0
         ticks = 0
         self._rows = self._calls = 0
+        self._tokens = 0
         t0 = time.perf_counter()
         for i, e in enumerate(self.envs):
             e.reset(seed=None if seeds is None else seeds[i])
         env_time += time.perf_counter() - t0
         transitions: list[Transition] = []
         awaiting: dict[tuple[int, str], Transition] = {}
-        ahead: dict[tuple[int, str], tuple[Any, list]] = {}  # pre-sampled repeats
+        # (env, agent) -> [observation, [(completion, score probs), ...]] entries, in turn order
+        ready: dict[tuple[int, str], list[list]] = {}
+        announced: dict[int, list[dict]] = {}  # turns announced ahead, not sampled yet
         live = set(range(len(self.envs)))
         while live:
             t0 = time.perf_counter()
             requests: list[tuple[int, str, Any, dict]] = []
             for i in sorted(live):
-                request = self._advance(i, awaiting)
-                if request is None:
-                    live.discard(i)
-                else:
-                    requests.append(request)
+                while True:  # play env i until it needs a fresh sample
+                    request = self._advance(i, awaiting)
+                    if request is None:
+                        live.discard(i)
+                        break
+                    if self.lookahead:
+                        announced.setdefault(i, []).extend(request[3].get("ahead") or ())
+                    sample = _take(ready, request)
+                    if sample is None:
+                        requests.append(request)
+                        break
+                    self._play(request, *sample, transitions, awaiting)
             env_time += time.perf_counter() - t0
             if not requests:
                 break
             t0 = time.perf_counter()
-            completions = self._generate_with_repeats(requests, ahead)
+            samples = self._sample(requests, announced, ready)
             ticks += 1
-            score_probs = self._score_probs(requests)
             gen_time += time.perf_counter() - t0
             t0 = time.perf_counter()
-            for j, ((i, agent, obs, info), comp) in enumerate(zip(requests, completions)):
-                tr = Transition(
-                    agent=agent,
-                    role=agent.rsplit("_", 1)[0],
-                    domain=str(info.get("domain")),
-                    phase=str(info.get("phase")),
-                    prompt_ids=comp.prompt_ids,
-                    completion_ids=comp.completion_ids,
-                    logprobs=comp.logprobs,
-                    text=action_text(comp),
-                    env_index=i,
-                    prefix=getattr(comp, "prefix", ""),
-                    truncated=bool(getattr(comp, "truncated", False)),
-                    group=str(info.get("group") or ""),
-                    task_id=str(info.get("task_id") or ""),
-                    observation=str(obs.get("user", "")) if isinstance(obs, dict) else "",
-                )
-                tokens += len(comp.completion_ids)
-                transitions.append(tr)
-                awaiting[(i, agent)] = tr
-                probs = score_probs.get(j)
-                self.envs[i].step(tr.text if probs is None else ScoredReply(tr.text, probs))
+            for request, sample in zip(requests, samples):
+                self._play(request, *sample, transitions, awaiting)
             env_time += time.perf_counter() - t0
         transcripts = []
         for e in self.envs:
             text = e.render() if getattr(e, "render_mode", None) == "ansi" else None
             transcripts.append(text or "")
         return RolloutResult(
-            transitions, transcripts, gen_time, env_time, tokens, ticks, self._rows, self._calls
+            transitions,
+            transcripts,
+            gen_time,
+            env_time,
+            self._tokens,
+            ticks,
+            self._rows,
+            self._calls,
         )
+
+    def _play(
+        self,
+        request: tuple[int, str, Any, dict],
+        comp: Any,
+        probs: tuple | None,
+        transitions: list[Transition],
+        awaiting: dict[tuple[int, str], Transition],
+    ) -> None:
+        """Step env ``i`` of ``request`` with ``comp`` and record the transition."""
+        i, agent, obs, info = request
+        tr = Transition(
+            agent=agent,
+            role=agent.rsplit("_", 1)[0],
+            domain=str(info.get("domain")),
+            phase=str(info.get("phase")),
+            prompt_ids=comp.prompt_ids,
+            completion_ids=comp.completion_ids,
+            logprobs=comp.logprobs,
+            text=action_text(comp),
+            env_index=i,
+            prefix=getattr(comp, "prefix", ""),
+            truncated=bool(getattr(comp, "truncated", False)),
+            group=str(info.get("group") or ""),
+            task_id=str(info.get("task_id") or ""),
+            observation=str(obs.get("user", "")) if isinstance(obs, dict) else "",
+        )
+        self._tokens += len(comp.completion_ids)
+        transitions.append(tr)
+        awaiting[(i, agent)] = tr
+        self.envs[i].step(tr.text if probs is None else ScoredReply(tr.text, probs))
 
     def _score_probs(self, requests: list[tuple[int, str, Any, dict]]) -> dict[int, tuple]:
         """Score distributions for the requests whose ``info`` asks for one.
@@ -282,42 +317,50 @@ class RolloutDriver:
         )
         return {j: p for j, p in zip(wanted, probs) if p is not None}
 
-    def _generate_with_repeats(
+    def _sample(
         self,
         requests: list[tuple[int, str, Any, dict]],
-        ahead: dict[tuple[int, str], tuple[Any, list]],
-    ) -> list:
-        """Completions for ``requests``, sampling announced repeats in the same batch.
+        announced: dict[int, list[dict]],
+        ready: dict[tuple[int, str], list[list]],
+    ) -> list[tuple[Any, tuple | None]]:
+        """One ``(completion, score probs)`` per request, drawing ahead in the same batch.
 
         A request whose ``info["repeats"]`` is n > 1 (the environment will ask the same
-        agent n times in a row on this observation, e.g. k solver attempts) gets n samples
-        now: the first is returned, the others wait in ``ahead`` and answer the next
-        requests of that (env, agent) while the observation is unchanged. Weights do not
-        change inside a rollout, so these are the same i.i.d. samples that n separate calls
-        would draw, at one call's decoding steps.
+        agent n times in a row on this observation, e.g. k solver attempts) gets n samples;
+        every turn announced ahead (``announced``, from ``infos[agent]["ahead"]``) that has
+        no sample waiting gets its ``repeats`` samples too. The samples not used now wait
+        in ``ready`` and answer the turns whose (env, agent, observation) they were drawn
+        for. Weights do not change inside a rollout, so these are the same i.i.d. samples
+        that separate calls would draw when the turns come, at one call's decoding steps.
+        Score distributions are read once per observation (they do not depend on the
+        sample).
         """
-        completions: list = [None] * len(requests)
-        wanted: list[tuple[int, int]] = []  # (request index, samples)
-        for j, (i, agent, obs, info) in enumerate(requests):
-            key = (i, agent)
-            cached = ahead.pop(key, None)
-            if cached is not None and cached[0] == obs and cached[1]:
-                completions[j] = cached[1].pop(0)
-                if cached[1]:
-                    ahead[key] = cached
-                continue
-            n = min(max(1, int(info.get("repeats", 1) or 1)), MAX_REPEATS)
-            wanted.append((j, n))
-        if wanted:
-            expanded = [requests[j] for j, n in wanted for _ in range(n)]
-            out = iter(self._generate(expanded))
-            for j, n in wanted:
-                batch = [next(out) for _ in range(n)]
-                completions[j] = batch[0]
-                if n > 1:
-                    i, agent, obs, _info = requests[j]
-                    ahead[(i, agent)] = (dict(obs), batch[1:])
-        return completions
+        rows: list[tuple[int, str, Any, dict]] = []  # one per distinct turn to sample
+        counts: list[int] = []
+        for i, agent, obs, info in requests:
+            rows.append((i, agent, obs, info))
+            counts.append(_repeats(info))
+        for i in sorted(announced):
+            for turn in announced.pop(i):
+                key = (i, turn["agent"])
+                obs = turn["observation"]
+                if any(o == obs for o, _ in ready.get(key, ())) or any(
+                    (r[0], r[1], r[2]) == (i, turn["agent"], obs) for r in rows
+                ):
+                    continue
+                rows.append((i, turn["agent"], obs, turn))
+                counts.append(_repeats(turn))
+        expanded = [row for row, n in zip(rows, counts) for _ in range(n)]
+        out = iter(self._generate(expanded))
+        probs = self._score_probs(rows)
+        samples: list[tuple[Any, tuple | None]] = []
+        for j, ((i, agent, obs, _info), n) in enumerate(zip(rows, counts)):
+            batch = [(next(out), probs.get(j)) for _ in range(n)]
+            if j < len(requests):
+                samples.append(batch.pop(0))
+            if batch:
+                ready.setdefault((i, agent), []).append([dict(obs), batch])
+        return samples
 
     def _advance(
         self, i: int, awaiting: dict[tuple[int, str], Transition]
@@ -336,6 +379,28 @@ class RolloutDriver:
                 continue
             return i, agent, obs, info
         return None
+
+
+def _repeats(info: dict) -> int:
+    """Samples to draw for a turn: its ``repeats`` hint, clipped to [1, MAX_REPEATS]."""
+    return min(max(1, int(info.get("repeats", 1) or 1)), MAX_REPEATS)
+
+
+def _take(
+    ready: dict[tuple[int, str], list[list]], request: tuple[int, str, Any, dict]
+) -> tuple[Any, tuple | None] | None:
+    """Pop a waiting sample drawn for ``request``'s (env, agent, observation), or None."""
+    i, agent, obs, _info = request
+    entries = ready.get((i, agent))
+    if not entries:
+        return None
+    for entry in entries:
+        if entry[0] == obs and entry[1]:
+            sample = entry[1].pop(0)
+            if not entry[1]:
+                entries.remove(entry)
+            return sample
+    return None
 
 
 def _takes_row_limits(generate: Any) -> bool:

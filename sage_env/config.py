@@ -299,6 +299,17 @@ class EnvConfig(Generic[ProtocolConfigT]):
     only when at least one of the k difficulty probes solves it (AZR's learnability idea);
     one that none solves stays out of the pool and its d counts as 0, as for a gated
     question, so an unsolvable (often wrong) task is never paid as hard."""
+    turn_order: Literal["sequential", "interleaved"] = "sequential"
+    """Order of a ``"sage"`` round's turns. ``"sequential"`` (default, the paper's order):
+    challenger, critic on the question, k difficulty probes, then planner, critic on the plan,
+    k solves, with the planned task drawn from the pool after this round's question joined it.
+    ``"interleaved"``: the planned task is drawn when the round starts, and the round's two
+    independent halves alternate (challenger, planner, critic on the question, critic on the
+    plan, k probes, k solves); every turn whose observation is already fixed is announced in
+    ``infos[agent]["ahead"]``, so a rollout driver samples both halves in one batch (3
+    generate calls a round instead of 6). Rewards follow the same rules in both orders; the
+    only difference in the game is that this round's question can be planned only from the
+    next round on (``docs/environment.md``, "Turn order")."""
     pool_near_duplicate_threshold: float | None = 0.9
     """A generated question whose word-3-gram Jaccard similarity with a pool task of the same
     domain reaches this is rejected as a near duplicate (``None`` disables)."""
@@ -378,6 +389,10 @@ class EnvConfig(Generic[ProtocolConfigT]):
         ):
             raise ValueError(
                 f"prefix_overrides must map phase names to strings, got {self.prefix_overrides!r}"
+            )
+        if self.turn_order not in ("sequential", "interleaved"):
+            raise ValueError(
+                f"turn_order must be 'sequential' or 'interleaved', got {self.turn_order!r}"
             )
         if self.pool_admission not in ("gate", "solvable"):
             raise ValueError(

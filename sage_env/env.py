@@ -365,28 +365,56 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         i.i.d. It never changes the game.
         """
         self._current_task = task
-        self._obs[agent] = {
+        self._obs[agent], turn = self._turn(phase, task, obs, repeats)
+        self.infos[agent].update(turn)
+        if not turn.get("score_probs"):
+            self.infos[agent].pop("score_probs", None)
+        self.infos[agent].pop("ahead", None)
+        self.agent_selection = agent
+
+    def announce(
+        self, agent: str, phase: str, task: Task, obs: dict[str, str], repeats: int = 1
+    ) -> None:
+        """Tell drivers that ``agent`` will act in ``phase`` on ``obs`` later in this round.
+
+        Call it after :meth:`select`, only for a turn that is certain to come (whatever the
+        pending actions are) and whose observation is already fixed. The turn is appended to
+        ``infos[selected agent]["ahead"]``, a list of ``{"agent", "observation", "phase",
+        "task_id", "domain", "group", "repeats"[, "score_probs"]}`` in turn order (the
+        observation exactly as :meth:`observe` will return it). A driver may sample those
+        turns in the same batch as the current one and feed them when they come (weights are
+        fixed inside a rollout, so the samples are those it would draw then); it never
+        changes the game. Cleared when the next agent is selected.
+        """
+        observation, turn = self._turn(phase, task, obs, repeats)
+        self.infos[self.agent_selection].setdefault("ahead", []).append(
+            {"agent": agent, "observation": observation, **turn}
+        )
+
+    def _turn(
+        self, phase: str, task: Task, obs: dict[str, str], repeats: int
+    ) -> tuple[dict[str, str], dict[str, Any]]:
+        """The observation and the ``infos`` fields of a turn in ``phase`` on ``task``."""
+        observation = {
             "system": str(obs.get("system", "")),
             "user": str(obs.get("user", "")),
             "prefix": self.prefix_for(phase, task, obs.get("prefix")),
         }
-        self.infos[agent].update(
-            phase=phase,
-            task_id=task.task_id,
-            domain=task.domain,
-            group=_group(task),
-            repeats=max(1, int(repeats)),
-        )
+        turn: dict[str, Any] = {
+            "phase": phase,
+            "task_id": task.task_id,
+            "domain": task.domain,
+            "group": _group(task),
+            "repeats": max(1, int(repeats)),
+        }
         if (
             self.config.rewards.critic_score_estimate == "expected"
-            and self.protocol.phase_kind(phase, self._obs[agent]) == "review"
+            and self.protocol.phase_kind(phase, observation) == "review"
             # the distribution is read right after the prefix: it must open the score
-            and self._obs[agent]["prefix"].endswith("<score>")
+            and observation["prefix"].endswith("<score>")
         ):
-            self.infos[agent]["score_probs"] = True
-        else:
-            self.infos[agent].pop("score_probs", None)
-        self.agent_selection = agent
+            turn["score_probs"] = True
+        return observation, turn
 
     def deliver(self, agent: str, reward: float, terms: dict, **details: Any) -> None:
         """Credit ``agent``'s most recent action with ``reward``.
@@ -422,6 +450,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         for a in self.agents:
             self.terminations[a] = True
             self.infos[a]["phase"] = "done"
+            self.infos[a].pop("ahead", None)
         self.agent_selection = self.agents[0]
 
     def draw_reference(self) -> Task:

@@ -408,3 +408,16 @@ def test_progress_bar_names_the_protocol(tiny_path, tmp_path, monkeypatch):
         train_module.train(cfg, progress=False)
     train_module.train(dataclasses.replace(cfg, out=str(tmp_path / "c")), desc="mae seed 1")
     assert seen == ["azr train", "mae train", "mae seed 1"]
+
+
+def test_turn_order_under_another_protocol_is_named():
+    azr = dataclasses.replace(
+        DEBUG, env=dataclasses.replace(DEBUG.env, protocol="azr", turn_order="interleaved")
+    )
+    found = [m for m in checks.ignored_settings(azr, DEBUG) if "turn_order" in m]
+    assert found == [
+        "env.turn_order = 'interleaved' does nothing: it orders the turns of protocol "
+        "'sage', not 'azr'"
+    ]
+    sage = dataclasses.replace(DEBUG, env=dataclasses.replace(DEBUG.env, turn_order="interleaved"))
+    assert not [m for m in checks.ignored_settings(sage, DEBUG) if "turn_order" in m]

@@ -40,3 +40,38 @@ def test_cpu_speed_summary_is_the_median_of_the_steps_after_the_first():
     assert s["peak_rss_mb"] == 900.0  # the peak over every step
     assert s["sync_s"] is None  # not logged by this engine
     assert cpu_speed.summarise([row(1, 2.0, 1.0)])["generate_tokens_per_s"] == pytest.approx(2.0)
+
+
+def test_cpu_speed_variants_make_one_arm_per_engine_and_variant():
+    import cpu_speed
+
+    assert cpu_speed.arms(["hf", "ct2"], []) == [("hf", "hf", []), ("ct2", "ct2", [])]
+    kinds = cpu_speed.arms(
+        ["ct2"], ["seq=--env.turn-order sequential", "wide=--env.turn-order interleaved"]
+    )
+    assert kinds == [
+        ("ct2/seq", "ct2", ["--env.turn-order", "sequential"]),
+        ("ct2/wide", "ct2", ["--env.turn-order", "interleaved"]),
+    ]
+    with pytest.raises(ValueError, match="NAME=FLAGS"):
+        cpu_speed.arms(["ct2"], ["--env.turn-order sequential"])
+    with pytest.raises(ValueError, match="repeat"):
+        cpu_speed.arms(["ct2"], ["a=", "a=--seed 1"])
+
+
+def test_update_memory_buffer_is_eight_demo_turns_a_round(tiny_path):
+    import update_memory
+
+    from learners.policy import HFPolicy
+
+    policy = HFPolicy(tiny_path, device="cpu", seed=0)
+    buffer = update_memory.build_buffer(policy, 2, seed=0)
+    assert len(buffer) == 16
+    assert [t.phase for t in buffer[:8]] == [
+        "challenge", "plan", "review_question", "review_plan", "probe", "probe", "solve", "solve"
+    ]
+    for t in buffer:
+        lo, hi = update_memory.LENGTHS[t.phase]
+        assert lo <= len(t.completion_ids) <= hi and len(t.logprobs) == len(t.completion_ids)
+    assert len({t.reward for t in buffer}) == 16  # distinct rewards: nothing is skipped
+    assert {t.domain for t in buffer} == {"math", "code"}

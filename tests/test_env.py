@@ -516,3 +516,108 @@ def test_load_validation_limit_takes_math_and_gsm8k_in_turn():
     assert [t.source for t in head] == ["math", "gsm8k", "math", "gsm8k", "math"]
     assert [t.task_id for t in head[::2]] == [t.task_id for t in everything[:3]]
     assert len(sage_env.load_validation(500)) == 200
+
+
+# ---------------------------------------------------------------- interleaved turn order
+def _phases(records):
+    return [(agent, phase) for agent, phase, _r, _i in records]
+
+
+def test_interleaved_round_alternates_the_two_halves_with_the_same_rewards():
+    # the question is rejected (q = 0), so the pool holds the seed alone in both orders and
+    # the planned task is the same: every action earns what it earns in the paper's order
+    script = math_script(question_score="1")
+    seq = play_round(make_env(), script)
+    wide = play_round(make_env(turn_order="interleaved"), script)
+    assert _phases(seq) == [
+        ("challenger_0", "challenge"),
+        ("critic_0", "review_question"),
+        ("planner_0", "plan"),
+        ("critic_0", "review_plan"),
+        ("solver_0", "solve"),
+        ("solver_0", "solve"),
+    ]
+    assert _phases(wide) == [
+        ("challenger_0", "challenge"),
+        ("planner_0", "plan"),
+        ("critic_0", "review_question"),
+        ("critic_0", "review_plan"),
+        ("solver_0", "solve"),
+        ("solver_0", "solve"),
+    ]
+    assert sorted((a, p, r) for a, p, r, _ in wide) == sorted((a, p, r) for a, p, r, _ in seq)
+    # q = 0 < alpha: the challenger earns the gate's reward, not a difficulty term
+    ((_, ch_reward, ch_info),) = by_phase(wide)["challenge"]
+    assert ch_info["accepted"] is False and ch_info["terms"]["d"] is None
+
+
+def test_interleaved_round_probes_before_the_solves_and_pays_as_the_paper_order():
+    wide = play_round(make_env(turn_order="interleaved"), math_script())
+    assert _phases(wide) == [
+        ("challenger_0", "challenge"),
+        ("planner_0", "plan"),
+        ("critic_0", "review_question"),
+        ("critic_0", "review_plan"),
+        ("solver_0", "probe"),
+        ("solver_0", "probe"),
+        ("solver_0", "solve"),
+        ("solver_0", "solve"),
+    ]
+    rec = by_phase(wide)
+    # the same values as test_scripted_round_rewards_known_in_advance; the planned task is
+    # the seed "What is 2+3?" (drawn before this round's question joined the pool), which the
+    # script answers 5: right, with the plan shown
+    assert [r for _, r, _ in rec["probe"]] == pytest.approx([0.8, 0.2])
+    ((_, ch_reward, _),) = rec["challenge"]
+    assert ch_reward == pytest.approx(2.5 / 3)
+    ((_, pl_reward, pl_info),) = rec["plan"]
+    assert pl_reward == pytest.approx(0.5 / 3 + 0.5) and pl_info["plan_shown"]
+    assert [r for _, r, _ in rec["solve"]] == pytest.approx([0.2 / 3 + 0.8] * 2)
+    assert by_phase(wide)["solve"][0][2]["verdict"]["score"] == 1.0
+
+
+def test_interleaved_turns_are_announced_with_the_observation_they_will_have():
+    env = make_env(turn_order="interleaved")
+    env.reset(seed=0)
+    (ahead,) = env.infos["challenger_0"]["ahead"]
+    assert ahead["agent"] == "planner_0" and ahead["phase"] == "plan"
+    env.step("<question>What is 7*6?</question>\n<answer>42</answer>")
+    assert env.agent_selection == "planner_0"
+    assert env.observe("planner_0") == ahead["observation"]
+    (review,) = env.infos["planner_0"]["ahead"]
+    assert (review["agent"], review["phase"]) == ("critic_0", "review_question")
+    env.step(PLAN)
+    assert env.observe("critic_0") == review["observation"]
+    (plan_review,) = env.infos["critic_0"]["ahead"]
+    assert plan_review["phase"] == "review_plan"
+    env.step("<score>10</score> clear.")
+    assert env.observe("critic_0") == plan_review["observation"]
+    (probe,) = env.infos["critic_0"]["ahead"]
+    assert (probe["phase"], probe["repeats"]) == ("probe", 2)
+    env.step("<score>4</score> fine.")
+    assert env.observe("solver_0") == probe["observation"]
+    (solve,) = env.infos["solver_0"]["ahead"]
+    assert (solve["phase"], solve["repeats"]) == ("solve", 2)
+    # the paper's order announces nothing
+    seq = make_env()
+    seq.reset(seed=0)
+    assert "ahead" not in seq.infos["challenger_0"]
+
+
+def test_turn_order_must_be_known():
+    with pytest.raises(ValueError, match="turn_order"):
+        EnvConfig(turn_order="parallel")
+
+
+def test_interleaved_sage_passes_protocol_checks_and_pettingzoo_tests():
+    from sage_env import check_protocol
+
+    assert check_protocol("sage", turn_order="interleaved") == []
+
+    def mk():
+        return sage_env.env(
+            EnvConfig(solver_samples=2, turn_order="interleaved"), seeds=[MATH_SEED, CODE_SEED]
+        )
+
+    api_test(mk(), num_cycles=30)
+    seed_test(mk, num_cycles=30)

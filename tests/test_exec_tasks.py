@@ -263,11 +263,13 @@ def test_sage_on_execution_tasks_grounds_the_new_task_in_the_executor():
     assert seen["solve"][1]["group"].startswith("exec/")
 
 
-def test_sage_on_execution_tasks_passes_pettingzoo_api_test():
+@pytest.mark.parametrize("order", ["sequential", "interleaved"])
+def test_sage_on_execution_tasks_passes_pettingzoo_api_test(order):
     from sage_env.exec_tasks import identity_tasks
 
     env = sage_env.env(
-        EnvConfig(protocol="sage", domains=("exec",), solver_samples=1), seeds=identity_tasks()
+        EnvConfig(protocol="sage", domains=("exec",), solver_samples=1, turn_order=order),
+        seeds=identity_tasks(),
     )
     api_test(env, num_cycles=10)
 

@@ -432,7 +432,8 @@ def test_rollout_driver_samples_announced_repeats_in_one_call():
     result = RolloutDriver([env], Counting(), SamplingConfig()).collect([0])
     assert calls == [["task v0"] * 3]  # three attempts, one call
     assert env.seen == ["task v0#0", "task v0#1", "task v0#2"]  # each sample used once
-    assert result.ticks == 3 and len(result.transitions) == 3
+    # one generation round: the two later attempts are played from the samples drawn ahead
+    assert result.ticks == 1 and len(result.transitions) == 3
 
     calls.clear()
     env = _RepeatEnv(3, change_at=1)
@@ -442,3 +443,201 @@ def test_rollout_driver_samples_announced_repeats_in_one_call():
     assert calls == [["task v0"] * 3, ["task v1"] * 2]
     assert env.seen[0].startswith("task v0#")
     assert all(a.startswith("task v1#") for a in env.seen[1:])
+
+
+class _ByObservation:
+    """A deterministic policy: the reply is a function of the observation alone."""
+
+    def __init__(self):
+        self.calls: list[int] = []
+
+    def generate(self, observations, sampling, budgets=None, stops=None):
+        from learners.policy import Completion
+
+        self.calls.append(len(observations))
+        out = []
+        for obs in observations:
+            prefix = obs.get("prefix", "")
+            if prefix.startswith("<question>"):
+                text = "What is 7*6?</question>\n<answer>42</answer>"
+            elif prefix.startswith("<score>"):
+                text = "9</score> Clear."
+            elif prefix.startswith("<plan>"):
+                text = " Read.\n2. Compute.\n</plan>"
+            else:
+                text = "\\boxed{42}" if "7*6" in obs["user"] else "\\boxed{5}"
+            out.append(Completion(text=text, prompt_ids=[1], completion_ids=[2], prefix=prefix))
+        return out
+
+
+def _play_wide(n, lookahead, order="interleaved"):
+    import sage_env
+
+    from sage_env.verifiers import MathVerifier
+
+    slow_ok = MathVerifier(timeout_s=60.0)  # a loaded machine must not time the checks out
+    envs = [
+        sage_env.env(
+            EnvConfig(domains=("math",), solver_samples=2, turn_order=order),
+            seeds=[MATH_SEED],
+            math_verifier=slow_ok,
+        )
+        for _ in range(n)
+    ]
+    policy = _ByObservation()
+    driver = RolloutDriver(envs, policy, SamplingConfig(max_new_tokens=8), lookahead=lookahead)
+    result = driver.collect(list(range(n)))
+    return result, policy.calls
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_wide_ticks_carry_every_round_of_the_step_in_three_calls(n):
+    # a round: challenge, plan, 2 reviews, k = 2 probes, k = 2 solves = 8 rows
+    wide, calls = _play_wide(n, lookahead=True)
+    assert calls == [2 * n, 2 * n, 4 * n]  # challengers + planners, both reviews, probes + solves
+    assert (wide.calls, wide.rows, wide.ticks) == (3, 8 * n, 3)
+    assert wide.rows / wide.calls == 8 * n / 3
+    # the same turn order played one turn at a time: a call per phase
+    narrow, calls = _play_wide(n, lookahead=False)
+    assert calls == [n, n, n, n, 2 * n, 2 * n]
+    assert (narrow.calls, narrow.rows) == (6, 8 * n)
+    # the same actions and rewards either way (the policy is a function of the observation)
+    def key(r):
+        return sorted((t.env_index, t.agent, t.phase, t.text, t.reward) for t in r.transitions)
+
+    assert key(wide) == key(narrow)
+    assert all(t.details for t in wide.transitions)  # every action was credited
+    # the paper's turn order announces nothing: 6 calls with lookahead on
+    sequential, calls = _play_wide(n, lookahead=True, order="sequential")
+    assert calls == [n, n, 2 * n, n, n, 2 * n] and sequential.rows == 8 * n
+
+
+def test_wide_ticks_read_score_distributions_of_turns_drawn_ahead():
+    import sage_env
+
+    read: list[str] = []
+
+    class Scored(_ByObservation):
+        def score_distribution(self, observations, temperature=1.0, max_prompt_tokens=None):
+            read.extend(o["user"][:20] for o in observations)
+            return [tuple([0.0] * 9 + [1.0]) for _ in observations]  # p(score 10) = 1
+
+    cfg = EnvConfig(
+        domains=("math",), solver_samples=1, turn_order="interleaved",
+        rewards={"critic_score_estimate": "expected"},
+    )
+    from sage_env.verifiers import MathVerifier
+
+    slow_ok = MathVerifier(timeout_s=60.0)  # a loaded machine must not time the checks out
+    envs = [sage_env.env(cfg, seeds=[MATH_SEED], math_verifier=slow_ok) for _ in range(2)]
+    policy = Scored()
+    result = RolloutDriver(envs, policy, SamplingConfig(max_new_tokens=8)).collect([0, 1])
+    assert policy.calls == [4, 4, 4]
+    assert len(read) == 4  # 2 question reviews + 2 plan reviews (one drawn ahead each)
+    reviews = [t for t in result.transitions if t.phase.startswith("review")]
+    # the expected score 10 (not the sampled 9) reached the gate: q = p = 1
+    assert sorted(t.details.get("q", t.details.get("p")) for t in reviews) == [1.0] * 4
+
+
+def test_token_budget_micro_batches():
+    from learners.pg import _token_chunks
+
+    lengths = [10, 20, 30, 40, 100, 300]
+    order = list(range(6))
+    assert _token_chunks(order, lengths, 4, 0) == [[0, 1, 2, 3], [4, 5]]
+    # padded tokens = len(mb) x its longest: 3 x 30 = 90 <= 100, 4 x 40 > 100
+    assert _token_chunks(order, lengths, 4, 100) == [[0, 1, 2], [3], [4], [5]]
+    assert _token_chunks(order, lengths, 2, 1000) == [[0, 1], [2, 3], [4, 5]]
+    with pytest.raises(ValueError, match="micro_batch_tokens"):
+        TRRConfig(micro_batch_tokens=-1)
+
+
+def test_token_budget_gives_the_same_update(tiny_path):
+    import copy
+
+    obs = [{"system": "s", "user": "q" * (3 * i + 1)} for i in range(6)]
+    base = HFPolicy(tiny_path, device="cpu", seed=0)
+    comps = base.generate(obs, SamplingConfig(max_new_tokens=6))
+    rewards = [1.0, 0.0, 0.5, 0.2, 0.9, 0.0]
+    results = []
+    for budget in (0, 40):
+        policy = copy.deepcopy(base)
+        learner = TRRLearner(
+            policy,
+            TRRConfig(
+                lr=1e-3, gradient_checkpointing=False, micro_batch_size=6,
+                micro_batch_tokens=budget,
+            ),
+        )
+        learner.observe(
+            [
+                Transition(
+                    "solver_0", "solver", "math", "solve", c.prompt_ids, c.completion_ids,
+                    c.logprobs, c.text, reward=w,
+                )
+                for c, w in zip(comps, rewards)
+            ]
+        )
+        metrics = learner.update()
+        # the gradient AdamW stepped on (an element near 0 can flip AdamW's sign, so the
+        # weights are not compared)
+        results.append(
+            (metrics, {n: p.grad.clone() for n, p in policy.model.named_parameters()})
+        )
+    (m_all, g_all), (m_budget, g_budget) = results
+    assert m_budget["loss"] == pytest.approx(m_all["loss"], abs=1e-6)
+    assert m_budget["grad_norm"] == pytest.approx(m_all["grad_norm"], rel=1e-4)
+    for n in g_all:
+        assert torch.allclose(g_budget[n], g_all[n], rtol=1e-3, atol=1e-7), n
+
+
+@pytest.mark.parametrize(
+    ("order", "calls"),
+    # the tiny random model's proposals never parse: a round is challenge, plan, the plan's
+    # review and k = 2 solves (5 rows); interleaved, the challengers and planners share a call
+    [("sequential", 4), ("interleaved", 3)],
+)
+def test_train_logs_wide_ticks(tiny_path, tmp_path, order, calls):
+    rounds = 3
+    cfg = TrainConfig(
+        model=tiny_path,
+        out=str(tmp_path / "run"),
+        steps=1,
+        rounds_per_step=rounds,
+        max_new_tokens=6,
+        device="cpu",
+        env=EnvConfig(solver_samples=2, domains=("math",), turn_order=order),
+        learner=TRRConfig(lr=1e-3, gradient_checkpointing=False),
+    )
+    train(cfg, progress=False)
+    (row,) = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert row["rollout/generate_calls"] == calls
+    assert row["rollout/rows_per_call"] == pytest.approx(5 * rounds / calls)
+
+
+def test_per_parameter_adamw_gives_the_same_step(tiny_path):
+    import copy
+
+    obs = [{"system": "s", "user": f"q{i}"} for i in range(4)]
+    base = HFPolicy(tiny_path, device="cpu", seed=0)
+    comps = base.generate(obs, SamplingConfig(max_new_tokens=6))
+    weights = []
+    for foreach in (None, False):
+        policy = copy.deepcopy(base)
+        learner = TRRLearner(
+            policy, TRRConfig(lr=1e-3, gradient_checkpointing=False, adamw_foreach=foreach)
+        )
+        assert learner.optimizer.defaults["foreach"] is foreach
+        learner.observe(
+            [
+                Transition(
+                    "solver_0", "solver", "math", "solve", c.prompt_ids, c.completion_ids,
+                    c.logprobs, c.text, reward=w,
+                )
+                for c, w in zip(comps, [1.0, 0.0, 0.3, 0.8])
+            ]
+        )
+        learner.update()
+        weights.append({n: p.detach().clone() for n, p in policy.model.named_parameters()})
+    for n in weights[0]:
+        assert torch.allclose(weights[0][n], weights[1][n], atol=1e-7), n

@@ -52,8 +52,19 @@ class PGConfig:
     """Optimizer steps per epoch; >1 makes later minibatches off-policy, where clipping acts."""
     micro_batch_size: int = 4
     """Sequences per forward/backward (gradient accumulation inside a minibatch)."""
+    micro_batch_tokens: int = 0
+    """Token budget of one forward/backward: a micro-batch holds at most this many padded
+    tokens (sequences x its longest prompt + completion) as well as at most
+    ``micro_batch_size`` sequences; a longer sequence goes alone. Activations grow with the
+    padded tokens, so the budget bounds the update's memory peak whatever the lengths
+    (``docs/training.md``, "Where the memory goes"). 0 (default): no budget."""
     max_grad_norm: float = 1.0
     """Global gradient-norm clip."""
+    adamw_foreach: bool | None = None
+    """torch's AdamW implementation (``torch.optim.AdamW(foreach=...)``): ``None`` (default)
+    torch's choice, the multi-tensor one, whose step makes temporary copies of every
+    parameter's state at once; ``False`` the per-parameter loop, whose temporaries are one
+    parameter's, a lower memory peak for the step at the same result."""
     adv_eps: float = 1e-6
     """Added to the group std before dividing."""
     loss_agg: Literal["token_mean", "seq_mean"] = "token_mean"
@@ -90,6 +101,10 @@ class PGConfig:
             raise ValueError(
                 f"need lr > 0, clip_eps > 0, kl_coef >= 0; got lr={self.lr}, "
                 f"clip_eps={self.clip_eps}, kl_coef={self.kl_coef}"
+            )
+        if self.micro_batch_tokens < 0:
+            raise ValueError(
+                f"micro_batch_tokens must be >= 0 (0 = off), got {self.micro_batch_tokens}"
             )
         for name in ("ppo_epochs", "num_minibatches", "micro_batch_size", "max_seq_tokens"):
             if getattr(self, name) < 1:
@@ -189,7 +204,10 @@ class PolicyGradientLearner:
         self.params = policy.trainable_parameters()
         """What the optimiser updates (the adapters only, with LoRA)."""
         self.optimizer = torch.optim.AdamW(
-            self.params, lr=self.config.lr, weight_decay=self.config.weight_decay
+            self.params,
+            lr=self.config.lr,
+            weight_decay=self.config.weight_decay,
+            foreach=self.config.adamw_foreach,
         )
         self.use_reference = self.config.kl_coef > 0
         if self.use_reference:
@@ -364,7 +382,8 @@ class PolicyGradientLearner:
             range(len(batch)),
             key=lambda i: len(batch[i].prompt_ids) + len(batch[i].completion_ids),
         )
-        for mb in _chunks(order, cfg.micro_batch_size):
+        lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in batch]
+        for mb in _token_chunks(order, lengths, cfg.micro_batch_size, cfg.micro_batch_tokens):
             logp, _ = self.policy.token_logprobs(
                 [batch[i].prompt_ids for i in mb],
                 [batch[i].completion_ids for i in mb],
@@ -402,7 +421,8 @@ class PolicyGradientLearner:
         if not by_length:  # AdamW still steps (momentum), as it would on all-zero gradients
             for p in self.params:
                 p.grad = torch.zeros_like(p)
-        for mb in _chunks(by_length, cfg.micro_batch_size):
+        lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in batch]
+        for mb in _token_chunks(by_length, lengths, cfg.micro_batch_size, cfg.micro_batch_tokens):
             items = [batch[i] for i in mb]
             prompts = [t.prompt_ids for t in items]
             comps = [t.completion_ids for t in items]
@@ -482,3 +502,27 @@ class PolicyGradientLearner:
 
 def _chunks(items: list, size: int) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _token_chunks(order: list[int], lengths: list[int], size: int, budget: int) -> list[list[int]]:
+    """Consecutive micro-batches of ``order`` (indices sorted by length).
+
+    Each holds at most ``size`` indices and, when ``budget > 0``, at most ``budget`` padded
+    tokens (``len(mb) * max(lengths[i] for i in mb)``); an index longer than the budget goes
+    alone. ``budget = 0``: chunks of ``size``.
+    """
+    if budget <= 0:
+        return _chunks(order, size)
+    out: list[list[int]] = []
+    mb: list[int] = []
+    longest = 0
+    for i in order:
+        wider = max(longest, lengths[i])
+        if mb and (len(mb) >= size or wider * (len(mb) + 1) > budget):
+            out.append(mb)
+            mb, wider = [], lengths[i]
+        mb.append(i)
+        longest = wider
+    if mb:
+        out.append(mb)
+    return out

@@ -38,6 +38,9 @@ parser reads (a code answer's prefix opens the fence, so the first fence closes 
 PRESETS: dict[str, TrainConfig] = {
     "demo": TrainConfig(
         steps=4,
+        # 4 rounds: wide ticks cut a step's generate calls from 4 to 3, but with ct2 the
+        # step was not faster (ct2 splits a call by prompt length), so 8 rounds would double
+        # the step (docs/results.md, "Wide ticks and a lean update")
         rounds_per_step=4,
         val_every=4,
         val_limit=16,
@@ -54,6 +57,10 @@ PRESETS: dict[str, TrainConfig] = {
         ),
         env=EnvConfig(
             solver_samples=2,
+            # the round's two halves alternate, so a step's rounds make 3 generate calls of
+            # up to 2, 2 and 4 rows a round instead of 6 narrower ones (docs/training.md,
+            # "Wide ticks"); a new question is planned from the next round on
+            turn_order="interleaved",
             rewards=RewardConfig(
                 # the critic's plan reviews are half format, half how well p predicted the
                 # solver (not in the paper: a critic whose every reply parses otherwise gets
@@ -64,7 +71,12 @@ PRESETS: dict[str, TrainConfig] = {
                 critic_score_estimate="expected",
             ),
         ),
-        learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
+        # micro-batches of at most 1024 padded tokens: a micro-batch of 4 long sequences held
+        # 5 GB of activations (docs/training.md, "Where the memory goes"); checkpointing is
+        # left off (it saved 4% of the peak on a demo buffer at 15% more update time)
+        learner=PGConfig(
+            lr=1e-5, micro_batch_size=16, micro_batch_tokens=1024, gradient_checkpointing=False
+        ),
         # CTranslate2 on the CPU: the learner's float32 log-probs, faster than hf's generate
         # (docs/training.md, "CPU speed")
         rollout=RolloutConfig(engine="ct2"),

@@ -169,7 +169,8 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
     Given ``base`` (the preset the flags were laid over), also settings changed from it
     that another one overrides: ``max_new_tokens`` when
     ``phase_max_new_tokens`` sets every phase of the protocol, ``val_limit``/``val_max_new_tokens``/
-    ``val_at_start`` with ``val_every = 0``, ``gate_seed_quantile`` without
+    ``val_at_start`` with ``val_every = 0``, ``env.turn_order`` under a protocol other than
+    ``"sage"``, ``gate_seed_quantile`` without
     ``gate_calibration``, ``warmup.*`` with ``warmup.steps = 0``.
 
     Returns:
@@ -209,6 +210,11 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
                 f"sets every phase of protocol {cfg.env.protocol!r} "
                 f"({', '.join(sorted(phases))})"
             )
+    if changed("turn_order", cfg.env, base.env) and cfg.env.protocol != "sage":
+        out.append(
+            f"env.turn_order = {cfg.env.turn_order!r} does nothing: it orders the turns of "
+            f"protocol 'sage', not {cfg.env.protocol!r}"
+        )
     if cfg.val_every == 0:
         for name in ("val_limit", "val_max_new_tokens", "val_at_start"):
             if changed(name):

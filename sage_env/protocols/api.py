@@ -52,6 +52,12 @@ class ProtocolEnv(Protocol):
         """Give the turn to ``agent`` in ``phase`` on ``task``."""
         ...
 
+    def announce(
+        self, agent: str, phase: str, task: Task, obs: dict[str, str], repeats: int = 1
+    ) -> None:
+        """Announce a later turn of this round whose observation is already fixed."""
+        ...
+
     def deliver(self, agent: str, reward: float, terms: dict, **details: Any) -> None:
         """Credit ``agent``'s most recent action with ``reward``."""
         ...

@@ -7,6 +7,9 @@ to the environment only through its *protocol API*:
 - ``env.select(agent, phase, task, observation, repeats=1)``: give the turn to ``agent``
   (``repeats``: how many actions in a row it will give on this observation, e.g. k solver
   attempts; drivers then sample them in one batch);
+- ``env.announce(agent, phase, task, observation, repeats=1)``, after ``select``: a later
+  turn of this round that is certain to come and whose observation is fixed already
+  (``infos[agent]["ahead"]``; drivers sample it in the current batch);
 - ``env.deliver(agent, reward, terms, **details)``: credit the agent's last action;
 - ``env.finish()``: end the round;
 - ``env.verify(task, text)`` -> ``(s_gt, format, verdict)``: score an answer externally;

@@ -76,6 +76,7 @@ def check_protocol(
     raise_on_error: bool = True,
     players: Mapping[str, Player] | None = None,
     protocol_config: Any = None,
+    **env_overrides: Any,
 ) -> ProtocolReport:
     """Play rounds with garbage, scripted and your own players and report every broken rule.
 
@@ -104,6 +105,8 @@ def check_protocol(
         protocol_config: The protocol's settings to play with: an instance of its
             ``config_cls`` or a mapping of its fields (default: its defaults). Check each
             setting that changes what a handler does.
+        **env_overrides: :class:`~sage_env.config.EnvConfig` overrides for every environment
+            played, e.g. ``turn_order="interleaved"``.
 
     Returns:
         A :class:`ProtocolReport`: the problems found (empty when the protocol is sound) and
@@ -157,6 +160,7 @@ def check_protocol(
                 seeds=seeds,
                 solver_samples=2,
                 protocol_config=settings,
+                **env_overrides,
             )
             try:
                 problems += _play_and_audit(e, make_player(), seed, where, cov)
@@ -174,6 +178,7 @@ def check_protocol(
                     seeds=seeds,
                     solver_samples=1,
                     protocol_config=settings,
+                    **env_overrides,
                 ),
                 num_cycles=20,
             )

@@ -14,6 +14,10 @@ reference task's mode; :func:`~sage_env.protocols.azr.vet_exec_proposal`) and th
 executor computes the outputs, so the new task's ground truth is never the challenger's
 claim; critic, planner and solver then play as on any task.
 
+With ``EnvConfig.turn_order = "interleaved"`` the task of step 4 is drawn when the round
+starts and the two halves alternate: 1, 4, 2, 5, 3, 6 (each turn whose observation is fixed
+already is announced with ``env.announce``, so a driver samples both halves together).
+
 Steps 2-3 are skipped when the proposal does not parse or its verifier fails its check, and
 step 3 when the question fails the quality gate. With ``pool_admission="solvable"`` a
 question that no probe solves stays out of the pool and earns no difficulty term.
@@ -69,6 +73,10 @@ class SAGEProtocol(Protocol):
         self.plan_review_details: dict = {}
         self.solve_scores: list[float] = []
         self.exec_parsed: dict | None = None
+        self.wide = env.config.turn_order == "interleaved"
+        self.review_obs: dict | None = None  # interleaved: the question review to come
+        self.plan_review_obs: dict | None = None
+        self.probing = False  # interleaved: the question passed the gate, probes to come
         mode = exec_tasks.exec_mode(self.reference)
         if mode is not None:  # AZR-style proposal of an execution task
             settings = AZRConfig()
@@ -76,9 +84,12 @@ class SAGEProtocol(Protocol):
             obs = exec_tasks.proposer_prompt(
                 mode, self.exec_refs, settings.banned_modules, settings.induction_inputs
             )
-            env.select("challenger_0", "challenge", self.reference, obs)
-            return
-        env.select("challenger_0", "challenge", self.reference, prompts.challenger(self.reference))
+        else:
+            obs = prompts.challenger(self.reference)
+        env.select("challenger_0", "challenge", self.reference, obs)
+        if self.wide:  # the planned task is drawn now: the planner's turn is fixed already
+            self.task = env.pool.sample(env.rng)
+            env.announce("planner_0", "plan", self.task, prompts.planner(self.task))
 
     def _parsed(self) -> dict:
         return self.exec_parsed if self.exec_parsed is not None else public(self.proposal)
@@ -112,15 +123,10 @@ class SAGEProtocol(Protocol):
                 accepted=False,
                 verifier_check=self.check,
             )
-            self._start_plan(env)
+            self._after_challenge(env, None)
             return
         self.new_task = task
-        env.select(
-            "critic_0",
-            "review_question",
-            task,
-            prompts.critic_question(task.prompt, task.domain, None),
-        )
+        self._after_challenge(env, prompts.critic_question(task.prompt, task.domain, None))
 
     # phase handlers --------------------------------------------------------------
     def on_challenge(self, env: ProtocolEnv, text: str) -> None:
@@ -138,12 +144,10 @@ class SAGEProtocol(Protocol):
                 accepted=False,
                 verifier_check=self.check,
             )
-            self._start_plan(env)
+            self._after_challenge(env, None)
             return
-        env.select(
-            "critic_0",
-            "review_question",
-            self.new_task,
+        self._after_challenge(
+            env,
             prompts.critic_question(
                 self.new_task.prompt,
                 self.new_task.domain,
@@ -151,12 +155,39 @@ class SAGEProtocol(Protocol):
             ),
         )
 
+    def _after_challenge(self, env: ProtocolEnv, review_obs: dict | None) -> None:
+        """Next turn after the proposal: its review (``review_obs``) or, without one, the plan.
+
+        Interleaved: always the planner, with the question review announced when there is one.
+        """
+        if not self.wide:
+            if review_obs is None:
+                self._start_plan(env)
+            else:
+                env.select("critic_0", "review_question", self.new_task, review_obs)
+            return
+        self.review_obs = review_obs
+        env.select("planner_0", "plan", self.task, prompts.planner(self.task))
+        if review_obs is not None:
+            env.announce("critic_0", "review_question", self.new_task, review_obs)
+
     def on_review_question(self, env: ProtocolEnv, text: str) -> None:
         """Score the question; probe its difficulty when it passes the quality gate."""
         cfg = env.config.rewards
         self.q = review(env, "critic_0", text, "question", "q")
         if rewards.quality_gate(self.q, cfg):
             self.probe_scores = []
+            if self.wide:  # the plan's review first; the probes come after it
+                self.probing = True
+                env.select("critic_0", "review_plan", self.task, self.plan_review_obs)
+                env.announce(
+                    "solver_0",
+                    "probe",
+                    self.new_task,
+                    prompts.solver(self.new_task),
+                    repeats=env.config.solver_samples,
+                )
+                return
             env.select(
                 "solver_0",
                 "probe",
@@ -173,6 +204,9 @@ class SAGEProtocol(Protocol):
             accepted=False,
             gate=f"q={self.q:.3f} < alpha={cfg.alpha:.3f}: rejected",
         )
+        if self.wide:  # no probes: the plan's review is next
+            env.select("critic_0", "review_plan", self.task, self.plan_review_obs)
+            return
         self._start_plan(env)
 
     def on_probe(self, env: ProtocolEnv, text: str) -> None:
@@ -200,7 +234,7 @@ class SAGEProtocol(Protocol):
                 probe_scores=list(self.probe_scores),
                 gate="no difficulty probe solved it (pool_admission='solvable'): rejected",
             )
-            self._start_plan(env)
+            self._after_probes(env)
             return
         task.meta.update({"q": self.q, "d": d, "probe_scores": list(self.probe_scores)})
         added = env.pool.add(task)
@@ -213,7 +247,14 @@ class SAGEProtocol(Protocol):
             added_to_pool=added,
             new_task_id=task.task_id,
         )
-        self._start_plan(env)
+        self._after_probes(env)
+
+    def _after_probes(self, env: ProtocolEnv) -> None:
+        """Next turn once the question is settled: the plan, or (interleaved) what is left."""
+        if self.wide:  # the plan was reviewed before the probes
+            self._start_solve(env)
+        else:
+            self._start_plan(env)
 
     def _start_plan(self, env: ProtocolEnv) -> None:
         self.task = env.pool.sample(env.rng)
@@ -224,7 +265,12 @@ class SAGEProtocol(Protocol):
         self.plan = parsing.parse_plan(text)
         self.plan_format = parsing.plan_format_score(text)
         shown_text = self.plan if self.plan is not None else text.strip()[:2000]
-        env.select("critic_0", "review_plan", self.task, prompts.critic_plan(self.task, shown_text))
+        self.plan_review_obs = prompts.critic_plan(self.task, shown_text)
+        if self.wide and self.review_obs is not None:  # the question's review comes first
+            env.select("critic_0", "review_question", self.new_task, self.review_obs)
+            env.announce("critic_0", "review_plan", self.task, self.plan_review_obs)
+            return
+        env.select("critic_0", "review_plan", self.task, self.plan_review_obs)
 
     def on_review_plan(self, env: ProtocolEnv, text: str) -> None:
         """Score the plan, credit critic and planner, open the plan gate."""
@@ -252,14 +298,31 @@ class SAGEProtocol(Protocol):
                 else "no parseable plan: plan not shown"
             ),
         )
+        if self.probing:  # interleaved: the question's probes first, then the solves
+            env.select(
+                "solver_0",
+                "probe",
+                self.new_task,
+                prompts.solver(self.new_task),
+                repeats=env.config.solver_samples,
+            )
+            env.announce(
+                "solver_0",
+                "solve",
+                self.task,
+                self._solve_obs(),
+                repeats=env.config.solver_samples,
+            )
+            return
+        self._start_solve(env)
+
+    def _solve_obs(self) -> dict:
+        return prompts.solver(self.task, self.plan if self.plan_shown else None)
+
+    def _start_solve(self, env: ProtocolEnv) -> None:
         self.solve_scores = []
-        plan = self.plan if self.plan_shown else None
         env.select(
-            "solver_0",
-            "solve",
-            self.task,
-            prompts.solver(self.task, plan),
-            repeats=env.config.solver_samples,
+            "solver_0", "solve", self.task, self._solve_obs(), repeats=env.config.solver_samples
         )
 
     def on_solve(self, env: ProtocolEnv, text: str) -> None:
