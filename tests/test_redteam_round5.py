@@ -49,6 +49,14 @@ class Box:
     def top(self): return L()
 ANSWER = L()
 def f(*a): return L()
+class M(type):
+    def __eq__(s, o): return True
+    def __ne__(s, o): return False
+    __hash__ = type.__hash__
+class E(Exception, metaclass=M):
+    pass
+def g(*a): return E
+def h(*a): raise ValueError(L())
 """
 
 #: Shapes of my own: each needs a value of 4 (or a consistent list) to pass.
@@ -68,6 +76,13 @@ LIAR5_SHAPES = {
     "program_global": "if ANSWER != 4:\n    raise AssertionError",
     # a truthiness check in a while loop
     "while_condition": "n = 0\nwhile not f(n):\n    n += 1\n    if n > 3:\n        raise AssertionError",
+    # a class whose metaclass lies, returned as a value (exception classes stay themselves)
+    "metaclass": "if g(1) != 4:\n    raise AssertionError",
+    # the argument of an exception the program raises, read outside an assert
+    "exception_args": (
+        "try:\n    h(1)\nexcept ValueError as e:\n    if e.args[0] != 4:\n"
+        "        raise AssertionError\nelse:\n    raise AssertionError"
+    ),
     # ordering inside a helper
     "helper_orders": "def between(a, lo, hi):\n    return lo < a < hi\nassert between(f(1), 3, 5)",
 }
@@ -78,6 +93,8 @@ class Box:
     def top(self): return 4
 ANSWER = 4
 def f(*a): return 4
+def g(*a): return 4
+def h(*a): raise ValueError(4)
 """
 HONEST5_ITERABLE = "def f(*a):\n    return [1, 2, 0]\n"
 

@@ -255,6 +255,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
     _id, _getattr, _setattr, _object_setattr = id, getattr, setattr, object.__setattr__
     _type_instancecheck, _type_subclasscheck = type.__instancecheck__, type.__subclasscheck__
     _BaseException = BaseException
+    _get_args, _set_args = BaseException.args.__get__, BaseException.args.__set__
 
     class _Guard:
         __slots__ = ("_sage_raw",)
@@ -266,7 +267,15 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             fn = _raw(self)
             args = [unshield(a) for a in args]
             kwargs = {k: unshield(a) for k, a in kwargs.items()}
-            return shield(fn(*args, **kwargs))
+            try:
+                result = fn(*args, **kwargs)
+            except _BaseException as exc:  # what it raises carries shielded args too
+                try:
+                    _set_args(exc, tuple(shield(a) for a in _get_args(exc)))
+                except _BaseException:
+                    pass
+                raise
+            return shield(result)
 
         def __getattr__(self, name):
             return shield(_getattr(_raw(self), name))
@@ -336,8 +345,8 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             return p
         if t in _LAZY:
             return _lazy(v)
-        if _isinstance(v, type) and issubclass(v, _BaseException):
-            return v  # `except ProgramError:` needs the class itself
+        if t is type and issubclass(v, _BaseException):
+            return v  # `except ProgramError:` needs the class itself (no metaclass of its own)
         return _Guard(v)
 
     _CONTAINERS = (list, tuple, set, frozenset)
