@@ -268,3 +268,45 @@ def test_escape_hatch_sees_attribute_reads_by_name(program):
     honest = "import operator\ndef f(x):\n    return operator.itemgetter(0)([x, 2])\n"
     assert ex.escape_hatch(honest) is None
     assert ex.validate_program(honest, ["1"]).valid
+
+
+# -- the judge's channels: linear buffering, reference values kept as lines --------------------
+
+
+def test_split_lines_joins_a_long_line_from_many_chunks():
+    from sage_env.sandbox.report import split_lines
+
+    pending = bytearray()
+    got = []
+    data = b"a" * 100_000 + b"\n" + b"b\nc" + b"d" * 50 + b"\n\nrest"
+    for n in range(0, len(data), 4096):
+        got += split_lines(pending, data[n : n + 4096])
+    assert got == [b"a" * 100_000, b"b", b"c" + b"d" * 50, b""]
+    assert bytes(pending) == b"rest"
+
+
+@pytest.mark.parametrize("got, ok", [([["I", 1], ["I", 2]], True), ([["I", 1], ["I", 3]], False)])
+def test_the_judge_decodes_a_reference_line_only_when_its_test_is_judged(got, ok):
+    from sage_env.sandbox.judge import _SITE_PREFIX, Judge
+    from sage_env.sandbox.report import encode_line
+    from sage_env.sandbox.rewrite import rewrite_asserts
+
+    src, sites = rewrite_asserts("assert __sage_plus__(f(1), 0)")
+    out = []
+    judge = Judge([src], [sites], lambda **ev: out.append(ev), tags=["t"])
+    line = encode_line({"ev": "site", "i": 0, "k": 0, "v": ["l", [["I", 1], ["I", 2]]]})[:-1]
+    m = _SITE_PREFIX.match(line)
+    assert m and (m.group(1), m.group(2)) == (b"0", b"0")
+    judge.from_reference({"ev": "site", "i": 0, "k": 0, "line": line})
+    assert judge.expected[(0, 0)] == [("line", line)]  # not decoded yet
+    for ev in (
+        {"ev": "setup_ok"},
+        {"ev": "program_ok"},
+        {"ev": "a", "k": 0, "v": [[0, ["l", got]]]},
+        {"ev": "test", "ok": True},
+    ):
+        judge.from_last(dict(ev, n="t"))
+    judge.finish(0)
+    ((verdict,),) = [[ev for ev in out if ev.get("ev") == "test"]]
+    assert verdict["ok"] is ok, out
+    assert judge.expected == {}
