@@ -57,6 +57,7 @@ class E(Exception, metaclass=M):
     pass
 def g(*a): return E
 def h(*a): raise ValueError(L())
+__answer__ = L()
 """
 
 #: Shapes of my own: each needs a value of 4 (or a consistent list) to pass.
@@ -83,6 +84,8 @@ LIAR5_SHAPES = {
         "try:\n    h(1)\nexcept ValueError as e:\n    if e.args[0] != 4:\n"
         "        raise AssertionError\nelse:\n    raise AssertionError"
     ),
+    # a dunder-named program global
+    "dunder_global": "if __answer__ != 4:\n    raise AssertionError",
     # ordering inside a helper
     "helper_orders": "def between(a, lo, hi):\n    return lo < a < hi\nassert between(f(1), 3, 5)",
 }
@@ -95,6 +98,7 @@ ANSWER = 4
 def f(*a): return 4
 def g(*a): return 4
 def h(*a): raise ValueError(4)
+__answer__ = 4
 """
 HONEST5_ITERABLE = "def f(*a):\n    return [1, 2, 0]\n"
 

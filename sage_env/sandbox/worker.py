@@ -568,9 +568,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                 tbuiltins["__import__"] = test_import
             tns = {}
             for key, val in ns.items():
-                if key[:2] == "__" and key[-2:] == "__":
-                    tns[key] = val
-                elif _type(val) is _Module and _id(val) in pre_ids:
+                if _type(val) is _Module and _id(val) in pre_ids:
                     tns[key] = private_module(pre_ids[_id(val)])
                 elif pre_ns.get(key, tns) is val and _type(val) is not types.FunctionType:
                     tns[key] = val  # setup's own (a constant, a typing alias ...)
