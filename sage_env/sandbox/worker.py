@@ -369,6 +369,26 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                 }
         return v
 
+    import re
+
+    #: an import statement: ``from a.b import c`` (group 1: ``a``) or ``import a.b as x, c``
+    #: (group 2: ``a.b as x, c``)
+    _IMPORTS = re.compile(
+        r"(?:^|;)[ \t]*(?:from[ \t]+(\w+)[\w.]*[ \t]+import\b|import[ \t]+([\w. \t,]+))", re.M
+    )
+
+    def _imported(src):
+        names = set()
+        for m in _IMPORTS.finditer(src):
+            if m.group(1):
+                names.add(m.group(1))
+            else:
+                for part in m.group(2).split(","):
+                    words = part.split()
+                    if words:
+                        names.add(words[0].split(".")[0])
+        return names
+
     _random_path = getattr(random, "__file__", None)  # the test's own random: private_module
     _open, _compile = open, compile
     run_mode = job["mode"] == "run"
@@ -430,10 +450,17 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         # Likewise every module and the namespace as setup left them: the test imports private
         # copies of these modules (see private_module), and sees the program's names shielded
         if src is not None:
+            # only the modules this test can name (an import statement of its source, a module
+            # setup bound): copying every loaded module's dict would cost each test ~10 ms
+            wanted = _imported(src)
+            wanted.update(
+                getattr(m, "__name__", "") for m in ns.values() if _type(m) is _Module
+            )
+            loaded = _dict(sys.modules)
             pre_modules = {
-                name: (m, _dict(m.__dict__))
-                for name, m in _dict(sys.modules).items()
-                if _type(m) is _Module and m is not module
+                name: (loaded[name], _dict(loaded[name].__dict__))
+                for name in wanted
+                if _type(loaded.get(name)) is _Module and loaded[name] is not module
             }
             pre_ns = _dict(ns)
         try:
