@@ -179,6 +179,8 @@ def test_a_lying_reference_cannot_pool_contradictory_tests_of_my_own():
     [
         "import sys\nassert all(sys.modules['solution'].dbl(x) == y for x, y in [(3, 7)])",
         "assert all(__import__('solution').dbl(x) == 7 for x in [3])",
+        "assert all(dbl._sage_raw(x) == 7 for x in [3])",
+        "assert all(dbl(x).__eq__(7) for x in [3])",
     ],
 )
 def test_a_test_cannot_reach_the_programs_raw_namespace(test, level):

@@ -253,6 +253,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
     # in the test's own code, in or outside an assert.
     _Module = types.ModuleType
     _id, _getattr, _setattr, _object_setattr = id, getattr, setattr, object.__setattr__
+    _object_getattribute = object.__getattribute__
     _type_instancecheck, _type_subclasscheck = type.__instancecheck__, type.__subclasscheck__
     _BaseException = BaseException
     _get_args, _set_args = BaseException.args.__get__, BaseException.args.__set__
@@ -277,7 +278,13 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                 raise
             return shield(result)
 
-        def __getattr__(self, name):
+        def __getattribute__(self, name):
+            # the object's attributes, shielded; dunders are the guard's own (an explicit
+            # ``f(1).__eq__(4)`` is the guard's), and its slot is out of reach by name
+            if name[:2] == "__" and name[-2:] == "__":
+                if name == "__class__":  # isinstance(guard, ProgramClass) as for the object
+                    return _type(_raw(self))
+                return _object_getattribute(self, name)
             return shield(_getattr(_raw(self), name))
 
         def __setattr__(self, name, value):
@@ -310,10 +317,6 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         def __subclasscheck__(self, sub):
             cls = _raw(self)
             return _isinstance(cls, type) and _type_subclasscheck(cls, unshield(sub))
-
-        @property
-        def __class__(self):  # isinstance(guard, ProgramClass) as for the object itself
-            return _type(_raw(self))
 
     _raw = _Guard._sage_raw.__get__
 
