@@ -148,6 +148,7 @@ def test_program_objects_still_work_as_objects():
         "a = [3, 1, 2]\nsort_in_place(a)\nassert a == [1, 2, 3]",
         # identity equality outside templates (in a template an opaque value equals nothing)
         "p = Pair(1, 2)\nq = p\nif q != p or p == Pair(1, 2):\n    raise AssertionError",
+        "assert longest.__name__ == 'longest' and Pair.__qualname__ == 'Pair'",
     ]
     res = _verify(program, tests)
     assert (res.score, res.passed, res.status) == (1.0, len(tests), "passed"), res

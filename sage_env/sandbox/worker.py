@@ -254,6 +254,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
     _Module = types.ModuleType
     _id, _getattr, _setattr, _object_setattr = id, getattr, setattr, object.__setattr__
     _object_getattribute = object.__getattribute__
+    _FORWARDED = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})  # values
     _type_instancecheck, _type_subclasscheck = type.__instancecheck__, type.__subclasscheck__
     _BaseException = BaseException
     _get_args, _set_args = BaseException.args.__get__, BaseException.args.__set__
@@ -284,7 +285,8 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             if name[:2] == "__" and name[-2:] == "__":
                 if name == "__class__":  # isinstance(guard, ProgramClass) as for the object
                     return _type(_raw(self))
-                return _object_getattribute(self, name)
+                if name not in _FORWARDED:
+                    return _object_getattribute(self, name)
             return shield(_getattr(_raw(self), name))
 
         def __setattr__(self, name, value):
