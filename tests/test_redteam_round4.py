@@ -2,8 +2,9 @@
 
 New cases only (the earlier rounds are ``tests/test_redteam_values.py`` and
 ``tests/test_sandbox_forgery.py``). Each test asserts the exact score a wrong program or
-answer must get, 0.0. Holes without a clear local fix are ``xfail(strict=True)`` with the
-hole described in the reason: they fail today, and turn into an error the day they are fixed.
+answer must get, 0.0. The three holes this round left open (lying objects outside assert templates, a
+Challenger pooling contradictory tests with a lying reference, a program patching ``random``)
+were closed in round 5 (``tests/test_redteam_round5.py``), and their tests here now pass.
 
 Fixed here:
 
@@ -131,40 +132,28 @@ LIAR_SHAPES = {
     "unittest_assert_equal": "import unittest\nunittest.TestCase().assertEqual(f(1), 4)",
     "list_count": "assert [4].count(f(1)) == 1",
 }
-LIAR_REASON = (
-    "open hole: only an assert's template is evaluated by the judge; any other code of the "
-    "test (an if/while/match condition, a comparison stored in a name, all()/any() over a "
-    "generator, a helper, an f-string, unittest's assertEqual, list.count) runs in the "
-    "program's process on the program's objects, so their __eq__/__ne__/__format__ decide. "
-    "No local fix: the rewriter would have to turn every operation of the test on a value "
-    "of the program into values (or refuse such tests)"
-)
+#: An honest program for every shape: returns 4.
+HONEST_FOUR = "def f(*a):\n    return 4\n"
 
 
-@pytest.mark.xfail(strict=True, reason=LIAR_REASON)
 @pytest.mark.parametrize("shape", sorted(LIAR_SHAPES))
 def test_lying_objects_in_test_code_outside_assert_templates_score_zero(shape):
+    # fixed (round 5): the test never operates on an object of the program; what the program
+    # hands it is plain builtin values or a guard that equals only itself (worker.py)
     res = _verify(LIAR, [LIAR_SHAPES[shape]])
-    assert res.score == 0.0, res
+    assert (res.score, res.passed) == (0.0, 0), res
+    res = _verify(HONEST_FOUR, [LIAR_SHAPES[shape].replace("(2, 5)", "(2, 4)")])
+    assert (res.score, res.status) == (1.0, "passed"), res
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open hole: a challenger's asserts whose comparison sits inside a hole "
-    "(all(... == ...) over a generator, list.count) are evaluated in its reference's "
-    "process, so a lying object passes two contradictory ones (their rewritten sources "
-    "differ, so the identical-tests rule does not apply) and the task enters the pool",
-)
-def test_a_challenger_with_a_lying_reference_cannot_pool_contradictory_tests():
-    reference = LIAR.replace("def f(*a)", "def dbl(*a)")
-
+def _challenger_script(reference, tests):
     def script(agent, phase, obs, n):
         return {
             "challenge": "<question>Write dbl(x) doubling x.</question><tests>\n"
-            "assert all(dbl(x) == y for x, y in [(3, 6)])\n"
-            "assert all(dbl(x) == y for x, y in [(3, 7)])\n"
-            "assert [6].count(dbl(3)) == 1\n"
-            "</tests><solution>\n```python\n" + reference + "```\n</solution>",
+            + tests
+            + "</tests><solution>\n```python\n"
+            + reference
+            + "```\n</solution>",
             "review_question": "<score>10</score> Checked it with care.",
             "probe": "```python\ndef dbl(x):\n    return 2 * x\n```",
             "plan": "<plan>\n1. Read.\n2. Return 2 * x.\n</plan>",
@@ -172,35 +161,56 @@ def test_a_challenger_with_a_lying_reference_cannot_pool_contradictory_tests():
             "solve": "```python\ndef dbl(x):\n    return 2 * x\n```",
         }[phase]
 
+    return script
+
+
+def _challenge_info(reference, tests):
     env = sage_env.env(EnvConfig(domains=("code",), solver_samples=1), seeds=[CODE_SEED])
-    rec = [r for r in play_round(env, script) if r[1] == "challenge"]
+    rec = [r for r in play_round(env, _challenger_script(reference, tests)) if r[1] == "challenge"]
     ((_, _, _, info),) = rec
+    return env, info
+
+
+CONTRADICTORY = (
+    "assert all(dbl(x) == y for x, y in [(3, 6)])\n"
+    "assert all(dbl(x) == y for x, y in [(3, 7)])\n"
+    "assert [6].count(dbl(3)) == 1\n"
+)
+
+
+def test_a_challenger_with_a_lying_reference_cannot_pool_contradictory_tests():
+    # fixed (round 5): the reference's objects reach the test only as values or guards
+    reference = LIAR.replace("def f(*a)", "def dbl(*a)")
+    env, info = _challenge_info(reference, CONTRADICTORY)
     assert info["verifier_check"]["status"] != "passed", info["verifier_check"]
     assert not info["accepted"]
     assert len(env.unwrapped.pool) == 1  # only the seed
+    # the same shapes, consistent, with an honest reference: the check passes
+    honest = "assert all(dbl(x) == y for x, y in [(3, 6)])\nassert [6].count(dbl(3)) == 1\n"
+    _, info = _challenge_info("def dbl(x):\n    return 2 * x\n", honest)
+    assert info["verifier_check"]["status"] == "passed", info["verifier_check"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open hole: the program shares its process with the test, so it can patch the "
-    "modules the test draws its inputs from (random.choice, random.randint); a test whose "
-    "inputs are random then checks only the inputs the program chose",
+RANDOM_PATCH = (
+    "import random\n"
+    "random.choice = lambda s: s[0]\n"
+    "def rev(s):\n"
+    "    return s\n"  # wrong: right only on palindromes such as 'aaa'
 )
-def test_patching_the_random_module_does_not_choose_the_tests_inputs():
-    program = (
-        "import random\n"
-        "random.choice = lambda s: s[0]\n"
-        "def rev(s):\n"
-        "    return s\n"  # wrong: right only on palindromes such as 'aaa'
-    )
-    test = (
-        "from random import choice, randint\n"
-        "for _ in range(20):\n"
-        "    s = ''.join(choice('abc') for _ in range(randint(3, 6)))\n"
-        "    assert rev(s) == s[::-1]"
-    )
-    res = _verify(program, [test])
+RANDOM_TEST = (
+    "from random import choice, randint\n"
+    "for _ in range(20):\n"
+    "    s = ''.join(choice('abc') for _ in range(randint(3, 6)))\n"
+    "    assert rev(s) == s[::-1]"
+)
+
+
+def test_patching_the_random_module_does_not_choose_the_tests_inputs(level):
+    # fixed (round 5): the test imports a random module of its own (worker.private_module)
+    res = _verify(RANDOM_PATCH, [RANDOM_TEST])
     assert res.score == 0.0, res
+    res = _verify(RANDOM_PATCH.replace("return s\n", "return s[::-1]\n"), [RANDOM_TEST])
+    assert (res.score, res.status) == (1.0, "passed"), res
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ __all__ = [
     "encode_line",
     "parse_line",
     "parse_report",
+    "split_lines",
 ]
 
 #: In a job's ``setup``, the code after this line is a reference solution: it runs only in a
@@ -44,6 +45,22 @@ def parse_line(line: bytes) -> dict | None:
     except Exception:
         return None
     return event if isinstance(event, dict) else None
+
+
+def split_lines(pending: bytearray, chunk: bytes) -> list[bytes]:
+    """Add ``chunk`` to the partial line ``pending``; return the lines it completes.
+
+    ``pending`` keeps what follows the last newline. Linear in the bytes read: a long line
+    arriving in many chunks is appended in place, not rebuilt per chunk (``buf + chunk`` is
+    quadratic, minutes for a line of a gigabyte).
+    """
+    if b"\n" not in chunk:
+        pending += chunk
+        return []
+    head, *rest = chunk.split(b"\n")
+    first = bytes(pending) + head if pending else head
+    pending[:] = rest.pop()
+    return [first, *rest]
 
 
 def parse_report(report: bytes) -> list[dict]:

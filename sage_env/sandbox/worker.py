@@ -6,11 +6,19 @@ and no descriptor of the host's report channel.
 
 from __future__ import annotations
 
+import bisect  # noqa: F401
+import heapq  # noqa: F401
 import os
+import random
+import string  # noqa: F401
 import sys
 
 from sage_env.sandbox.confine import _drop, _prctl, _read_all, _seccomp
-from sage_env.sandbox.report import REFERENCE_MARKER, decode_value, parse_line
+from sage_env.sandbox.report import REFERENCE_MARKER, decode_value, parse_line, split_lines
+
+# The modules above (with math, itertools, collections, functools, operator, re ... that the
+# harness imports anyway) are loaded before any program runs, so the test imports a private
+# copy of each as it was then (run_worker, private_module): tests draw their inputs from them.
 
 #: What W relays of one test's channel at most, bytes (the rest is dropped: that test fails).
 _RELAY_CAP_BYTES = 64 << 20
@@ -119,6 +127,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
     sys.addaudithook(audit)
 
     _SCALARS = (bool, int, float, complex, str, bytes)
+    _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
     _range, _isinstance = range, isinstance
 
     def plain(v, depth=0):
@@ -178,8 +187,10 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         return [{list: "l", tuple: "t", set: "S", frozenset: "F"}[t], [enc(x) for x in v]]
 
     def custom(v, names):
+        # a method defined by Python code: the class is a heap type (a ``class`` statement,
+        # whatever its ``__module__`` claims; builtin types are static)
         for klass in _type(v).__mro__:
-            if klass.__module__ != "builtins" and any(n in klass.__dict__ for n in names):
+            if klass.__flags__ & _HEAPTYPE and any(n in klass.__dict__ for n in names):
                 return True
         return False
 
@@ -230,6 +241,161 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
     ):
         _ITERABLES[t] = _again
     _MAX_ITEMS = 1 << 20
+
+    # -- the test's view of the program's objects (see docs/verifiers.md, "Values, not
+    # verdicts"): test code never operates on an object of the program. A value the program
+    # hands to the test (a name it binds, what a call of it returns, an attribute of one of its
+    # objects) reaches the test as plain builtin values (``plain``), a one-pass iterator of
+    # such values (a generator), or a _Guard: an object that equals only itself, is truthy
+    # only by builtin rules, formats as ``<T object>`` and supports no operator, but can be
+    # called, have its attributes read and be passed back to the program (unwrapped). So no
+    # ``__eq__``/``__bool__``/``__format__``/``__iter__`` ... of the program decides anything
+    # in the test's own code, in or outside an assert.
+    _Module = types.ModuleType
+    _id, _getattr, _setattr, _object_setattr = id, getattr, setattr, object.__setattr__
+    _object_getattribute = object.__getattribute__
+    _FORWARDED = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})  # values
+    _type_instancecheck, _type_subclasscheck = type.__instancecheck__, type.__subclasscheck__
+    _BaseException = BaseException
+    _get_args, _set_args = BaseException.args.__get__, BaseException.args.__set__
+
+    class _Guard:
+        __slots__ = ("_sage_raw",)
+
+        def __init__(self, raw):
+            _object_setattr(self, "_sage_raw", raw)
+
+        def __call__(self, *args, **kwargs):
+            fn = _raw(self)
+            args = [unshield(a) for a in args]
+            kwargs = {k: unshield(a) for k, a in kwargs.items()}
+            try:
+                result = fn(*args, **kwargs)
+            except _BaseException as exc:  # what it raises carries shielded args too
+                try:
+                    _set_args(exc, tuple(shield(a) for a in _get_args(exc)))
+                except _BaseException:
+                    pass
+                raise
+            return shield(result)
+
+        def __getattribute__(self, name):
+            # the object's attributes, shielded; dunders are the guard's own (an explicit
+            # ``f(1).__eq__(4)`` is the guard's), and its slot is out of reach by name
+            if name[:2] == "__" and name[-2:] == "__":
+                if name == "__class__":  # isinstance(guard, ProgramClass) as for the object
+                    return _type(_raw(self))
+                if name not in _FORWARDED:
+                    return _object_getattribute(self, name)
+            return shield(_getattr(_raw(self), name))
+
+        def __setattr__(self, name, value):
+            _setattr(_raw(self), name, unshield(value))
+
+        def __eq__(self, other):
+            return _type(other) is _Guard and _raw(other) is _raw(self)
+
+        def __ne__(self, other):
+            return not (_type(other) is _Guard and _raw(other) is _raw(self))
+
+        def __hash__(self):
+            return _id(_raw(self))
+
+        def __bool__(self):
+            return truth(_raw(self))
+
+        def __repr__(self):
+            return "<" + _type_name(_raw(self)) + " object>"
+
+        __str__ = __repr__
+
+        def __format__(self, spec):
+            return self.__repr__()
+
+        def __instancecheck__(self, obj):  # isinstance(x, ProgramClass)
+            cls = _raw(self)
+            return _isinstance(cls, type) and _type_instancecheck(cls, unshield(obj))
+
+        def __subclasscheck__(self, sub):
+            cls = _raw(self)
+            return _isinstance(cls, type) and _type_subclasscheck(cls, unshield(sub))
+
+    _raw = _Guard._sage_raw.__get__
+
+    def _type_name(v):
+        try:
+            return str(_type(v).__name__)[:80]
+        except BaseException:
+            return "object"
+
+    def _lazy(it):
+        for x in it:
+            yield shield(x)
+
+    _LAZY = set(_ITERABLES) - {range}
+
+    _shielded = [None]  # the last container shield built (exact builtin types throughout)
+
+    def shield(v):
+        # a value of the program as the test may see it (see above)
+        t = _type(v)
+        if t is _Guard or v is None or t in _SCALARS or t is range:
+            return v
+        try:
+            p = plain(v)
+        except (TypeError, ValueError):
+            pass
+        else:
+            _shielded[0] = p  # a hole taking this very value need not copy it again
+            return p
+        if t in _LAZY:
+            return _lazy(v)
+        if t is type and issubclass(v, _BaseException):
+            return v  # `except ProgramError:` needs the class itself (no metaclass of its own)
+        return _Guard(v)
+
+    _CONTAINERS = (list, tuple, set, frozenset)
+
+    def unshield(v):
+        # what the program gets back: its own object for a guard, also as an item of a list,
+        # tuple, set or dict (keys and values) the test built around guards; anything else as
+        # is (the same object: a program may change the test's list in place)
+        t = _type(v)
+        if t is _Guard:
+            return _raw(v)
+        if t in _CONTAINERS:
+            if _Guard in set(map(_type, v)):  # one C-level pass
+                return t(_raw(x) if _type(x) is _Guard else x for x in v)
+        elif t is dict:
+            if _Guard in set(map(_type, v)) or _Guard in set(map(_type, v.values())):
+                return {
+                    (_raw(k) if _type(k) is _Guard else k): (_raw(x) if _type(x) is _Guard else x)
+                    for k, x in v.items()
+                }
+        return v
+
+    import re
+
+    #: an import statement: ``from a.b import c`` (group 1: ``a``) or ``import a.b as x, c``
+    #: (group 2: ``a.b as x, c``)
+    _IMPORTS = re.compile(
+        r"(?:^|;)[ \t]*(?:from[ \t]+(\w+)[\w.]*[ \t]+import\b|import[ \t]+([\w. \t,]+))", re.M
+    )
+
+    def _imported(src):
+        names = set()
+        for m in _IMPORTS.finditer(src):
+            if m.group(1):
+                names.add(m.group(1))
+            else:
+                for part in m.group(2).split(","):
+                    words = part.split()
+                    if words:
+                        names.add(words[0].split(".")[0])
+        return names
+
+    _random_path = getattr(random, "__file__", None)  # the test's own random: private_module
+    _open, _compile = open, compile
     run_mode = job["mode"] == "run"
     setup_src, _, reference_src = job["setup"].partition(REFERENCE_MARKER)
     if job["mode"] != "reference":
@@ -286,6 +452,22 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         # The builtins as (trusted) setup left them. The test gets them back, so a program that
         # patches bool/abs/isinstance/... can fool neither its test nor the checks made for it.
         pristine = _dict(_builtins_dict)
+        # Likewise every module and the namespace as setup left them: the test imports private
+        # copies of these modules (see private_module), and sees the program's names shielded
+        if src is not None:
+            # only the modules this test can name (an import statement of its source, a module
+            # setup bound): copying every loaded module's dict would cost each test ~10 ms
+            wanted = _imported(src)
+            wanted.update(
+                getattr(m, "__name__", "") for m in ns.values() if _type(m) is _Module
+            )
+            loaded = _dict(sys.modules)
+            pre_modules = {
+                name: (loaded[name], _dict(loaded[name].__dict__))
+                for name in wanted
+                if _type(loaded.get(name)) is _Module and loaded[name] is not module
+            }
+            pre_ns = _dict(ns)
         try:
             _exec(program, ns)
             if _getpid() != me:  # a fork made by the program must not act as the harness
@@ -326,14 +508,19 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
 
             def value(k, j, v):
                 # a hole's value: kept for the judge (who decides), returned as plain builtins
+                guard = v if _type(v) is _Guard else None
+                if guard is not None:  # the program's object: the judge sees it as is
+                    v = _raw(guard)
                 try:
-                    p = plain(v)
+                    # what shield has just built is plain already; if the test has since put
+                    # something else in it, enc (exact types only) fails and the hole with it
+                    p = v if v is _shielded[0] and v is not None else plain(v)
                 except (TypeError, ValueError):
-                    try:
-                        name = str(_type(v).__name__)
-                    except BaseException:
-                        name = "object"
+                    name = _type_name(v)
                     code = ["?", name, truth(v)]
+                    if guard is not None:
+                        keep(k, j, code)
+                        return guard
                     if _type(v) in _ITERABLES:  # builtin iterators and views: their items
                         try:
                             items = []
@@ -369,11 +556,58 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
 
             _clear(_builtins_dict)
             _update(_builtins_dict, pristine)
-            tns = _dict(ns)
             # the test's own copy of the pristine builtins: a program that patches the
             # builtins module again from inside a call under test (``builtins.all = ...``)
             # changes what its own code sees, never what the test's code looks up
-            tns["__builtins__"] = _dict(pristine)
+            tbuiltins = _dict(pristine)
+            real_import = tbuiltins.get("__import__")
+            private = {}
+            pre_ids = {_id(m): name for name, (m, _) in pre_modules.items()}
+
+            def private_module(name):
+                # A module the test imports, as it was before the program ran, in an object of
+                # the test's own: the program's later changes to the shared module (``random.
+                # choice = ...``, even from inside a call under test) do not reach it, and
+                # ``random`` is a fresh instance (its own generator state, seeded by the OS),
+                # so the program can neither pick nor predict the test's random inputs.
+                if name in private:
+                    return private[name]
+                orig, snap = pre_modules[name]
+                mod = _Module(name)
+                d = mod.__dict__
+                if name == "random" and _random_path:
+                    d["__builtins__"] = tbuiltins
+                    d["__file__"] = _random_path
+                    with _open(_random_path, "rb") as fh:
+                        _exec(_compile(fh.read(), _random_path, "exec"), d)
+                else:
+                    for key, val in _dict(orig.__dict__).items():
+                        if key not in snap:  # submodules imported since
+                            d[key] = val
+                    _update(d, snap)
+                private[name] = mod
+                return mod
+
+            def test_import(name, globals=None, locals=None, fromlist=(), level=0):
+                mod = real_import(name, globals, locals, fromlist, level)
+                if level == 0 and _type(name) is str:
+                    want = name if fromlist else name.partition(".")[0]
+                    if want in pre_modules:
+                        return private_module(want)
+                return mod
+
+            if real_import is not None:
+                tbuiltins["__import__"] = test_import
+            tns = {}
+            for key, val in ns.items():
+                if _type(val) is _Module and _id(val) in pre_ids:
+                    tns[key] = private_module(pre_ids[_id(val)])
+                elif pre_ns.get(key, tns) is val and _type(val) is not types.FunctionType:
+                    tns[key] = val  # setup's own (a constant, a typing alias ...)
+                else:
+                    tns[key] = shield(val)  # the program's, or a setup helper it can reach
+            sys.modules.pop(module.__name__, None)  # no raw route to the program's namespace
+            tns["__builtins__"] = tbuiltins
             tns["__sage_v__"] = value
             tns["__sage_a__"] = reached
             tns["__sage_c__"] = called
@@ -433,7 +667,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         # and what it wrote is drained (a daemonised grandchild may hold the pipe open).
         # ``wall``: a wall-clock backstop for this test (a test that sleeps is killed).
         os.set_blocking(r, False)
-        buf, total, status, killed = b"", 0, None, False
+        buf, total, status, killed = bytearray(), 0, None, False
         deadline = _monotonic() + wall if wall else None
         while True:
             if status is None:
@@ -458,8 +692,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             if chunk:
                 total += len(chunk)
                 if total <= _RELAY_CAP_BYTES:
-                    *lines, buf = (buf + chunk).split(b"\n")
-                    for line in lines:
+                    for line in split_lines(buf, chunk):
                         ev = parse_line(line)
                         if ev is not None:
                             ctl(ev="chan", i=i, e=ev)

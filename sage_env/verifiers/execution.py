@@ -183,6 +183,17 @@ ESCAPE_MODULES = frozenset(
 )  # fmt: skip
 """Modules a program may not import besides the banned ones: they reach the process's
 files, memory or interpreter."""
+ESCAPE_GETTERS = frozenset({"attrgetter", "methodcaller", "get_field", "Formatter"})
+"""Callables that read an attribute named by a string (``operator.attrgetter('f_back')``,
+``string.Formatter().get_field``): a name or attribute of these is refused like ``getattr``."""
+
+
+def _escape_text(text: str) -> str | None:
+    # an attribute named in a string (a getter's argument, a format string '{0.__globals__}')
+    for name in ESCAPE_ATTRIBUTES | {n for n in ESCAPE_NAMES if n.startswith("__")}:
+        if name in text:
+            return name
+    return None
 
 
 def escape_hatch(program: str) -> str | None:
@@ -191,18 +202,26 @@ def escape_hatch(program: str) -> str | None:
     The sandboxed process reports its outputs on its own stdout, so a program that could
     reach the process's I/O or the harness could forge a verdict. The judge refuses
     programs that import :data:`ESCAPE_MODULES`, use a name of :data:`ESCAPE_NAMES` or read
-    an attribute of :data:`ESCAPE_ATTRIBUTES` (a defence in depth beside the sandbox; a
-    program that does not parse returns ``None``).
+    an attribute of :data:`ESCAPE_ATTRIBUTES`, also by name: through a getter of
+    :data:`ESCAPE_GETTERS` or a string that names such an attribute (a defence in depth
+    beside the sandbox, which is what makes a forgery worthless: the result line holds only
+    values the program could have returned; a program that does not parse returns ``None``).
     """
     try:
         tree = ast.parse(program)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in ESCAPE_NAMES:
+        if isinstance(node, ast.Name) and (node.id in ESCAPE_NAMES or node.id in ESCAPE_GETTERS):
             return f"uses {node.id!r}"
-        if isinstance(node, ast.Attribute) and node.attr in ESCAPE_ATTRIBUTES:
+        if isinstance(node, ast.Attribute) and node.attr in ESCAPE_ATTRIBUTES | ESCAPE_GETTERS:
             return f"reads .{node.attr}"
+        if isinstance(node, ast.alias) and node.name in ESCAPE_NAMES | ESCAPE_GETTERS:
+            return f"imports {node.name!r}"
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            hit = _escape_text(node.value)
+            if hit:
+                return f"names {hit!r} in a string"
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
