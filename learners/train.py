@@ -65,7 +65,7 @@ from learners.train_config import (
 )
 from learners.validation import CriticProbe, EarlyStopping
 from learners.warmup import run_warmup
-from sage_env.demonstrations import build_demonstrations
+from sage_env.demonstrations import demonstrations_for
 from sage_env.env import make_pool
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
@@ -209,7 +209,9 @@ def _run(
     probe = CriticProbe(cfg, seeds)
     warm_metrics: dict[str, float] = {}
     if cfg.warmup.steps > 0 and not (cfg.resume and existing):  # a resume has its weights
-        demos = build_demonstrations(
+        demos = demonstrations_for(  # the protocol's formats: azr's are execution tasks
+            cfg.env.protocol,
+            cfg.env.domains,
             seeds,
             cfg.warmup.num_demonstrations,
             cfg.warmup.mix,
