@@ -63,6 +63,7 @@ BENCHMARKS = (
     "mbpp_plus",
     "cruxeval_o",
     "cruxeval_i",
+    "exec_heldout",
     "livecodebench",
 )
 
@@ -98,6 +99,9 @@ class EvalItem:
     program: str = ""
     """Execution benchmarks (domain ``"exec"``, CRUXEval): the function ``f`` asked about;
     ``answer`` is then its output and ``tests`` holds its input."""
+    prefix: str = ""
+    """Response prefix the completion continues (``exec_heldout``: the execution solver's
+    ```` ```output ```` opening, as in training); ``""`` for every other benchmark."""
 
 
 SHIPPED_DATA = Path(__file__).resolve().parent / "data" / "benchmarks"
@@ -493,6 +497,8 @@ def load_benchmark(
         RuntimeError: for ``livecodebench`` or ``source="hub"`` without the ``datasets``
             package or a network.
     """
+    if name == "exec_heldout":  # shipped with sage_env, whatever the data folder
+        return exec_heldout()
     if name in BENCHMARK_FILES:
         rows = benchmark_rows(BENCHMARK_FILES[name], data_dir, source)
     if name == "gsm8k":
@@ -599,6 +605,43 @@ def _cruxeval(name: str, rows: list[dict]) -> list[EvalItem]:
         )
         for r in rows
     ]
+
+
+def exec_heldout() -> list[EvalItem]:
+    """The held-out execution tasks (``sage_env/data/exec_heldout.jsonl``), deduction.
+
+    Built once by ``scripts/build_exec_heldout.py`` (fixed seed; outputs from the sandboxed
+    executor; programs disjoint from the execution seeds and from CRUXEval). The question is
+    the execution solver's (:func:`sage_env.exec_tasks.solver_question`), and the completion
+    continues the solver's response prefix (`````output``), as the ``azr`` solver's does in
+    training; scored like CRUXEval-O (the output literal's value).
+    """
+    from importlib import resources
+
+    from sage_env.exec_tasks import SOLVER_PREFIX, ExecSpec, solver_question
+
+    path = resources.files("sage_env") / "data" / "exec_heldout.jsonl"
+    items = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        spec = ExecSpec(r["mode"], r["program"], (r["input"],), (r["output"],))
+        items.append(
+            EvalItem(
+                "exec_heldout",
+                r["id"],
+                "exec",
+                solver_question(spec),
+                answer=r["output"],
+                tests=[r["input"]],
+                entry_point="f",
+                text=r["program"],
+                program=r["program"],
+                prefix=SOLVER_PREFIX[r["mode"]],
+            )
+        )
+    return items
 
 
 def _called(assert_src: str) -> str | None:

@@ -196,8 +196,8 @@ class EvalConfig:
     """Model alias, hub id or local path (a training checkpoint's ``model/`` folder works)."""
     benchmarks: str = "gsm8k,math500"
     """Comma-separated names from: gsm8k, math500, aime24, aime25, amc23, olympiadbench,
-    humaneval, humaneval_plus, mbpp, mbpp_plus, cruxeval_o, cruxeval_i, livecodebench (hub
-    only)."""
+    humaneval, humaneval_plus, mbpp, mbpp_plus, cruxeval_o, cruxeval_i, exec_heldout (the
+    shipped held-out execution tasks), livecodebench (hub only)."""
     samples: int = 1
     """Completions per item (n). 1 = greedy decoding; more = sampling at ``temperature``."""
     limit: int | None = None
@@ -270,11 +270,13 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
             for start in range(0, len(items), max(1, cfg.batch_size // cfg.samples)):
                 chunk = items[start : start + max(1, cfg.batch_size // cfg.samples)]
                 obs = [
-                    {"system": "You are a helpful assistant.", "user": it.prompt}
+                    {"system": "You are a helpful assistant.", "user": it.prompt, "prefix": it.prefix}
                     for it in chunk
                     for _ in range(cfg.samples)
                 ]
-                comps = policy.generate(obs, sampling)
+                # an item that opens a fenced block (exec_heldout) ends at its closing fence
+                stops = [("```",) if o["prefix"].startswith("```") else () for o in obs]
+                comps = policy.generate(obs, sampling, stops=stops)
                 for i, it in enumerate(chunk):
                     outs = comps[i * cfg.samples : (i + 1) * cfg.samples]
                     verdicts = [score(it, action_text(c), mv, cv) for c in outs]
