@@ -163,6 +163,9 @@ class CurveConfig:
     out: str = "benchmarks/results/learning_curve"
     runs: str = "runs/learning_curve"
     keep_runs: bool = False
+    merge: bool = False
+    """Keep the arms of an earlier ``summary.json`` in ``out`` (same model, sets and engine)
+    that this invocation does not train: several short invocations make one summary."""
 
     def parsed_sets(self) -> list[tuple[str, int, int]]:
         """``[(name, items, max_new_tokens), ...]``.
@@ -313,9 +316,21 @@ def run_curve(
     out, runs = Path(cfg.out), Path(cfg.runs)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    base = evaluate_fn(cfg.model, sets, cfg, runs / "eval_base")
-    base_s = time.perf_counter() - t0
+    base_file = out / "base_items.json"  # the base model's per-item scores, reused by reruns
+    key = {"model": cfg.model, "sets": sets, "engine": cfg.engine}
+    cached = json.loads(base_file.read_text()) if base_file.exists() else {}
+    if cached.get("key") == json.loads(json.dumps(key)):
+        base, base_s = cached["correct"], cached["seconds"]
+    else:
+        base = evaluate_fn(cfg.model, sets, cfg, runs / "eval_base")
+        base_s = time.perf_counter() - t0
+        base_file.write_text(json.dumps({"key": key, "correct": base, "seconds": base_s}))
     per_arm: dict[str, dict[str, Any]] = {}
+    earlier = out / "summary.json"
+    if cfg.merge and earlier.exists():  # arms of an earlier invocation on the same base
+        old = json.loads(earlier.read_text())
+        if old.get("base_key") == json.loads(json.dumps(key)):
+            per_arm.update({p: a for p, a in old["protocols"].items() if p not in arms})
     for protocol in arms:
         tcfg = train_config(cfg, protocol)
         run = Path(tcfg.out)
@@ -359,6 +374,7 @@ def run_curve(
         "interval": "Wilson score, 95%",
         "test": "exact McNemar, final vs base on the same items, two-sided",
         "base_eval_seconds": base_s,
+        "base_key": key,
         "protocols": per_arm,
         "significant": [
             f"{p}/{name}"

@@ -63,7 +63,7 @@ def test_sets_are_parsed_and_checked():
         lc.CurveConfig(sets="exec_heldout:0:10").parsed_sets()
 
 
-def _scripted(tmp_path, token_budget):
+def _scripted(tmp_path, token_budget, protocols="azr,rlvr", merge=False, calls=None):
     """A run with a scripted trainer (writes metrics.jsonl) and scripted held-out scores."""
     tokens_per_step = {"azr": 100.0, "rlvr": 40.0}
 
@@ -83,6 +83,8 @@ def _scripted(tmp_path, token_budget):
         (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
     def evaluate_fn(model, sets, cfg, out):
+        if calls is not None:
+            calls.append(model)
         # base: 4 of 20 right; azr gains one item per two steps; rlvr stays
         step = 0 if model == cfg.model else int(Path(model).name.split("@")[1])
         arm = "" if model == cfg.model else Path(model).name.split("@")[0]
@@ -94,7 +96,8 @@ def _scripted(tmp_path, token_budget):
         return str(run / f"{run.parent.name}@{steps}")
 
     cfg = lc.CurveConfig(
-        protocols="azr,rlvr",
+        protocols=protocols,
+        merge=merge,
         sets="exec_heldout:20:8,validation:20:8",
         max_steps=6,
         eval_every=2,
@@ -142,3 +145,14 @@ def test_equal_token_budget_stops_each_arm_at_its_own_step(tmp_path):
     assert arms["rlvr"]["budget"]["steps"] == 6
     assert summary["budget"] == {"unit": "rollout tokens", "per_arm": 300, "max_steps": 6}
     assert math.isclose(arms["azr"]["sets"]["exec_heldout"]["final"], 0.5)
+
+
+def test_merge_keeps_earlier_arms_and_reuses_the_base_scores(tmp_path):
+    calls = []
+    _scripted(tmp_path, 0, protocols="azr", calls=calls)
+    assert calls[0] == "smollm2-135m-instruct"  # the base model, scored once
+    calls.clear()
+    summary = _scripted(tmp_path, 0, protocols="rlvr", merge=True, calls=calls)
+    assert "smollm2-135m-instruct" not in calls  # reused from base_items.json
+    assert list(summary["protocols"]) == ["azr", "rlvr"]
+    assert summary["protocols"]["azr"]["sets"]["exec_heldout"]["final"] == 0.65
