@@ -209,10 +209,13 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
     warm = tcfg.warmup
     if cfg.warmup_steps is not None:
         warm = dataclasses.replace(warm, steps=cfg.warmup_steps)
+    # the execution solver's prefix opens its answer block: the closing fence ends the answer
+    stops = {**tcfg.phase_stop_strings, "solve/exec": ("```",), "probe/exec": ("```",)}
     return dataclasses.replace(
         tcfg,
         env=env,
         warmup=warm,
+        phase_stop_strings=stops,
         rollout=dataclasses.replace(RolloutConfig(), engine=cfg.engine),
         val_every=0,
         critic_probe_size=0,
@@ -361,8 +364,16 @@ def run_curve(
         }
         if not cfg.keep_runs:
             shutil.rmtree(run, ignore_errors=True)
+        write_summary(cfg, per_arm, base_s, key, out)  # an arm's result survives a kill
     if not cfg.keep_runs:
         shutil.rmtree(runs, ignore_errors=True)
+    return write_summary(cfg, per_arm, base_s, key, out)
+
+
+def write_summary(
+    cfg: CurveConfig, per_arm: dict[str, Any], base_s: float, key: dict, out: Path
+) -> dict[str, Any]:
+    """Write ``summary.json``, ``table.md`` and the plot for the arms done so far."""
     summary = {
         "config": dataclasses.asdict(cfg),
         "budget": (
