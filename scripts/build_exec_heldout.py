@@ -127,29 +127,30 @@ TEMPLATES: dict[str, list[Template]] = {
         _t("xs", "return sum(xs) * {a}", _list),
         _t("xs", "return sorted(xs)[-1] - sorted(xs)[0]", _list),
     ],
-    "copy": [  # the output is the input unchanged (or a constant), numbers and lists only:
-        # the default model copies values, and loses quotes on strings (docs/results.md)
+    "copy": [  # the output is the input unchanged, or a constant: the easiest reading
         _t("x", "return x + 0", _int),
         _t("x", "return x * 1", _int),
         _t("x", "return int(x)", _int),
         _t("x", "return min(x, 100)", _int),
-        _t("x", "return max(x, -100)", _int),
         _t("x", "return abs(x)", lambda r: _int(r, 1, 30)),
-        _t("x", "return x // 1", lambda r: _int(r, 0, 30)),
         _t("x", "return {a}", _int),
-        _t("x", "return round(x)", _int),
+        _t("s", "return {w}", _word),
+        _t("s", "return s.lower()", _word),
+        _t("s", "return s.strip()", _word),
+        _t("s", "return str(s)", _word),
+        _t("s", "return s[:]", _word),
         _t("xs", "return list(xs)", _list),
         _t("xs", "return xs[:]", _list),
         _t("xs", "return sorted(xs)", lambda r: sorted(_list(r))),
-        _t("xs", "return xs + []", _list),
         _t("x, y", "return x", lambda r: (_int(r), _int(r))),
         _t("x, y", "return y", lambda r: (_int(r), _int(r))),
     ],
 }
 """Template families; a program is one template with its constants drawn."""
-FAMILY_ORDER = ("copy", "int", "copy", "str", "copy", "list")
-"""Families in turn (``copy`` half the time: the default model reads little else; a pilot
-with a third of the set ``copy`` scored 2/24, below the 10-60% band, docs/results.md)."""
+FAMILY_ORDER = ("int", "copy", "str", "copy", "list")
+"""Families in turn (``copy`` twice: the default model reads little else). Measured base
+accuracy of the default model: 24/240 = 10.0% (greedy, docs/results.md), the band's lower
+edge; an earlier mix without ``copy`` scored 1/16 on a pilot."""
 
 
 def known_programs() -> set[str]:
