@@ -95,3 +95,17 @@ def test_run_eval_sends_the_prefix_and_a_fence_stop(tmp_path):
     assert res.pass_at[1] == pytest.approx(4 / 5)
     assert {o["prefix"] for o in seen["obs"]} == {"```output\n"}
     assert set(seen["stops"]) == {("```",)}
+
+
+def test_cruxeval_parse_audit_finds_answers_the_scorer_missed():
+    import cruxeval_parse_audit as audit_mod
+
+    rows = [
+        {"item_id": "a", "answer": "'abc'", "completions": ["Output: 'abc'"], "correct": [False]},
+        {"item_id": "b", "answer": "'abc'", "completions": ["```\nabc\n```"], "correct": [False]},
+        {"item_id": "c", "answer": "[1, 2]", "completions": ["```output\n[1, 3]\n```"], "correct": [False]},
+        {"item_id": "d", "answer": "3", "completions": ["```output\n3\n```"], "correct": [True]},
+    ]
+    got = audit_mod.audit(rows)
+    assert (got["right"], got["wrong"], got["literal"], got["bare"]) == (1, 3, 1, 1)
+    assert got["ids"] == [["a", "literal"], ["b", "bare"]]
