@@ -434,7 +434,7 @@ def plot(summary: dict[str, Any], path: Path) -> Path:
 
     arms = summary["protocols"]
     names = list(dict.fromkeys(n for a in arms.values() for n in a["sets"]))
-    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(4.2 * max(1, len(names)), 4))
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(max(6.5, 4.2 * len(names)), 4))
     axes = [axes] if len(names) <= 1 else list(axes)
     for ax, name in zip(axes, names):
         for i, (p, arm) in enumerate(arms.items()):
