@@ -17,6 +17,13 @@ target reply that follows the prefix. No teacher model, no validation or benchma
 - **solver**: a math seed answered with its worked solution and ``\boxed{}`` answer, a code
   seed with its canonical solution in a Python fence.
 
+Execution tasks (AZR's modes, :mod:`sage_env.exec_tasks`) have demonstrations of their own,
+:func:`build_exec_demonstrations`, in the exact format of the ``azr`` protocol's prompts (and of
+SAGE's prompts over the ``exec`` domain). They are right by construction: every program, input
+and output is a bundled execution seed's, whose outputs the sandboxed executor computed
+(``scripts/build_exec_seeds.py``); the model's claims never enter. :func:`demonstrations_for`
+picks the set a run needs from its protocol and domains.
+
 Text only; the learner does the supervised step (``learners.warmup``).
 """
 
@@ -26,7 +33,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from sage_env import prompts
+from sage_env import exec_tasks, prompts
 from sage_env.critic_probe import CORRUPTIONS, corrupt
 from sage_env.protocols.base import CODE_PREFIX, DEFAULT_PREFIXES
 from sage_env.tasks import Task
@@ -222,3 +229,204 @@ def overlapping(demos: list[Demonstration], tasks: list[Task]) -> list[str]:
         if needle and any(needle in t for t in texts):
             hits.append(task.task_id)
     return hits
+
+
+# ------------------------------------------------------------------ execution tasks
+EXEC_MAX_PROGRAM_CHARS = 600
+"""Seed programs longer than this are not used in demonstrations (the warm-up keeps the last
+``max_tokens`` of a prompt, and a proposer prompt shows several programs)."""
+EXEC_MAX_VALUE_CHARS = 200
+"""Inputs/outputs longer than this are not used as targets."""
+
+
+def _exec_proposer(
+    mode: str, target_task: Task, refs: list[Task], banned: tuple[str, ...], n_inputs: int
+) -> Demonstration | None:
+    """A proposer demonstration: the prompt of ``mode`` -> ``target_task`` written as a proposal.
+
+    Deduction/abduction: the references are K buffer tasks, the target one seed program and its
+    first input. Induction: the program is ``target_task``'s, the target its inputs (all of
+    them, up to ``n_inputs``) and its message.
+    """
+    spec = exec_tasks.ExecSpec.of(target_task)
+    if mode == "induction":
+        inputs = list(dict.fromkeys(spec.inputs))[:n_inputs]
+        if len(inputs) < 2 or not spec.message or any(
+            len(i) > EXEC_MAX_VALUE_CHARS for i in inputs
+        ):
+            return None
+        view = exec_tasks.make_task(
+            "induction",
+            spec.program,
+            list(spec.inputs[:2]),
+            list(spec.outputs[:2]),
+            task_id=target_task.task_id,
+        )
+        obs = dict(exec_tasks.proposer_prompt("induction", [view], banned, n_inputs))
+        obs["prefix"] = exec_tasks.PROPOSER_PREFIX["induction"]
+        # the prefix opened the first input block
+        target = f"{inputs[0]}\n```\n" + "".join(f"```input\n{i}\n```\n" for i in inputs[1:])
+        target += f"```message\n{spec.message}\n```"
+        return Demonstration("challenger", obs, target, (target_task.task_id,))
+    if len(spec.inputs[0]) > EXEC_MAX_VALUE_CHARS:
+        return None
+    obs = dict(exec_tasks.proposer_prompt(mode, refs, banned, n_inputs))
+    obs["prefix"] = exec_tasks.PROPOSER_PREFIX[mode]
+    target = f"{spec.program}\n```\n```input\n{spec.inputs[0]}\n```"
+    ids = (target_task.task_id, *(t.task_id for t in refs))
+    return Demonstration("challenger", obs, target, ids)
+
+
+def _exec_solver(task: Task, protocol: str) -> Demonstration | None:
+    """A solver demonstration on an execution task: the answer block of its mode.
+
+    Deduction: the executor's output; abduction: the seed's own input (which gives that output
+    by construction); induction: the program itself. ``protocol == "azr"`` uses the AZR
+    prompt (:func:`sage_env.exec_tasks.solver_prompt`), any other SAGE's solver prompt.
+    """
+    spec = exec_tasks.ExecSpec.of(task)
+    answer = {
+        "deduction": spec.outputs[0],
+        "abduction": spec.inputs[0],
+        "induction": spec.program,
+    }[spec.mode]
+    if spec.mode != "induction" and len(answer) > EXEC_MAX_VALUE_CHARS:
+        return None
+    obs = exec_tasks.solver_prompt(task) if protocol == "azr" else prompts.solver(task)
+    obs = dict(obs, prefix=exec_tasks.SOLVER_PREFIX[spec.mode])
+    return Demonstration("solver", obs, f"{answer}\n```", (task.task_id,))
+
+
+def build_exec_demonstrations(
+    tasks: list[Task],
+    n: int = 64,
+    mix: dict[str, float] | None = None,
+    seed: int = 0,
+    protocol: str = "azr",
+    references: int = 6,
+    banned: tuple[str, ...] | None = None,
+    n_inputs: int = 10,
+    exclude_ids: set[str] | frozenset[str] = frozenset(),
+) -> list[Demonstration]:
+    """About ``n`` execution-task demonstrations (proposer and solver), modes in turn.
+
+    Args:
+        tasks: ``exec`` tasks (:func:`sage_env.exec_tasks.load_exec_seeds`); others are
+            ignored. Programs longer than :data:`EXEC_MAX_PROGRAM_CHARS` are skipped.
+        n: Number of demonstrations.
+        mix: Share per role; only ``challenger`` (the proposing role: AZR's proposer, SAGE's
+            Challenger) and ``solver`` are used (default: half each).
+        seed: Seed of every draw.
+        protocol: ``"azr"``: AZR's solver prompt; else SAGE's (``prompts.solver``).
+        references: K, the reference triplets in a deduction/abduction proposer prompt.
+        banned: Forbidden modules named in the proposer prompt (default AZR's list).
+        n_inputs: N, the inputs an induction proposer is asked for.
+        exclude_ids: ``parent_id``/``task_id`` of tasks that must not appear.
+
+    Returns:
+        Demonstrations with ``role`` ``"challenger"`` or ``"solver"``; the proposer's target
+        is a seed program and its input (or inputs and message), the solver's the executor's
+        output, the seed input, or the program.
+
+    Raises:
+        ValueError: on an unknown role or a negative share in ``mix``.
+    """
+    from sage_env.verifiers.execution import AZR_BANNED_MODULES
+
+    mix = dict(mix or {"challenger": 0.5, "solver": 0.5})
+    if set(mix) - set(ROLES) or any(v < 0 for v in mix.values()):
+        raise ValueError(f"mix must map roles {ROLES} to shares >= 0, got {mix}")
+    banned = tuple(banned if banned is not None else AZR_BANNED_MODULES)
+    pool = [
+        t
+        for t in tasks
+        if exec_tasks.exec_mode(t) is not None
+        and len(t.reference_solution or "") <= EXEC_MAX_PROGRAM_CHARS
+        and t.task_id not in exclude_ids
+        and (t.parent_id or "") not in exclude_ids
+    ]
+    by_mode = {m: [t for t in pool if exec_tasks.exec_mode(t) == m] for m in exec_tasks.MODES}
+    rng = random.Random(seed)
+    shares = {r: mix.get(r, 0.0) for r in ("challenger", "solver")}
+    total = sum(shares.values())
+    out: list[Demonstration] = []
+    if not pool or total <= 0:
+        return out
+    for role, share in shares.items():
+        want = round(n * share / total)
+        made, tries = 0, 0
+        while made < want and tries < 50 * max(want, 1):
+            mode = exec_tasks.MODES[(made + tries) % len(exec_tasks.MODES)]
+            tries += 1
+            cands = by_mode[mode]
+            if not cands:
+                continue
+            task = cands[rng.randrange(len(cands))]
+            if role == "solver":
+                demo = _exec_solver(task, protocol)
+            elif mode == "induction":
+                demo = _exec_proposer(mode, task, [], banned, n_inputs)
+            else:
+                others = [t for t in cands if t.reference_solution != task.reference_solution]
+                refs = rng.sample(others, min(references, len(others)))
+                demo = _exec_proposer(mode, task, refs, banned, n_inputs) if refs else None
+            if demo is not None:
+                out.append(demo)
+                made += 1
+    rng.shuffle(out)
+    return out
+
+
+def demonstrations_for(
+    protocol: str,
+    domains: tuple[str, ...] | list[str],
+    seeds: list[Task],
+    n: int = 64,
+    mix: dict[str, float] | None = None,
+    seed: int = 0,
+    exclude: list[Task] | None = None,
+) -> list[Demonstration]:
+    """The warm-up demonstrations a run of ``protocol`` over ``domains`` needs.
+
+    - ``"azr"`` (AZR's execution tasks only): :func:`build_exec_demonstrations` with AZR's
+      prompts. AZR has no critic and no planner, so their shares in ``mix`` go to the solver.
+    - any other protocol with ``"exec"`` in ``domains`` (SAGE over execution tasks): the
+      proposing and solving shares are split between the math/code seeds
+      (:func:`build_demonstrations`) and the execution seeds, in proportion to the number of
+      domains; critic and planner demonstrations stay math/code.
+    - otherwise: :func:`build_demonstrations` (SAGE's formats), as before.
+
+    ``seeds`` may hold ``exec`` tasks or not; the bundled execution seeds are loaded when it
+    has none. ``exclude`` as in :func:`build_demonstrations` (an excluded task's id also
+    removes execution seeds built from it).
+    """
+    mix = dict(mix or {"challenger": 0.4, "critic": 0.4, "planner": 0.1, "solver": 0.1})
+    plain = [t for t in seeds if t.domain != "exec"]
+    exe = [t for t in seeds if t.domain == "exec"]
+    if not exe and (protocol == "azr" or "exec" in domains):
+        exe = exec_tasks.load_exec_seeds()
+    excluded = {t.task_id for t in exclude or []}
+    if protocol == "azr":
+        moved = {
+            "challenger": mix.get("challenger", 0.0),
+            "solver": sum(v for r, v in mix.items() if r != "challenger"),
+        }
+        return build_exec_demonstrations(
+            exe, n, moved, seed=seed, protocol="azr", exclude_ids=excluded
+        )
+    if "exec" not in domains:
+        return build_demonstrations(plain, n, mix, seed=seed, exclude=exclude)
+    other = [d for d in domains if d != "exec"]
+    frac = 1.0 / len(domains)
+    total = sum(mix.values()) or 1.0
+    active = mix.get("challenger", 0.0) + mix.get("solver", 0.0)
+    n_exec = round(n * frac * active / total)
+    exec_mix = {"challenger": mix.get("challenger", 0.0), "solver": mix.get("solver", 0.0)}
+    demos = build_exec_demonstrations(
+        exe, n_exec, exec_mix, seed=seed, protocol=protocol, exclude_ids=excluded
+    )
+    if other:
+        plain = [t for t in plain if t.domain in other]
+        demos += build_demonstrations(plain, n - len(demos), mix, seed=seed, exclude=exclude)
+    random.Random(seed).shuffle(demos)
+    return demos

@@ -33,8 +33,8 @@ class EvalConfig:
     benchmarks: str = "gsm8k,math500"
     """Comma-separated benchmark names, registered in
     :data:`learners.evaluation.benchmarks.BENCHMARKS` (math: gsm8k, math500, aime*, amc23,
-    olympiadbench; code: humaneval(_plus), mbpp(_plus), cruxeval_o/_i; livecodebench, hub
-    only). An unknown name fails with the list of registered ones."""
+    olympiadbench; code: humaneval(_plus), mbpp(_plus), cruxeval_o/_i, exec_heldout (the shipped held-out
+    execution tasks); livecodebench, hub only). An unknown name fails with the list of registered ones."""
     samples: int = 1
     """Completions per item (n). 1 = greedy decoding; more = sampling at ``temperature``."""
     limit: int | None = None
@@ -147,11 +147,13 @@ def _sample_and_score(
     for start in range(0, len(items), per_call):
         chunk = items[start : start + per_call]
         obs = [
-            {"system": "You are a helpful assistant.", "user": it.prompt}
+            {"system": "You are a helpful assistant.", "user": it.prompt, "prefix": it.prefix}
             for it in chunk
             for _ in range(cfg.samples)
         ]
-        comps = policy.generate(obs, sampling)
+        # an item that opens a fenced block (exec_heldout) ends at its closing fence
+        stops = [("```",) if o["prefix"].startswith("```") else () for o in obs]
+        comps = policy.generate(obs, sampling, stops=stops)
         for i, it in enumerate(chunk):
             texts = [action_text(c) for c in comps[i * cfg.samples : (i + 1) * cfg.samples]]
             verdicts = [score(it, text, mv, cv) for text in texts]

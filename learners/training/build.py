@@ -27,7 +27,7 @@ from learners.training.metrics import MetricsLog
 from learners.training.monitors import CriticProbe, EarlyStopping
 from learners.training.warmup import run_warmup
 from learners.types import SamplingConfig
-from sage_env.demonstrations import build_demonstrations
+from sage_env.demonstrations import demonstrations_for
 from sage_env.env import make_pool
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
@@ -160,7 +160,9 @@ def _warm_up(
     lora = getattr(cfg.learner, "lora", None)
     lora_on = lora is not None and lora.enabled
     base_dir = out / "base"  # a LoRA run's warmed base (adapters sit on it)
-    demos = build_demonstrations(
+    demos = demonstrations_for(  # the protocol's formats: azr's are execution tasks
+        cfg.env.protocol,
+        cfg.env.domains,
         seeds,
         cfg.warmup.num_demonstrations,
         cfg.warmup.mix,

@@ -47,6 +47,9 @@ class EvalItem:
     program: str = ""
     """Execution benchmarks (domain ``"exec"``, CRUXEval): the function ``f`` asked about;
     ``answer`` is then its output and ``tests`` holds its input."""
+    prefix: str = ""
+    """Response prefix the completion continues (``exec_heldout``: the execution solver's
+    ```` ```output ```` opening, as in training); ``""`` for every other benchmark."""
 
 
 Loader = Callable[..., "list[EvalItem]"]

@@ -1,0 +1,485 @@
+r"""Learning curve: does the loop teach the default model, and which protocol teaches most?
+
+Issue 22, part 5. Every arm (``sage``, ``azr``, ``rlvr``, ``mae`` by default) trains the same
+model from the same start on **one task source whose ground truth is never wrong**: AZR's
+execution tasks (``--env.domains exec``; the ``azr`` protocol has no other), through
+:func:`learners.training.loop.train` with the configuration ``sage-env compare`` builds
+(:func:`learners.reports.compare.run_config`: preset, algorithm, protocol, seed), the ``ct2`` engine
+by default. RLVR trains the solver on the execution seed tasks only (its pool never grows).
+
+**Budget: equal rollout tokens.** An arm trains in chunks of ``eval_every`` steps (each chunk
+resumes the last checkpoint); after each chunk its rollout tokens (``rollout/tokens`` of
+``metrics.jsonl``, prompts excluded) are summed, and the arm stops at the first chunk that
+reaches ``token_budget`` (or at ``max_steps``). ``token_budget = 0`` makes the budget
+``max_steps`` steps for every arm instead. Steps, tokens and seconds are reported per arm.
+
+**Held-out sets**, scored at step 0 (the shared base model) and after every chunk, greedy:
+
+- ``exec_heldout``: the held-out execution tasks (``sage_env/data/exec_heldout.jsonl``,
+  deduction, disjoint from the seeds and CRUXEval), ``sage-env eval``'s loop;
+- ``cruxeval_o`` / ``cruxeval_i``: CRUXEval's first N items, ``sage-env eval``'s loop;
+- ``validation``: the math/code validation split's first N tasks
+  (:func:`sage_env.load_validation`, MATH and GSM8K in turn), prompted as the solver role and
+  scored by the math verifier, as training's validation is.
+
+**Statistics.** Accuracy with its Wilson score interval at 95% (Wilson 1927; the interval
+recommended by Brown, Cai & DasGupta 2001); final against base on the same items with the
+exact McNemar test (two-sided binomial test on the discordant pairs, McNemar 1947).
+
+Writes ``OUT/summary.json`` (per arm and held-out set: ``base``, ``final``, ``ci95`` =
+``{"base": [lo, hi], "final": [lo, hi]}``, ``items``, ``steps``, ``p_value``, ``gained``,
+``lost``, ``curve``), ``OUT/learning_curve.png`` (accuracy against step, one line per arm,
+Wilson intervals) and ``OUT/table.md``. Training runs go to ``--runs`` (deleted at the end
+unless ``--keep-runs``). Usage::
+
+    flock /work/wt/heavy.lock python benchmarks/learning_curve.py \
+        --protocols sage,azr,rlvr,mae --max-steps 4 --eval-every 2 --token-budget 20000 \
+        --sets exec_heldout:200:24,cruxeval_o:200:160,cruxeval_i:200:160,validation:200:192
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("sage_env.learning_curve")
+
+Z95 = 1.959963984540054
+"""The standard normal's 97.5% quantile (two-sided 95%)."""
+SETS = ("exec_heldout", "cruxeval_o", "cruxeval_i", "validation")
+"""Held-out sets this benchmark knows."""
+
+
+# --------------------------------------------------------------------------- statistics
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``k / n`` (Wilson 1927).
+
+    ``(p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)``, ``p = k/n``.
+
+    Returns:
+        ``(low, high)`` in [0, 1]; ``(0.0, 1.0)`` for ``n = 0``.
+
+    Raises:
+        ValueError: unless ``0 <= k <= n``.
+    """
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1.0 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def mcnemar_exact(base: list[bool], final: list[bool]) -> tuple[int, int, float]:
+    """Exact McNemar test of paired correctness (McNemar 1947; the exact binomial form).
+
+    Only discordant items count: ``gained`` (wrong at base, right at final) and ``lost``
+    (right at base, wrong at final). Under H0 each discordant item is either with
+    probability 1/2, so ``p = min(1, 2 P(X <= min(gained, lost)))``, ``X ~ Bin(gained + lost,
+    1/2)``.
+
+    Returns:
+        ``(gained, lost, p_value)``; ``p = 1`` when no item is discordant.
+
+    Raises:
+        ValueError: if the lists differ in length.
+    """
+    if len(base) != len(final):
+        raise ValueError(f"paired lists must have one length, got {len(base)} and {len(final)}")
+    gained = sum(1 for b, f in zip(base, final) if f and not b)
+    lost = sum(1 for b, f in zip(base, final) if b and not f)
+    n = gained + lost
+    if n == 0:
+        return gained, lost, 1.0
+    tail = sum(math.comb(n, i) for i in range(min(gained, lost) + 1)) / 2**n
+    return gained, lost, min(1.0, 2.0 * tail)
+
+
+def set_summary(curve: list[tuple[int, list[bool]]]) -> dict[str, Any]:
+    """One arm on one held-out set, from ``[(step, per-item correctness), ...]`` (step 0 first).
+
+    Returns:
+        ``{"base", "final", "ci95": {"base": [lo, hi], "final": [lo, hi]}, "items", "steps",
+        "p_value", "gained", "lost", "curve": [{"step", "accuracy", "ci95"}, ...]}``.
+    """
+    (_, base), (last, final) = curve[0], curve[-1]
+    n = len(base)
+
+    def acc(xs: list[bool]) -> float:
+        return sum(xs) / len(xs) if xs else 0.0
+
+    gained, lost, p = mcnemar_exact(base, final)
+    return {
+        "base": acc(base),
+        "final": acc(final),
+        "ci95": {"base": list(wilson(sum(base), n)), "final": list(wilson(sum(final), n))},
+        "items": n,
+        "steps": last,
+        "p_value": p,
+        "gained": gained,
+        "lost": lost,
+        "curve": [
+            {"step": s, "accuracy": acc(xs), "ci95": list(wilson(sum(xs), len(xs)))}
+            for s, xs in curve
+        ],
+    }
+
+
+# --------------------------------------------------------------------------- config
+@dataclass
+class CurveConfig:
+    """Options of the learning-curve benchmark."""
+
+    protocols: str = "sage,azr,rlvr,mae"
+    model: str = "smollm2-135m-instruct"
+    preset: str = "demo"
+    algorithm: str = "trr"
+    domains: str = "exec"
+    """``EnvConfig.domains`` of every arm (``azr`` ignores it: execution tasks only)."""
+    rounds_per_step: int = 4
+    max_steps: int = 4
+    eval_every: int = 2
+    token_budget: int = 0
+    """Rollout tokens per arm (equal-token budget); 0: ``max_steps`` steps for every arm."""
+    sets: str = "exec_heldout:200:24,cruxeval_o:200:160,cruxeval_i:200:160,validation:200:192"
+    """``name:items:max_new_tokens`` per held-out set (names from :data:`SETS`)."""
+    engine: str = "ct2"
+    """Rollout engine of training and of every evaluation."""
+    warmup_steps: int | None = None
+    """Format warm-up steps of every arm (``None``: the preset's)."""
+    seed: int = 0
+    out: str = "benchmarks/results/learning_curve"
+    runs: str = "runs/learning_curve"
+    keep_runs: bool = False
+    merge: bool = False
+    """Keep the arms of an earlier ``summary.json`` in ``out`` (same model, sets and engine)
+    that this invocation does not train: several short invocations make one summary."""
+
+    def parsed_sets(self) -> list[tuple[str, int, int]]:
+        """``[(name, items, max_new_tokens), ...]``.
+
+        Raises:
+            ValueError: on an unknown set or a bad entry.
+        """
+        out = []
+        for entry in (e.strip() for e in self.sets.split(",") if e.strip()):
+            parts = entry.split(":")
+            if len(parts) != 3 or parts[0] not in SETS:
+                raise ValueError(f"--sets entries are name:items:max_new_tokens, name in {SETS}")
+            n, t = int(parts[1]), int(parts[2])
+            if n < 1 or t < 1:
+                raise ValueError(f"--sets {entry}: items and max_new_tokens must be >= 1")
+            out.append((parts[0], n, t))
+        return out
+
+
+def train_config(cfg: CurveConfig, protocol: str) -> Any:
+    """The arm's :class:`~learners.training.config.TrainConfig` (``sage-env compare``'s, then ours).
+
+    Ours: the rollout engine, the domains, no in-training validation or critic probe (the
+    held-out sets are scored here, the same way for every arm), a checkpoint per chunk.
+    """
+    from learners.reports.compare import Arm, CompareConfig, run_config
+    from learners.engines.config import RolloutConfig
+
+    ccfg = CompareConfig(
+        protocols=protocol,
+        algorithm=cfg.algorithm,
+        seeds=(cfg.seed,),
+        steps=cfg.eval_every,
+        rounds_per_step=cfg.rounds_per_step,
+        model=cfg.model,
+        preset=cfg.preset,
+        out=cfg.runs,
+    )
+    tcfg = run_config(ccfg, Arm(protocol, protocol), cfg.seed)
+    env = dataclasses.replace(tcfg.env, domains=tuple(cfg.domains.split(",")))
+    warm = tcfg.warmup
+    if cfg.warmup_steps is not None:
+        warm = dataclasses.replace(warm, steps=cfg.warmup_steps)
+    # the execution solver's prefix opens its answer block: the closing fence ends the answer
+    stops = {**tcfg.phase_stop_strings, "solve/exec": ("```",), "probe/exec": ("```",)}
+    return dataclasses.replace(
+        tcfg,
+        env=env,
+        warmup=warm,
+        phase_stop_strings=stops,
+        rollout=dataclasses.replace(RolloutConfig(), engine=cfg.engine),
+        val_every=0,
+        critic_probe_size=0,
+        gate_calibration=False,
+        save_every=cfg.eval_every,
+        keep_checkpoints=1,
+        report_to="none",
+        device="cpu",
+    )
+
+
+# --------------------------------------------------------------------------- evaluation
+def evaluate(model: str, sets: list[tuple[str, int, int]], cfg: CurveConfig, out: Path) -> dict:
+    """Per-item greedy correctness of ``model`` on every held-out set, ``{set: [bool]}``.
+
+    Benchmarks run through ``sage-env eval``'s :func:`~learners.evaluation.run_eval` (its
+    files land in ``out/<set>``); ``validation`` prompts each task as the solver role and
+    scores it with the math verifier, as training's validation does.
+    """
+    from learners.engines.config import RolloutConfig
+    from learners.evaluation.run import EvalConfig, run_eval
+    from learners.policy.hf_policy import HFPolicy
+    from learners.types import SamplingConfig
+    from learners.types import action_text
+    from sage_env import load_validation, prompts
+    from sage_env.verifiers import MathVerifier
+
+    policy = HFPolicy(model, device="cpu", seed=cfg.seed, rollout=RolloutConfig(engine=cfg.engine))
+    got: dict[str, list[bool]] = {}
+    try:
+        for name, n, tokens in sets:
+            if name == "validation":
+                tasks = load_validation(n)
+                sampling = SamplingConfig(max_new_tokens=tokens, do_sample=False, batch_size=16)
+                comps = policy.generate([prompts.solver(t) for t in tasks], sampling)
+                with MathVerifier() as mv:
+                    got[name] = [
+                        mv.verify(action_text(c), t.answer or "").score >= 1.0
+                        for c, t in zip(comps, tasks)
+                    ]
+                continue
+            ecfg = EvalConfig(
+                model=model,
+                benchmarks=name,
+                limit=n,
+                max_new_tokens=tokens,
+                batch_size=16,
+                out=str(out / name),
+                device="cpu",
+            )
+            (result,) = run_eval(ecfg, policy=policy, progress=False)
+            got[name] = [bool(r["correct"][0]) for r in result.records]
+    finally:
+        policy.close()
+    return got
+
+
+# --------------------------------------------------------------------------- the run
+def read_totals(run: Path) -> dict[str, float]:
+    """Steps, rollout tokens and step seconds summed over a run's ``metrics.jsonl``."""
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    rows = [r for r in rows if r.get("step", 0) > 0]
+    return {
+        "steps": max((r["step"] for r in rows), default=0),
+        "rollout_tokens": float(sum(r.get("rollout/tokens") or 0.0 for r in rows)),
+        "train_seconds": float(sum(r.get("time/step_s") or 0.0 for r in rows)),
+    }
+
+
+def run_curve(
+    cfg: CurveConfig,
+    train_fn: Callable[[Any], Any] | None = None,
+    evaluate_fn: Callable[..., dict[str, list[bool]]] | None = None,
+    model_of: Callable[[Path], str] | None = None,
+) -> dict[str, Any]:
+    """Train every arm in chunks, score the held-out sets, write the summary and the plot.
+
+    ``train_fn`` (a TrainConfig -> None), ``evaluate_fn`` (as :func:`evaluate`) and
+    ``model_of`` (run folder -> model path) default to the real ones; tests pass scripted
+    stand-ins.
+
+    Returns:
+        The summary written to ``summary.json``.
+
+    Raises:
+        ValueError: on bad budgets or sets.
+    """
+    from learners.reports.compare import final_model, parse_arms
+
+    if train_fn is None:
+        from learners.training.loop import train
+
+        def train_fn(tcfg: Any) -> None:
+            train(tcfg, progress=False)
+
+    evaluate_fn = evaluate_fn or evaluate
+    model_of = model_of or final_model
+    if cfg.max_steps < 1 or cfg.eval_every < 1 or cfg.token_budget < 0:
+        raise ValueError("max_steps and eval_every must be >= 1, token_budget >= 0")
+    sets = cfg.parsed_sets()
+    arms = [a.protocol for a in parse_arms(cfg.protocols)]
+    out, runs = Path(cfg.out), Path(cfg.runs)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    base_file = out / "base_items.json"  # the base model's per-item scores, reused by reruns
+    key = {"model": cfg.model, "sets": sets, "engine": cfg.engine}
+    cached = json.loads(base_file.read_text()) if base_file.exists() else {}
+    if cached.get("key") == json.loads(json.dumps(key)):
+        base, base_s = cached["correct"], cached["seconds"]
+    else:
+        base = evaluate_fn(cfg.model, sets, cfg, runs / "eval_base")
+        base_s = time.perf_counter() - t0
+        base_file.write_text(json.dumps({"key": key, "correct": base, "seconds": base_s}))
+    per_arm: dict[str, dict[str, Any]] = {}
+    earlier = out / "summary.json"
+    if cfg.merge and earlier.exists():  # arms of an earlier invocation on the same base
+        old = json.loads(earlier.read_text())
+        if old.get("base_key") == json.loads(json.dumps(key)):
+            per_arm.update({p: a for p, a in old["protocols"].items() if p not in arms})
+    for protocol in arms:
+        tcfg = train_config(cfg, protocol)
+        run = Path(tcfg.out)
+        if run.exists():
+            shutil.rmtree(run)
+        curves = {name: [(0, base[name])] for name, _, _ in sets}
+        step, totals, eval_s = 0, {"steps": 0, "rollout_tokens": 0.0, "train_seconds": 0.0}, 0.0
+        while step < cfg.max_steps:
+            target = min(step + cfg.eval_every, cfg.max_steps)
+            logger.info("learning curve: %s steps %d -> %d", protocol, step, target)
+            train_fn(dataclasses.replace(tcfg, steps=target, resume=step > 0))
+            totals = read_totals(run)
+            step = int(totals["steps"])
+            t1 = time.perf_counter()
+            scores = evaluate_fn(model_of(run), sets, cfg, run / f"eval_step{step}")
+            eval_s += time.perf_counter() - t1
+            for name in curves:
+                curves[name].append((step, scores[name]))
+            if cfg.token_budget and totals["rollout_tokens"] >= cfg.token_budget:
+                break
+            if step < target:  # the run stopped early (it should not: no early stopping)
+                break
+        per_arm[protocol] = {
+            "budget": totals,
+            "seconds_per_step": totals["train_seconds"] / totals["steps"] if totals["steps"] else None,
+            "eval_seconds": eval_s,
+            "sets": {name: set_summary(c) for name, c in curves.items()},
+        }
+        if not cfg.keep_runs:
+            shutil.rmtree(run, ignore_errors=True)
+        write_summary(cfg, per_arm, base_s, key, out)  # an arm's result survives a kill
+    if not cfg.keep_runs:
+        shutil.rmtree(runs, ignore_errors=True)
+    return write_summary(cfg, per_arm, base_s, key, out)
+
+
+def write_summary(
+    cfg: CurveConfig, per_arm: dict[str, Any], base_s: float, key: dict, out: Path
+) -> dict[str, Any]:
+    """Write ``summary.json``, ``table.md`` and the plot for the arms done so far."""
+    summary = {
+        "config": dataclasses.asdict(cfg),
+        "budget": (
+            {"unit": "rollout tokens", "per_arm": cfg.token_budget, "max_steps": cfg.max_steps}
+            if cfg.token_budget
+            else {"unit": "steps", "steps": cfg.max_steps, "rounds_per_step": cfg.rounds_per_step}
+        ),
+        "decoding": "greedy",
+        "interval": "Wilson score, 95%",
+        "test": "exact McNemar, final vs base on the same items, two-sided",
+        "base_eval_seconds": base_s,
+        "base_key": key,
+        "protocols": per_arm,
+        "significant": [
+            f"{p}/{name}"
+            for p, arm in per_arm.items()
+            for name, s in arm["sets"].items()
+            if s["p_value"] < 0.05 and s["final"] > s["base"]
+        ],
+    }
+    summary["table"] = markdown(summary)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "table.md").write_text(summary["table"] + "\n")
+    plot(summary, out / "learning_curve.png")
+    return summary
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """One row per arm and held-out set: base, final (Wilson 95%), steps, tokens, p."""
+
+    def ci(c: list[float]) -> str:
+        return f"[{c[0]:.2f}, {c[1]:.2f}]"
+
+    lines = [
+        "| protocol | held-out set | items | base (95% CI) | final (95% CI) | gained / lost "
+        "| McNemar p | steps | rollout tokens | s/step |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p, arm in summary["protocols"].items():
+        sps = arm["seconds_per_step"]
+        for name, s in arm["sets"].items():
+            lines.append(
+                f"| {p} | {name} | {s['items']} | {s['base']:.3f} {ci(s['ci95']['base'])} | "
+                f"{s['final']:.3f} {ci(s['ci95']['final'])} | {s['gained']} / {s['lost']} | "
+                f"{s['p_value']:.3g} | {s['steps']} | {arm['budget']['rollout_tokens']:.0f} | "
+                f"{'-' if sps is None else f'{sps:.0f}'} |"
+            )
+    return "\n".join(lines)
+
+
+def plot(summary: dict[str, Any], path: Path) -> Path:
+    """Accuracy against step per held-out set, one line per arm, Wilson 95% intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    arms = summary["protocols"]
+    names = list(dict.fromkeys(n for a in arms.values() for n in a["sets"]))
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(max(6.5, 4.2 * len(names)), 4))
+    axes = [axes] if len(names) <= 1 else list(axes)
+    for ax, name in zip(axes, names):
+        for i, (p, arm) in enumerate(arms.items()):
+            s = arm["sets"].get(name)
+            if s is None:
+                continue
+            xs = [pt["step"] + 0.06 * (i - (len(arms) - 1) / 2) for pt in s["curve"]]
+            ys = [pt["accuracy"] for pt in s["curve"]]
+            err = [
+                [y - pt["ci95"][0] for y, pt in zip(ys, s["curve"])],
+                [pt["ci95"][1] - y for y, pt in zip(ys, s["curve"])],
+            ]
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=p, color=f"C{i % 10}")
+        n = next(iter(a["sets"][name]["items"] for a in arms.values() if name in a["sets"]))
+        ax.set(title=f"{name} ({n} items, greedy)", xlabel="step", ylabel="accuracy")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.set_ylim(-0.02, max(0.2, min(1.02, ax.get_ylim()[1])))
+        ax.legend(fontsize=8)
+    fig.suptitle("Held-out accuracy against training step (Wilson 95% intervals)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command line: every :class:`CurveConfig` field as ``--field-name``."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    for f in dataclasses.fields(CurveConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type == "bool":
+            ap.add_argument(flag, action="store_true")
+        elif f.name == "warmup_steps":
+            ap.add_argument(flag, type=int, default=None)
+        else:
+            ap.add_argument(flag, type=type(f.default), default=f.default)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    cfg = CurveConfig(**vars(args))
+    summary = run_curve(cfg)
+    print(summary["table"])
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Warm-up demonstrations for execution tasks: AZR's formats, right by construction."""
+
+from collections import Counter
+
+import pytest
+
+import sage_env
+from sage_env import EnvConfig, exec_tasks, prompts
+from sage_env.demonstrations import (
+    build_exec_demonstrations,
+    demonstrations_for,
+)
+from sage_env.exec_tasks import load_exec_seeds
+from sage_env.protocols.azr import AZRConfig, vet_exec_proposal
+from sage_env.tasks import load_seeds
+
+SEEDS = load_seeds()
+EXEC = {t.task_id: t for t in load_exec_seeds()}
+
+
+def _mode(demo):
+    return demo.task_ids[0].rsplit("/", 1)[1]
+
+
+def test_azr_warmup_is_execution_format_and_moves_critic_share_to_solver():
+    demos = demonstrations_for("azr", ("math", "code"), SEEDS, 40, {"challenger": 0.5, "critic": 0.5})
+    assert len(demos) == 40
+    assert Counter(d.role for d in demos) == {"challenger": 20, "solver": 20}
+    assert all(d.task_ids[0].startswith("exec/") for d in demos)
+    assert all(d.observation["system"] == exec_tasks.EXEC_SYSTEM for d in demos)
+    # every mode appears for both roles
+    assert {(d.role, _mode(d)) for d in demos} == {
+        (r, m) for r in ("challenger", "solver") for m in exec_tasks.MODES
+    }
+
+
+def test_solver_demonstrations_are_scored_right_by_the_executor():
+    env = sage_env.env(EnvConfig(protocol="azr", solver_samples=1)).unwrapped
+    demos = build_exec_demonstrations(list(EXEC.values()), 9, {"solver": 1.0}, seed=3)
+    assert len(demos) == 9 and {_mode(d) for d in demos} == set(exec_tasks.MODES)
+    for d in demos:
+        task = EXEC[d.task_ids[0]]
+        obs = exec_tasks.solver_prompt(task)
+        assert d.observation["user"] == obs["user"]
+        assert d.observation["prefix"] == exec_tasks.SOLVER_PREFIX[_mode(d)]
+        reply = d.observation["prefix"] + d.target
+        score, fmt, verdict = env.verify(task, reply)
+        assert (score, fmt) == (1.0, 1.0), (d.task_ids, verdict)
+    env.close()
+
+
+def test_proposer_demonstrations_are_valid_proposals_for_the_executor():
+    env = sage_env.env(EnvConfig(protocol="azr", solver_samples=1)).unwrapped
+    env.reset(seed=0)
+    demos = build_exec_demonstrations(list(EXEC.values()), 6, {"challenger": 1.0}, seed=1)
+    assert {_mode(d) for d in demos} == set(exec_tasks.MODES)
+    for d in demos:
+        mode = _mode(d)
+        task = EXEC[d.task_ids[0]]
+        assert d.observation["prefix"] == exec_tasks.PROPOSER_PREFIX[mode]
+        refs = [EXEC[i] for i in d.task_ids[1:]] or [task]
+        formatted, valid, reason, new, _ = vet_exec_proposal(
+            env, mode, d.observation["prefix"] + d.target, task, refs, AZRConfig()
+        )
+        assert formatted and valid, (d.task_ids, reason)
+        # the executor's outputs for the demonstrated input are the seed's own
+        spec, seed = exec_tasks.ExecSpec.of(new), exec_tasks.ExecSpec.of(task)
+        assert spec.outputs[0] == seed.outputs[seed.inputs.index(spec.inputs[0])]
+        if mode != "induction":
+            # the reference snippets are other programs than the demonstrated one
+            assert all(EXEC[i].reference_solution != task.reference_solution for i in d.task_ids[1:])
+    env.close()
+
+
+def test_selection_by_protocol_and_domain():
+    plain = demonstrations_for("sage", ("math", "code"), SEEDS, 30)
+    assert plain and not any(d.task_ids[0].startswith("exec/") for d in plain)
+    qa = demonstrations_for("azr-qa", ("math", "code"), SEEDS, 30)
+    assert not any(d.task_ids[0].startswith("exec/") for d in qa)
+    mixed = demonstrations_for("sage", ("math", "code", "exec"), SEEDS, 60)
+    exe = [d for d in mixed if d.task_ids[0].startswith("exec/")]
+    assert exe and len(exe) < len(mixed)
+    # SAGE's solver prompt (not AZR's) on execution tasks under the sage protocol
+    assert all(
+        d.observation["system"] == prompts.SOLVER_SYSTEM for d in exe if d.role == "solver"
+    )
+    assert {d.role for d in exe} <= {"challenger", "solver"}
+
+
+def test_excluded_programs_never_appear_and_bad_mix_is_refused():
+    tasks = list(EXEC.values())
+    parents = {t.parent_id for t in tasks if t.parent_id}
+    banned = set(sorted(parents)[: len(parents) // 2])
+    demos = build_exec_demonstrations(tasks, 30, seed=0, exclude_ids=banned)
+    assert demos and not any(EXEC[d.task_ids[0]].parent_id in banned for d in demos)
+    with pytest.raises(ValueError, match="mix"):
+        build_exec_demonstrations(tasks, 4, {"judge": 1.0})
+    assert build_exec_demonstrations([t for t in SEEDS if t.domain == "math"], 4) == []
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("protocol, exec_only", [("azr", True), ("sage", False)])
+def test_train_warms_up_on_the_protocols_demonstrations(
+    protocol, exec_only, tiny_path, tmp_path, monkeypatch
+):
+    import learners.training.build as build_mod
+    from learners.training.config import TrainConfig
+    from learners.training.loop import train
+    from learners.training.warmup import WarmupConfig
+
+    seen = {}
+
+    def spy(policy, demos, cfg, *args, **kwargs):
+        seen["demos"] = demos
+        raise _Stop
+
+    monkeypatch.setattr(build_mod, "run_warmup", spy)
+    cfg = TrainConfig(
+        model=tiny_path,
+        out=str(tmp_path / "run"),
+        steps=1,
+        device="cpu",
+        critic_probe_size=0,
+        gate_calibration=False,
+        warmup=WarmupConfig(steps=1, num_demonstrations=12),
+        env=EnvConfig(protocol=protocol, solver_samples=1),
+    )
+    with pytest.raises(_Stop):
+        train(cfg, progress=False)
+    ids = [d.task_ids[0] for d in seen["demos"]]
+    assert abs(len(ids) - 12) <= 1  # rounding of the per-role shares
+    assert all(i.startswith("exec/") for i in ids) == exec_only
+    assert any(i.startswith("exec/") for i in ids) == exec_only

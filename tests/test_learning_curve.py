@@ -1,0 +1,158 @@
+"""benchmarks/learning_curve.py: its statistics and its summary, on a scripted run (no model)."""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import learning_curve as lc  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "k, n, low, high",
+    [
+        # values worked by hand from the closed form (p = k/n, z = 1.96)
+        (0, 10, 0.0, 0.27753),
+        (5, 10, 0.23659, 0.76341),
+        (10, 10, 0.72247, 1.0),
+        (30, 200, 0.10714, 0.20606),
+    ],
+)
+def test_wilson_interval_matches_the_closed_form(k, n, low, high):
+    lo, hi = lc.wilson(k, n)
+    assert lo == pytest.approx(low, abs=1e-5) and hi == pytest.approx(high, abs=1e-5)
+
+
+def test_wilson_edge_cases():
+    assert lc.wilson(0, 0) == (0.0, 1.0)
+    with pytest.raises(ValueError):
+        lc.wilson(3, 2)
+
+
+@pytest.mark.parametrize(
+    "gained, lost, p",
+    [
+        (6, 0, 2 * 0.5**6),  # 0.03125
+        (9, 1, 2 * 11 / 1024),  # 2 P(X <= 1), X ~ Bin(10, 1/2)
+        (3, 3, 1.0),
+        (0, 0, 1.0),
+        (1, 4, 2 * 6 / 32),
+    ],
+)
+def test_mcnemar_exact_is_the_two_sided_binomial_on_discordant_pairs(gained, lost, p):
+    base = [False] * gained + [True] * lost + [True] * 5 + [False] * 7
+    final = [True] * gained + [False] * lost + [True] * 5 + [False] * 7
+    g, l_, pv = lc.mcnemar_exact(base, final)
+    assert (g, l_) == (gained, lost) and pv == pytest.approx(p)
+
+
+def test_mcnemar_refuses_unpaired_lists():
+    with pytest.raises(ValueError, match="paired"):
+        lc.mcnemar_exact([True], [True, False])
+
+
+def test_sets_are_parsed_and_checked():
+    cfg = lc.CurveConfig(sets="exec_heldout:200:24, validation:10:64")
+    assert cfg.parsed_sets() == [("exec_heldout", 200, 24), ("validation", 10, 64)]
+    with pytest.raises(ValueError):
+        lc.CurveConfig(sets="gsm8k:10:10").parsed_sets()
+    with pytest.raises(ValueError):
+        lc.CurveConfig(sets="exec_heldout:0:10").parsed_sets()
+
+
+def _scripted(tmp_path, token_budget, protocols="azr,rlvr", merge=False, calls=None):
+    """A run with a scripted trainer (writes metrics.jsonl) and scripted held-out scores."""
+    tokens_per_step = {"azr": 100.0, "rlvr": 40.0}
+
+    def train_fn(tcfg):
+        run = Path(tcfg.out)
+        run.mkdir(parents=True, exist_ok=True)
+        rows = []
+        if tcfg.resume:
+            rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+        else:
+            rows = [{"step": 0}]
+        start = rows[-1]["step"]
+        for s in range(start + 1, tcfg.steps + 1):
+            rows.append(
+                {"step": s, "rollout/tokens": tokens_per_step[tcfg.env.protocol], "time/step_s": 2.0}
+            )
+        (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+    def evaluate_fn(model, sets, cfg, out):
+        if calls is not None:
+            calls.append(model)
+        # base: 4 of 20 right; azr gains one item per two steps; rlvr stays
+        step = 0 if model == cfg.model else int(Path(model).name.split("@")[1])
+        arm = "" if model == cfg.model else Path(model).name.split("@")[0]
+        right = 4 + (step // 2 if arm == "azr" else 0) * 3
+        return {name: [i < right for i in range(n)] for name, n, _ in sets}
+
+    def model_of(run):
+        steps = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+        return str(run / f"{run.parent.name}@{steps}")
+
+    cfg = lc.CurveConfig(
+        protocols=protocols,
+        merge=merge,
+        sets="exec_heldout:20:8,validation:20:8",
+        max_steps=6,
+        eval_every=2,
+        token_budget=token_budget,
+        out=str(tmp_path / "out"),
+        runs=str(tmp_path / "runs"),
+        warmup_steps=0,
+    )
+    return lc.run_curve(cfg, train_fn=train_fn, evaluate_fn=evaluate_fn, model_of=model_of)
+
+
+def test_summary_schema_and_values_on_a_scripted_run(tmp_path):
+    summary = _scripted(tmp_path, token_budget=0)
+    on_disk = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert on_disk["protocols"].keys() == {"azr", "rlvr"}
+    for arm in on_disk["protocols"].values():
+        for name in ("exec_heldout", "validation"):
+            s = arm["sets"][name]
+            assert {"base", "final", "ci95", "items", "steps", "p_value"} <= s.keys()
+            assert len(s["ci95"]["base"]) == 2 and len(s["ci95"]["final"]) == 2
+            assert s["items"] == 20 and s["steps"] == 6
+            assert [p["step"] for p in s["curve"]] == [0, 2, 4, 6]
+    azr = on_disk["protocols"]["azr"]["sets"]["exec_heldout"]
+    # 4/20 -> 13/20: 9 gained, 0 lost
+    assert (azr["base"], azr["final"], azr["gained"], azr["lost"]) == (0.2, 0.65, 9, 0)
+    assert azr["p_value"] == pytest.approx(2 * 0.5**9)
+    assert azr["ci95"]["final"] == pytest.approx(list(lc.wilson(13, 20)))
+    rlvr = on_disk["protocols"]["rlvr"]["sets"]["validation"]
+    assert rlvr["p_value"] == 1.0 and rlvr["final"] == rlvr["base"] == 0.2
+    assert on_disk["significant"] == ["azr/exec_heldout", "azr/validation"]
+    assert on_disk["budget"]["unit"] == "steps"
+    assert on_disk["protocols"]["azr"]["seconds_per_step"] == 2.0
+    assert (tmp_path / "out" / "learning_curve.png").stat().st_size > 0
+    assert "| azr | exec_heldout | 20 |" in (tmp_path / "out" / "table.md").read_text()
+    assert not (tmp_path / "runs").exists()  # training runs are cleaned up
+    assert summary["table"] == on_disk["table"]
+
+
+def test_equal_token_budget_stops_each_arm_at_its_own_step(tmp_path):
+    summary = _scripted(tmp_path, token_budget=300)
+    arms = summary["protocols"]
+    # azr: 100 tokens/step -> stops after the chunk that reaches 300 (step 4); rlvr: 40/step
+    # -> never reaches 300 within 6 steps
+    assert arms["azr"]["budget"]["steps"] == 4 and arms["azr"]["budget"]["rollout_tokens"] == 400
+    assert arms["rlvr"]["budget"]["steps"] == 6
+    assert summary["budget"] == {"unit": "rollout tokens", "per_arm": 300, "max_steps": 6}
+    assert math.isclose(arms["azr"]["sets"]["exec_heldout"]["final"], 0.5)
+
+
+def test_merge_keeps_earlier_arms_and_reuses_the_base_scores(tmp_path):
+    calls = []
+    _scripted(tmp_path, 0, protocols="azr", calls=calls)
+    assert calls[0] == "smollm2-135m-instruct"  # the base model, scored once
+    calls.clear()
+    summary = _scripted(tmp_path, 0, protocols="rlvr", merge=True, calls=calls)
+    assert "smollm2-135m-instruct" not in calls  # reused from base_items.json
+    assert list(summary["protocols"]) == ["azr", "rlvr"]
+    assert summary["protocols"]["azr"]["sets"]["exec_heldout"]["final"] == 0.65
