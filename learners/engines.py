@@ -658,6 +658,10 @@ def inference_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tenso
     place). Names lose peft's ``base_model.model.`` prefix and ``.base_layer``; adapter
     tensors themselves are skipped. Tensors are yielded one at a time (no copy of the whole
     model). Tied weights appear once, as ``named_parameters`` lists them.
+
+    Under FSDP2 (``learners.distributed``) the parameters are gathered outside an optimiser
+    step, so they are full tensors here; a sharded ``DTensor`` (a push from inside a step) is
+    all-gathered with ``full_tensor()`` as TRL does, a collective every rank must reach.
     """
     lora_modules: dict[str, Any] = {}
     prefix = ""
@@ -671,6 +675,8 @@ def inference_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tenso
             if prefix and (prefix in name or "original_module" in name):
                 continue
             tensor = param.detach()
+            if hasattr(tensor, "full_tensor"):  # an FSDP2 shard
+                tensor = tensor.full_tensor()
             if name.endswith(".base_layer.weight"):
                 module = lora_modules.get(name[: -len(".base_layer.weight")])
                 if module is not None:
@@ -896,10 +902,13 @@ def import_ct2() -> Any:
 def _plain_model(host: EngineHost, shell: list[torch.nn.Module]) -> torch.nn.Module:
     """The host's model as a plain transformers model (LoRA merged into a kept shell)."""
     model = host.model
-    if not hasattr(model, "peft_config"):
+    from torch.distributed.fsdp import FSDPModule
+
+    fsdp = isinstance(model, FSDPModule)  # its hooks and process group do not deep-copy
+    if not hasattr(model, "peft_config") and not fsdp:
         return model
     if not shell:  # one plain copy of the base, built once, refilled at every sync
-        base = model.get_base_model()
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
         from transformers import AutoModelForCausalLM
 
         plain = AutoModelForCausalLM.from_config(base.config, dtype=host.dtype)
@@ -911,7 +920,7 @@ def _plain_model(host: EngineHost, shell: list[torch.nn.Module]) -> torch.nn.Mod
         missing, unexpected = plain.load_state_dict(state, strict=False)
         if unexpected or [k for k in missing if "lm_head" not in k]:
             raise RuntimeError(
-                f"ct2: LoRA-merged weights do not fit the base: missing={missing[:5]} "
+                f"ct2: LoRA-merged / gathered weights do not fit the base: missing={missing[:5]} "
                 f"unexpected={unexpected[:5]}"
             )
     return plain

@@ -87,7 +87,8 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
         ValueError: on an unknown protocol, algorithm or frozen role, or a config in which
             every advantage is 0 in every step (:func:`learners.checks.certain_no_update`).
         learners.preflight.PreflightError: naming what is missing (no CUDA device, model
-            weights neither cached nor downloadable, ``wandb`` not installed, FSDP launch).
+            weights neither cached nor downloadable, ``wandb`` not installed, a DeepSpeed
+            launch, an FSDP launch without ``--distributed.strategy fsdp2``).
     """
     roles = checks.protocol_roles(cfg.env.protocol)
     frozen = set(cfg.freeze)
@@ -228,6 +229,9 @@ def _run(
     learner = make_learner(
         cfg.algorithm, policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed
     )
+    # several ranks: DDP or FSDP2 (--distributed.strategy) sums the gradients; the
+    # optimiser is pointed at the wrapped parameters (before a checkpoint fills it)
+    distributed.prepare(policy, learner, cfg.distributed)
     if cfg.resume and existing:
         start, pool = load_checkpoint(existing[-1], policy, learner, rng, cfg.env)
         states = distributed.load_rank_states(existing[-1])
@@ -343,8 +347,8 @@ def _run(
                 _write_report(out)
         if step % cfg.save_every == 0 or step == cfg.steps or stop:
             states = distributed.rank_states(policy, learner)  # all ranks; None on one
-            if main:
-                save_checkpoint(out, step, policy, learner, pool, rng, cfg.keep_checkpoints, states)
+            # every rank: several write the model and optimiser shards (torch DCP)
+            save_checkpoint(out, step, policy, learner, pool, rng, cfg.keep_checkpoints, states)
         bar.update(1)
         bar.set_postfix(
             {r[:2]: _fmt(metrics.get(f"reward/{r}")) for r in roles}
