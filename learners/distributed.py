@@ -329,6 +329,9 @@ def prepare(policy: Any, learner: Any, config: DistributedConfig | None = None) 
         ddp.register_comm_hook(None, _sum_hook)
         policy.ddp_module = ddp
     else:
+        # every rank shards its own copy: they must agree (LoRA adapters are initialised
+        # after broadcast_parameters, from each rank's RNG); DDP broadcasts on its own
+        broadcast_parameters(model)
         _fully_shard(model, config)
     # the optimiser's parameters by name: fully_shard replaced them by sharded DTensors
     params = dict(model.named_parameters())
