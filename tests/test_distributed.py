@@ -55,6 +55,7 @@ def _update(policy: HFPolicy, batch: list[Transition], agg: str) -> tuple[dict, 
     policy = copy.deepcopy(policy)
     cfg = TRRConfig(lr=1e-4, gradient_checkpointing=False, micro_batch_size=2, loss_agg=agg)
     learner = TRRLearner(policy, cfg)
+    distributed.prepare(policy, learner)  # several ranks: DDP (the default strategy) sums
     learner.observe(batch)
     metrics = learner.update()
     return metrics, {n: p.detach().clone() for n, p in policy.model.named_parameters()}
@@ -239,11 +240,14 @@ def _rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_torchrun_two_processes_train_two_steps_with_one_writer(tiny_path, tmp_path):
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+def test_torchrun_two_processes_train_two_steps_with_one_writer(tiny_path, tmp_path, strategy):
     out = tmp_path / "run"
-    # warm-up on rank 0, validation and the critic probe: the paths that broadcast
+    # warm-up on rank 0, validation and the critic probe: the paths that broadcast (and,
+    # under FSDP2, generate on one rank only: the gathered weights need no collective)
     extra = ["--warmup.steps", "2", "--warmup.no-cache", "--val-every", "2", "--val-limit", "2"]
     extra += ["--val-max-new-tokens", "8", "--critic-probe-size", "4"]
+    extra += ["--distributed.strategy", strategy, "--early-stopping-patience", "5"]
     cmd = _torchrun(tiny_path, out, "--steps", "2", *extra)
     proc = _run(cmd)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -265,11 +269,28 @@ def test_torchrun_two_processes_train_two_steps_with_one_writer(tiny_path, tmp_p
     assert len(ranks) == 2 and not torch.equal(ranks[0]["policy_rng"], ranks[1]["policy_rng"])
     # every step checked that the pools are identical (the run raises otherwise)
     assert (out / "pool.jsonl").exists()
+    # model and optimiser as torch.distributed.checkpoint shards, full weights beside them
+    step2 = out / "checkpoints/step_000002"
+    assert (step2 / "dcp/.metadata").exists() and (step2 / "model/model.safetensors").exists()
+    # the best model, saved by rank 0 alone (FSDP2: from the gathered weights), is whole
+    best, last = _weights(out / "checkpoints/best"), _weights(step2 / "model")
+    assert best.keys() == last.keys()
+    assert all(best[k].shape == last[k].shape for k in best)
 
 
-def test_torchrun_killed_with_sigkill_resumes(tiny_path, tmp_path):
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+def test_torchrun_killed_with_sigkill_resumes_as_an_uninterrupted_run(
+    tiny_path, tmp_path, strategy
+):
     out = tmp_path / "run"
-    cmd = _torchrun(tiny_path, out, "--steps", "100")
+    flag = ("--distributed.strategy", strategy)
+    cmd = _torchrun(tiny_path, out, "--steps", "100", *flag)
     log = tmp_path / "stderr.txt"
     with open(log, "wb") as err:  # a file, not a pipe: nobody reads it while the run goes on
         proc = subprocess.Popen(
@@ -285,8 +306,22 @@ def test_torchrun_killed_with_sigkill_resumes(tiny_path, tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its workers
         proc.wait()
     done = max(int(d.name.split("_")[1]) for d in (out / "checkpoints").glob("step_*"))
-    cmd = _torchrun(tiny_path, out, "--steps", str(done + 1), "--resume")
+    cmd = _torchrun(tiny_path, out, "--steps", str(done + 1), "--resume", *flag)
     res = _run(cmd)
     assert res.returncode == 0, res.stderr[-3000:]
     assert [r["step"] for r in _rows(out)] == list(range(1, done + 2))
-    assert (out / f"checkpoints/step_{done + 1:06d}/ranks.pt").exists()
+    last = out / f"checkpoints/step_{done + 1:06d}"
+    assert (last / "ranks.pt").exists() and (last / "dcp/.metadata").exists()
+    # the same number of steps without the kill: the same weights and metrics
+    straight = tmp_path / "straight"
+    res = _run(_torchrun(tiny_path, straight, "--steps", str(done + 1), *flag))
+    assert res.returncode == 0, res.stderr[-3000:]
+    resumed_w = _weights(last / "model")
+    straight_w = _weights(straight / f"checkpoints/step_{done + 1:06d}/model")
+    assert resumed_w.keys() == straight_w.keys()
+    for name, w in straight_w.items():
+        assert torch.equal(w, resumed_w[name]), name
+    keys = ("learner/loss", "learner/grad_norm", "pool/size", "reward/solver")
+    assert [{k: r.get(k) for k in keys} for r in _rows(out)][-1] == [
+        {k: r.get(k) for k in keys} for r in _rows(straight)
+    ][-1]

@@ -139,12 +139,15 @@ def test_cuda_index_and_processes_beyond_the_devices(monkeypatch):
     assert "8 processes on this node but 2 CUDA device(s)" in preflight.device_problems("cuda")[0]
 
 
-def test_fsdp_and_deepspeed_launches_are_refused(monkeypatch):
+def test_an_fsdp_launch_needs_the_fsdp2_strategy_and_deepspeed_is_refused(monkeypatch):
     assert preflight.launch_problems() == []
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
-    (problem,) = preflight.launch_problems()
-    assert problem.startswith("FSDP is not supported yet")
-    assert "examples/accelerate/paper_8gpu.yaml" in problem
+    (problem,) = preflight.launch_problems("ddp")
+    assert "add --distributed.strategy fsdp2" in problem
+    assert preflight.launch_problems("fsdp2") == []  # FSDP is no longer refused
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    (problem,) = preflight.launch_problems("fsdp2")
+    assert problem.startswith("DeepSpeed is not supported")
 
 
 def test_wandb_chosen_but_not_installed_is_one_line(tiny_path, tmp_path, monkeypatch, capsys):

@@ -418,54 +418,97 @@ class PolicyGradientLearner:
         by_length = sorted(
             active, key=lambda i: len(batch[i].prompt_ids) + len(batch[i].completion_ids)
         )
-        if not by_length:  # AdamW still steps (momentum), as it would on all-zero gradients
+        lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in batch]
+        chunks = _token_chunks(by_length, lengths, cfg.micro_batch_size, cfg.micro_batch_tokens)
+        # several ranks: as many passes everywhere, only the last reduces (DDP / FSDP2 sum)
+        distributed.require_prepared(self.policy)
+        n_passes = distributed.num_passes(len(chunks))
+        with distributed.update_step(self.policy):  # FSDP2: sharded inside, gathered after
+            self._passes(chunks, n_passes, batch, adv, rescored, first, n_tokens, n_seqs, stats)
+            stats = distributed.sum_metrics(dict(stats))
+            stats["skipped_share"] = skipped_share
+            stats["grad_norm"] = distributed.clip_grad_norm(self.params, cfg.max_grad_norm)
+            self.optimizer.step()
+        return dict(stats)
+
+    def _passes(
+        self,
+        chunks: list[list[int]],
+        n_passes: int,
+        batch: list[Transition],
+        adv: list[float],
+        rescored: list[list[float] | None] | None,
+        first: bool,
+        n_tokens: int,
+        n_seqs: int,
+        stats: dict[str, float],
+    ) -> None:
+        """Forward/backward of each micro-batch, then idle passes up to ``n_passes``.
+
+        Only the last pass reduces gradients over ranks (DDP ``no_sync`` / FSDP2
+        ``set_requires_gradient_sync`` around the others, forward included).
+        """
+        if not n_passes:  # AdamW still steps (momentum), as it would on all-zero gradients
             for p in self.params:
                 p.grad = torch.zeros_like(p)
-        lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in batch]
-        for mb in _token_chunks(by_length, lengths, cfg.micro_batch_size, cfg.micro_batch_tokens):
-            items = [batch[i] for i in mb]
-            prompts = [t.prompt_ids for t in items]
-            comps = [t.completion_ids for t in items]
-            logp, mask = self.policy.token_logprobs(prompts, comps, self.temperature)
-            device = logp.device
-            old = torch.zeros_like(logp)
-            for r, t in enumerate(items):
-                old[r, : len(t.logprobs)] = torch.tensor(t.logprobs, device=device)
-            learner_old = None  # the learner's log-probs under the weights that sampled
-            if rescored is not None and rescored[mb[0]] is not None:
-                learner_old = torch.zeros_like(logp)
-                for r, i in enumerate(mb):
-                    vals = rescored[i] or []
-                    learner_old[r, : len(vals)] = torch.tensor(vals, device=device)
-            elif first:  # no update yet: the current weights sampled this batch
-                learner_old = logp.detach()
-            if first and rescored is not None and rescored[mb[0]] is None:
-                self._record_gap(logp.detach(), old, mask)
-            tis_weight = None
-            if cfg.tis_cap > 0 and learner_old is not None:
-                log_w = torch.clamp(learner_old - old, -20.0, 20.0)
-                tis_weight = torch.exp(log_w).clamp(max=cfg.tis_cap) * mask
-                stats["tis_weight_mean"] += float(tis_weight.sum()) / max(n_tokens, 1)
-                old = learner_old
-            ref_logp = None
-            if self.use_reference:
-                ref_logp, _ = self.policy.reference_logprobs(prompts, comps, self.temperature)
-            a = torch.tensor([adv[i] for i in mb], device=device, dtype=logp.dtype).unsqueeze(1)
-            loss, parts = check_loss_result(
-                self,
-                self.loss(LossInputs(logp, old, a, mask, ref_logp, n_tokens, n_seqs, tis_weight)),
-            )
-            loss.backward()
-            stats["loss"] += float(loss.detach())
-            for key, value in parts.items():
-                stats[key] += float(value)
-        distributed.all_reduce_gradients(self.params)  # no-op on one process
-        stats = distributed.sum_metrics(dict(stats))
-        stats["skipped_share"] = skipped_share
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-        stats["grad_norm"] = float(grad_norm)
-        self.optimizer.step()
-        return dict(stats)
+        for k in range(n_passes):
+            with distributed.gradient_sync(self.policy, last=k == n_passes - 1):
+                if k < len(chunks):
+                    self._micro_batch(
+                        chunks[k], batch, adv, rescored, first, n_tokens, n_seqs, stats
+                    )
+                else:  # fewer micro-batches than another rank: same collectives, zero gradient
+                    distributed.idle_pass(self.policy)
+
+    def _micro_batch(
+        self,
+        mb: list[int],
+        batch: list[Transition],
+        adv: list[float],
+        rescored: list[list[float] | None] | None,
+        first: bool,
+        n_tokens: int,
+        n_seqs: int,
+        stats: dict[str, float],
+    ) -> None:
+        """Forward and backward of one micro-batch (indices ``mb`` of ``batch``)."""
+        cfg = self.config
+        items = [batch[i] for i in mb]
+        prompts = [t.prompt_ids for t in items]
+        comps = [t.completion_ids for t in items]
+        logp, mask = self.policy.token_logprobs(prompts, comps, self.temperature)
+        device = logp.device
+        old = torch.zeros_like(logp)
+        for r, t in enumerate(items):
+            old[r, : len(t.logprobs)] = torch.tensor(t.logprobs, device=device)
+        learner_old = None  # the learner's log-probs under the weights that sampled
+        if rescored is not None and rescored[mb[0]] is not None:
+            learner_old = torch.zeros_like(logp)
+            for r, i in enumerate(mb):
+                vals = rescored[i] or []
+                learner_old[r, : len(vals)] = torch.tensor(vals, device=device)
+        elif first:  # no update yet: the current weights sampled this batch
+            learner_old = logp.detach()
+        if first and rescored is not None and rescored[mb[0]] is None:
+            self._record_gap(logp.detach(), old, mask)
+        tis_weight = None
+        if cfg.tis_cap > 0 and learner_old is not None:
+            log_w = torch.clamp(learner_old - old, -20.0, 20.0)
+            tis_weight = torch.exp(log_w).clamp(max=cfg.tis_cap) * mask
+            stats["tis_weight_mean"] += float(tis_weight.sum()) / max(n_tokens, 1)
+            old = learner_old
+        ref_logp = None
+        if self.use_reference:
+            ref_logp, _ = self.policy.reference_logprobs(prompts, comps, self.temperature)
+        a = torch.tensor([adv[i] for i in mb], device=device, dtype=logp.dtype).unsqueeze(1)
+        loss, parts = check_loss_result(
+            self,
+            self.loss(LossInputs(logp, old, a, mask, ref_logp, n_tokens, n_seqs, tis_weight)),
+        )
+        loss.backward()
+        stats["loss"] += float(loss.detach())
+        for key, value in parts.items():
+            stats[key] += float(value)
 
     def _record_gap(self, learner: torch.Tensor, engine: torch.Tensor, mask: torch.Tensor) -> None:
         """Add ``|learner - engine|`` log-prob differences (masked) to this update's ``_gap``."""

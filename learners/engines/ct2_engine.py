@@ -22,10 +22,13 @@ from learners.types import Completion, SamplingConfig
 def _plain_model(host: EngineHost, shell: list[torch.nn.Module]) -> torch.nn.Module:
     """The host's model as a plain transformers model (LoRA merged into a kept shell)."""
     model = host.model
-    if not hasattr(model, "peft_config"):
+    from torch.distributed.fsdp import FSDPModule
+
+    fsdp = isinstance(model, FSDPModule)  # its hooks and process group do not deep-copy
+    if not hasattr(model, "peft_config") and not fsdp:
         return model
     if not shell:  # one plain copy of the base, built once, refilled at every sync
-        base = model.get_base_model()
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
         from transformers import AutoModelForCausalLM
 
         plain = AutoModelForCausalLM.from_config(base.config, dtype=host.dtype)
@@ -37,7 +40,7 @@ def _plain_model(host: EngineHost, shell: list[torch.nn.Module]) -> torch.nn.Mod
         missing, unexpected = plain.load_state_dict(state, strict=False)
         if unexpected or [k for k in missing if "lm_head" not in k]:
             raise RuntimeError(
-                f"ct2: LoRA-merged weights do not fit the base: missing={missing[:5]} "
+                f"ct2: LoRA-merged / gathered weights do not fit the base: missing={missing[:5]} "
                 f"unexpected={unexpected[:5]}"
             )
     return plain

@@ -19,6 +19,10 @@ def inference_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tenso
     place). Names lose peft's ``base_model.model.`` prefix and ``.base_layer``; adapter
     tensors themselves are skipped. Tensors are yielded one at a time (no copy of the whole
     model). Tied weights appear once, as ``named_parameters`` lists them.
+
+    Under FSDP2 (``learners.distributed``) the parameters are gathered outside an optimiser
+    step, so they are full tensors here; a sharded ``DTensor`` (a push from inside a step) is
+    all-gathered with ``full_tensor()`` as TRL does, a collective every rank must reach.
     """
     lora_modules: dict[str, Any] = {}
     prefix = ""
@@ -32,6 +36,8 @@ def inference_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tenso
             if prefix and (prefix in name or "original_module" in name):
                 continue
             tensor = param.detach()
+            if hasattr(tensor, "full_tensor"):  # an FSDP2 shard
+                tensor = tensor.full_tensor()
             if name.endswith(".base_layer.weight"):
                 module = lora_modules.get(name[: -len(".base_layer.weight")])
                 if module is not None:

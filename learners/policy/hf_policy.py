@@ -135,7 +135,9 @@ class HFPolicy:
         from learners.algorithms.losses import token_logprobs
 
         pad = self.tokenizer.pad_token_id
-        return token_logprobs(self.model, prompts, completions, pad, temperature, self.device)
+        # several ranks with DDP: forward through its wrapper (learners.distributed.prepare)
+        model = getattr(self, "ddp_module", None) or self.model
+        return token_logprobs(model, prompts, completions, pad, temperature, self.device)
 
     def keep_reference(self) -> None:
         """Fix the current weights as the KL reference of :meth:`reference_logprobs`.
@@ -307,7 +309,10 @@ class HFPolicy:
         With LoRA only the adapter is written (peft's ``adapter_model.safetensors`` and
         ``adapter_config.json``, which names the base); ``sage-env export`` merges it.
         """
-        self.model.save_pretrained(path)
+        from learners.distributed import gathered_state_dict
+
+        # FSDP2 (learners.distributed): the gathered full weights, not the sharded state dict
+        self.model.save_pretrained(path, state_dict=gathered_state_dict(self.model))
         self.tokenizer.save_pretrained(path)
 
     def load_weights(self, path: str | os.PathLike) -> None:

@@ -81,6 +81,9 @@ def build_run(
     learner = make_learner(
         cfg.algorithm, policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed
     )
+    # several ranks: DDP or FSDP2 (--distributed.strategy) sums the gradients; the
+    # optimiser is pointed at the wrapped parameters (before a checkpoint fills it)
+    distributed.prepare(policy, learner, cfg.distributed)
     start, pool = _resume(cfg, out, existing, policy, learner, rng, pool)
     policy.sync_engine()  # the engine generates from the warmed / resumed / broadcast weights
     envs = []

@@ -5,6 +5,14 @@ adapter only, ``adapter_model.safetensors`` + ``adapter_config.json``), ``learne
 (learner state: optimizer, shuffling RNG, algorithm extras; torch and sampling RNG),
 ``pool.jsonl`` and ``state.json`` (step, task-draw RNG). Each is written to a hidden temp
 folder and renamed, so a killed process never leaves a half-written checkpoint.
+
+A multi-process run (``learners.distributed``, DDP or FSDP2) also writes ``dcp/``: model and
+optimizer as ``torch.distributed.checkpoint`` shards, every rank writing its own
+(``get_state_dict``/``set_state_dict`` of ``torch.distributed.checkpoint.state_dict``), which
+resume loads on any number of ranks; ``learner.pt`` then holds the learner state without the
+optimizer, ``ranks.pt`` every rank's RNG states, and ``model/`` the full weights (rank 0)
+for export and evaluation. Every rank writes into the same temp folder; rank 0 renames it
+once all shards are written.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from typing import Any
 
 import torch
 
+from learners import distributed
 from learners.algorithms.registry import Learner
 from learners.policy import HFPolicy
 from sage_env import EnvConfig, TaskPool
@@ -54,18 +63,33 @@ def save_checkpoint(
     A process killed mid-write leaves only a ``.tmp`` folder, which resume ignores.
     ``rank_states`` (a multi-process run's per-rank RNG states,
     :func:`learners.distributed.rank_states`) go to ``ranks.pt``.
+
+    On several ranks it is collective (every rank calls it): all write their shards of model
+    and optimizer to ``dcp/`` (``torch.distributed.checkpoint.save``), rank 0 the rest, then
+    rank 0 renames the folder. On one process it writes what it always did.
     """
     root = out / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
     tmp = root / f".step_{step:06d}.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    main = distributed.is_main()
+    several = distributed.world_size() > 1
+    if main:
+        root.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+    if several:
+        distributed.barrier()  # the temp folder exists (and holds nothing stale)
+        _save_sharded(tmp / "dcp", policy, learner)  # returns once every shard is written
+    if not main:
+        return final
     policy.save(tmp / "model")
+    learner_state = learner.state_dict()
+    if several:  # the optimizer is in dcp/ (sharded under FSDP2)
+        learner_state = {k: v for k, v in learner_state.items() if k != "optimizer"}
     torch.save(
         {
-            "learner": learner.state_dict(),
+            "learner": learner_state,
             "torch_rng": torch.get_rng_state(),
             "policy_rng": policy.generator.get_state(),
         },
@@ -83,6 +107,33 @@ def save_checkpoint(
     return final
 
 
+def _save_sharded(path: Path, policy: HFPolicy, learner: Learner) -> None:
+    """Model and optimizer state as ``torch.distributed.checkpoint`` shards (collective)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    with distributed.update_step(policy):  # FSDP2: the state dicts name the sharded params
+        model_sd, optim_sd = get_state_dict(policy.model, learner.optimizer)
+        dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(path))
+
+
+def _load_sharded(path: Path, policy: HFPolicy, learner: Learner) -> None:
+    """Load :func:`_save_sharded`'s shards into the (wrapped) model and optimizer (collective)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    with distributed.update_step(policy):
+        model_sd, optim_sd = get_state_dict(policy.model, learner.optimizer)
+        state = {"model": model_sd, "optimizer": optim_sd}
+        dcp.load(state, checkpoint_id=str(path))
+        set_state_dict(
+            policy.model,
+            learner.optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optimizer"],
+        )
+
+
 def load_checkpoint(
     path: Path,
     policy: HFPolicy,
@@ -92,12 +143,25 @@ def load_checkpoint(
 ) -> tuple[int, TaskPool]:
     """Restore what :func:`save_checkpoint` wrote; returns ``(step, pool)``.
 
-    The pool gets the duplicate threshold and size cap of ``env_config``.
+    The pool gets the duplicate threshold and size cap of ``env_config``. A checkpoint with
+    ``dcp/`` (a multi-process run's) loads model and optimizer from its shards, on every rank
+    (collective), whatever the number of ranks now.
     """
     env_config = env_config or EnvConfig()
-    policy.load_weights(path / "model")
     state = torch.load(path / "learner.pt", weights_only=False)
-    learner.load_state_dict(state["learner"])
+    if (path / "dcp").is_dir():
+        learner_state = dict(state["learner"])
+        learner_state["optimizer"] = learner.optimizer.state_dict()  # replaced just below
+        learner.load_state_dict(learner_state)
+        _load_sharded(path / "dcp", policy, learner)
+    else:
+        if distributed.world_size() > 1 and distributed.is_sharded(policy.model):
+            raise ValueError(
+                f"{path} was written by one process (no dcp/ folder): resume it with one "
+                "process or --distributed.strategy ddp, not fsdp2"
+            )
+        policy.load_weights(path / "model")
+        learner.load_state_dict(state["learner"])
     torch.set_rng_state(state["torch_rng"])
     policy.generator.set_state(state["policy_rng"])
     meta = json.loads((path / "state.json").read_text())

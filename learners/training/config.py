@@ -23,6 +23,7 @@ from typing import Any, Generic, Literal, TypeVar
 import yaml
 
 from learners.algorithms.registry import as_config, learner_spec
+from learners.distributed import DistributedConfig
 from learners.engines import RolloutConfig
 from learners.algorithms.pg import PGConfig
 from learners.policy import DEFAULT_MODEL
@@ -147,6 +148,12 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     learner: LearnerConfigT = field(default_factory=PGConfig)  # type: ignore[assignment]
     """Hyperparameters of the chosen algorithm (its registered config class;
     ``sage-env train --algorithm NAME --help`` lists them)."""
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """Multi-process training (``torchrun`` / ``accelerate launch``; ignored on one process):
+    ``--distributed.strategy ddp`` (default; DistributedDataParallel, a full model per rank) or
+    ``fsdp2`` (``fully_shard``: parameters, gradients and AdamW state sharded over ranks), with
+    ``--distributed.mixed-precision bf16`` and ``--distributed.cpu-offload`` for ``fsdp2``
+    (``docs/scaling.md``)."""
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     """Optional supervised format warm-up on seed-derived demonstrations before RL
     (``learners.training.warmup``; off when ``warmup.steps = 0``)."""

@@ -81,7 +81,8 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
             every advantage is 0 in every step
             (:func:`learners.training.run_checks.certain_no_update`).
         learners.training.preflight.PreflightError: naming what is missing (no CUDA device, model
-            weights neither cached nor downloadable, ``wandb`` not installed, FSDP launch).
+            weights neither cached nor downloadable, ``wandb`` not installed, a DeepSpeed
+            launch, an FSDP launch without ``--distributed.strategy fsdp2``).
     """
     roles = checks.protocol_roles(cfg.env.protocol)
     frozen = set(cfg.freeze)
@@ -286,10 +287,10 @@ def _after_step(
             _write_report(out)
     if step % cfg.save_every == 0 or step == cfg.steps or stop:
         states = distributed.rank_states(run.policy, run.learner)  # all ranks; None on one
-        if main:
-            save_checkpoint(
-                out, step, run.policy, run.learner, run.pool, run.rng, cfg.keep_checkpoints, states
-            )
+        # every rank: several write the model and optimiser shards (torch DCP)
+        save_checkpoint(
+            out, step, run.policy, run.learner, run.pool, run.rng, cfg.keep_checkpoints, states
+        )
     return stop
 
 

@@ -47,12 +47,13 @@ def check_train(cfg: Any, model: str | None = None) -> None:
     Raises:
         PreflightError: naming everything missing (no CUDA device, model weights neither local
             nor downloadable, ``wandb`` not installed, ``vllm`` not installed for
-            ``--rollout.engine vllm`` (``ctranslate2`` for ``ct2``), an FSDP/DeepSpeed launch).
+            ``--rollout.engine vllm`` (``ctranslate2`` for ``ct2``), a DeepSpeed launch, an
+            accelerate FSDP launch without ``--distributed.strategy fsdp2``).
     """
     problems = device_problems(cfg.device)
     problems += model_problems(model or cfg.model)
     problems += tracker_problems(cfg.report_to)
-    problems += launch_problems()
+    problems += launch_problems(getattr(getattr(cfg, "distributed", None), "strategy", "ddp"))
     problems += engine_problems(getattr(getattr(cfg, "rollout", None), "engine", "hf"))
     if problems:
         raise PreflightError(problems)
@@ -124,20 +125,25 @@ def tracker_problems(report_to: str) -> list[str]:
     return []
 
 
-def launch_problems() -> list[str]:
-    """An ``accelerate launch`` with FSDP or DeepSpeed: not supported yet (``docs/scaling.md``).
+def launch_problems(strategy: str = "ddp") -> list[str]:
+    """An ``accelerate launch`` whose sharding config the run would not follow.
 
-    The trainer never wraps the model with ``accelerator.prepare``; it keeps full weights on
-    every rank and all-reduces gradients itself, so such a config would be silently ignored.
+    The model is wrapped by ``learners.distributed.prepare`` as ``--distributed.strategy``
+    says, not by accelerate's plugins: a DeepSpeed config is refused, and an FSDP config
+    (``ACCELERATE_USE_FSDP``) asks for ``--distributed.strategy fsdp2`` (``docs/scaling.md``).
     """
-    for var, what in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
-        if os.environ.get(var, "").lower() in ("1", "true", "yes"):
-            return [
-                f"{what} is not supported yet (every rank holds the full model and gradients "
-                "are all-reduced by sage-env itself, so the launcher's sharding would not "
-                "apply): launch with a MULTI_GPU config such as "
-                "examples/accelerate/paper_8gpu.yaml (docs/scaling.md)"
-            ]
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() in ("1", "true", "yes"):
+        return [
+            "DeepSpeed is not supported (sage-env shards with torch's FSDP2): launch with "
+            "--distributed.strategy fsdp2 instead (docs/scaling.md)"
+        ]
+    fsdp = os.environ.get("ACCELERATE_USE_FSDP", "").lower() in ("1", "true", "yes")
+    if fsdp and strategy != "fsdp2":
+        return [
+            "the launcher asks for FSDP but --distributed.strategy is "
+            f"{strategy}: add --distributed.strategy fsdp2 (sage-env wraps the model itself "
+            "with torch's fully_shard; docs/scaling.md)"
+        ]
     return []
 
 
