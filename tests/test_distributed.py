@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from learners import distributed
+from learners import distributed, parallel
 from learners.algorithms.advantages import group_normalised_advantages
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import Transition
@@ -55,7 +55,7 @@ def _update(policy: HFPolicy, batch: list[Transition], agg: str) -> tuple[dict, 
     policy = copy.deepcopy(policy)
     cfg = TRRConfig(lr=1e-4, gradient_checkpointing=False, micro_batch_size=2, loss_agg=agg)
     learner = TRRLearner(policy, cfg)
-    distributed.prepare(policy, learner)  # several ranks: DDP (the default strategy) sums
+    parallel.prepare(policy, learner)  # several ranks: DDP (the default strategy) sums
     learner.observe(batch)
     metrics = learner.update()
     return metrics, {n: p.detach().clone() for n, p in policy.model.named_parameters()}

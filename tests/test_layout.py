@@ -35,9 +35,6 @@ LONG_FILES = {
     "sage_env/env.py": "TODO(issue 24): the AEC environment; move reward plumbing out",
     "sage_env/sandbox/rewrite.py": "TODO(issue 24): the assert rewriter, one AST pass",
     "sage_env/sandbox/judge.py": "TODO(issue 24): the judge process",
-    # Moved verbatim while their owners rewrite them (issue 24 parts 3/4):
-    "learners/algorithms/pg.py": "TODO(issue 24): the PPO-clipped learner; the step loop moves out",
-    "learners/distributed.py": "TODO(issue 24): collectives and the DDP/FSDP2 wrapping; the wrapping moves out",
 }
 """Files allowed over :data:`MAX_FILE_LINES`, with the reason (or the TODO that removes it)."""
 

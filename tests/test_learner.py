@@ -540,7 +540,7 @@ def test_wide_ticks_read_score_distributions_of_turns_drawn_ahead():
 
 
 def test_token_budget_micro_batches():
-    from learners.pg import _token_chunks
+    from learners.algorithms.micro_batches import token_chunks as _token_chunks
 
     lengths = [10, 20, 30, 40, 100, 300]
     order = list(range(6))

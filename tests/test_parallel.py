@@ -19,9 +19,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from learners import distributed
+from learners import distributed, parallel
 from learners.checkpoint import load_checkpoint, save_checkpoint
-from learners.distributed import DistributedConfig
+from learners.parallel import DistributedConfig
 from learners.engines import inference_weights
 from learners.policy import HFPolicy, LoRAConfig, SamplingConfig
 from learners.rollout import Transition
@@ -71,7 +71,7 @@ def _train(
     torch.manual_seed(0)  # the same LoRA initialisation in every process
     learner = TRRLearner(policy, _config(lora))
     if strategy is not None:
-        distributed.prepare(policy, learner, DistributedConfig(strategy=strategy))
+        parallel.prepare(policy, learner, DistributedConfig(strategy=strategy))
     metrics = []
     for batch in batches:
         learner.observe(batch)
@@ -100,7 +100,7 @@ def _worker(rank: int, store: str, tiny_path: str, data: str, out: str) -> None:
                 # the engine push and save see full tensors outside the step
                 pushed = dict(inference_weights(policy.model))
                 result["push"] = {k: v.float().clone() for k, v in pushed.items()}
-                full = distributed.gathered_state_dict(policy.model)
+                full = parallel.gathered_state_dict(policy.model)
                 result["saved_keys"] = sorted(full)
                 # last: the model's own state dict reshards it (FSDP2's hook)
                 result["sharded"] = type(next(iter(policy.model.state_dict().values()))).__name__
@@ -125,7 +125,7 @@ def _worker(rank: int, store: str, tiny_path: str, data: str, out: str) -> None:
             straight = _weights(policy)
             fresh = copy.deepcopy(base)
             fresh_learner = TRRLearner(fresh, _config())
-            distributed.prepare(fresh, fresh_learner, DistributedConfig(strategy=strategy))
+            parallel.prepare(fresh, fresh_learner, DistributedConfig(strategy=strategy))
             step, _ = load_checkpoint(run / "checkpoints/step_000001", fresh, fresh_learner, rng)
             for _ in range(2):
                 fresh_learner.observe(mine)

@@ -135,7 +135,7 @@ class HFPolicy:
         from learners.algorithms.losses import token_logprobs
 
         pad = self.tokenizer.pad_token_id
-        # several ranks with DDP: forward through its wrapper (learners.distributed.prepare)
+        # several ranks with DDP: forward through its wrapper (learners.parallel.prepare)
         model = getattr(self, "ddp_module", None) or self.model
         return token_logprobs(model, prompts, completions, pad, temperature, self.device)
 
@@ -309,9 +309,9 @@ class HFPolicy:
         With LoRA only the adapter is written (peft's ``adapter_model.safetensors`` and
         ``adapter_config.json``, which names the base); ``sage-env export`` merges it.
         """
-        from learners.distributed import gathered_state_dict
+        from learners.parallel import gathered_state_dict
 
-        # FSDP2 (learners.distributed): the gathered full weights, not the sharded state dict
+        # FSDP2 (learners.parallel): the gathered full weights, not the sharded state dict
         self.model.save_pretrained(path, state_dict=gathered_state_dict(self.model))
         self.tokenizer.save_pretrained(path)
 

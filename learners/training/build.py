@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 import sage_env
-from learners import distributed
+from learners import distributed, parallel
 from learners.algorithms.registry import make_learner
 from learners.policy.hf_policy import HFPolicy
 from learners.rollout import RolloutDriver
@@ -83,7 +83,7 @@ def build_run(
     )
     # several ranks: DDP or FSDP2 (--distributed.strategy) sums the gradients; the
     # optimiser is pointed at the wrapped parameters (before a checkpoint fills it)
-    distributed.prepare(policy, learner, cfg.distributed)
+    parallel.prepare(policy, learner, cfg.distributed)
     start, pool = _resume(cfg, out, existing, policy, learner, rng, pool)
     policy.sync_engine()  # the engine generates from the warmed / resumed / broadcast weights
     envs = []

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from learners import distributed
+from learners import distributed, parallel
 from learners.algorithms.registry import Learner
 from learners.policy import HFPolicy
 from sage_env import EnvConfig, TaskPool
@@ -112,7 +112,7 @@ def _save_sharded(path: Path, policy: HFPolicy, learner: Learner) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    with distributed.update_step(policy):  # FSDP2: the state dicts name the sharded params
+    with parallel.update_step(policy):  # FSDP2: the state dicts name the sharded params
         model_sd, optim_sd = get_state_dict(policy.model, learner.optimizer)
         dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(path))
 
@@ -122,7 +122,7 @@ def _load_sharded(path: Path, policy: HFPolicy, learner: Learner) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-    with distributed.update_step(policy):
+    with parallel.update_step(policy):
         model_sd, optim_sd = get_state_dict(policy.model, learner.optimizer)
         state = {"model": model_sd, "optimizer": optim_sd}
         dcp.load(state, checkpoint_id=str(path))
@@ -155,7 +155,7 @@ def load_checkpoint(
         learner.load_state_dict(learner_state)
         _load_sharded(path / "dcp", policy, learner)
     else:
-        if distributed.world_size() > 1 and distributed.is_sharded(policy.model):
+        if distributed.world_size() > 1 and parallel.is_sharded(policy.model):
             raise ValueError(
                 f"{path} was written by one process (no dcp/ folder): resume it with one "
                 "process or --distributed.strategy ddp, not fsdp2"

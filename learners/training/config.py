@@ -23,7 +23,7 @@ from typing import Any, Generic, Literal, TypeVar
 import yaml
 
 from learners.algorithms.registry import as_config, learner_spec
-from learners.distributed import DistributedConfig
+from learners.parallel import DistributedConfig
 from learners.engines import RolloutConfig
 from learners.algorithms.pg import PGConfig
 from learners.policy import DEFAULT_MODEL

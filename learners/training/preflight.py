@@ -128,7 +128,7 @@ def tracker_problems(report_to: str) -> list[str]:
 def launch_problems(strategy: str = "ddp") -> list[str]:
     """An ``accelerate launch`` whose sharding config the run would not follow.
 
-    The model is wrapped by ``learners.distributed.prepare`` as ``--distributed.strategy``
+    The model is wrapped by ``learners.parallel.prepare`` as ``--distributed.strategy``
     says, not by accelerate's plugins: a DeepSpeed config is refused, and an FSDP config
     (``ACCELERATE_USE_FSDP``) asks for ``--distributed.strategy fsdp2`` (``docs/scaling.md``).
     """
