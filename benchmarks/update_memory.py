@@ -120,9 +120,9 @@ def one(setting: dict, model: str, rounds: int, seed: int) -> dict:
 
     import torch
 
-    from learners.base import make_learner
+    from learners.algorithms.registry import make_learner
     from learners.policy import HFPolicy
-    from learners.presets import PRESETS
+    from learners.training.presets import PRESETS
 
     torch.manual_seed(seed)
     demo = PRESETS["demo"]
