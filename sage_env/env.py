@@ -15,9 +15,6 @@ from __future__ import annotations
 import copy
 import math
 import random
-import re
-import warnings
-from dataclasses import fields, replace
 from typing import Any
 
 import gymnasium
@@ -25,20 +22,13 @@ from gymnasium import spaces
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from sage_env import parsing
-from sage_env.config import (
-    MOVED_REWARD_FIELDS,
-    ConfigMovedWarning,
-    EnvConfig,
-    RewardConfig,
-    _moved_message,
-    build_protocol_config,
-    merge_moved_fields,
-)
+from sage_env import env_scoring, parsing
+from sage_env.config import EnvConfig
+from sage_env.env_setup import _apply_overrides, _bind_protocol_config, make_pool
 from sage_env.pool import TaskPool
-from sage_env.protocols import Protocol, SAGEProtocol, make_protocol, protocol_config_cls
+from sage_env.protocols import SAGEProtocol, make_protocol
 from sage_env.tasks import Task, load_seeds
-from sage_env.verifiers import CodeVerifier, MathVerifier, extract_boxed, extract_code
+from sage_env.verifiers import CodeVerifier, MathVerifier
 
 AGENTS = SAGEProtocol.agents
 """Agent ids of the default ``"sage"`` protocol."""
@@ -62,65 +52,6 @@ class AnyText(spaces.Text):
 
     def __repr__(self) -> str:
         return f"AnyText({self.max_length})"
-
-
-def _apply_overrides(config: EnvConfig, overrides: dict) -> EnvConfig:
-    """``config`` with keyword overrides of its fields or its reward fields.
-
-    A new ``protocol`` resets ``protocol_config`` to that protocol's defaults unless it is
-    given too; the old names of moved reward fields (``azr_format_penalty``) still work,
-    with a :class:`~sage_env.config.ConfigMovedWarning`.
-    """
-    env_keys = {f.name for f in fields(EnvConfig)}
-    reward_keys = {f.name for f in fields(RewardConfig)}
-    env_kw = {k: v for k, v in overrides.items() if k in env_keys}
-    rew_kw = {k: v for k, v in overrides.items() if k in reward_keys}
-    moved = {k: v for k, v in overrides.items() if k in MOVED_REWARD_FIELDS}
-    unknown = set(overrides) - env_keys - reward_keys - set(moved)
-    if unknown:
-        raise TypeError(f"unknown EnvConfig option(s): {sorted(unknown)}")
-    protocol = env_kw.get("protocol", config.protocol)
-    if protocol != config.protocol and "protocol_config" not in env_kw:
-        env_kw["protocol_config"] = None
-    if moved:
-        for old in moved:
-            warnings.warn(_moved_message(old, protocol), ConfigMovedWarning, stacklevel=4)
-        base = env_kw.get("protocol_config", config.protocol_config)
-        env_kw["protocol_config"] = merge_moved_fields(moved, protocol, base)
-    config = replace(config, **env_kw)
-    if rew_kw:
-        config = replace(config, rewards=replace(config.rewards, **rew_kw))
-    return config
-
-
-def _bind_protocol_config(config: EnvConfig, protocol: Protocol) -> EnvConfig:
-    """``config`` whose ``protocol_config`` is an instance of ``protocol``'s ``config_cls``.
-
-    Needed when a protocol instance overrides ``config.protocol``, or the protocol was
-    registered after the config was built.
-
-    Raises:
-        ValueError: if ``config.protocol_config`` does not fit (see
-            :func:`~sage_env.config.build_protocol_config`).
-        TypeError: if the protocol's ``config_cls`` is not a dataclass.
-    """
-    value = build_protocol_config(
-        protocol_config_cls(protocol), config.protocol_config, protocol.name
-    )
-    if value is config.protocol_config:
-        return config
-    config = copy.copy(config)  # not replace(): config.protocol may name another protocol
-    config.protocol_config = value
-    return config
-
-
-def make_pool(config: EnvConfig, tasks: list[Task]) -> TaskPool:
-    """A :class:`TaskPool` holding ``tasks`` with the pool settings of ``config``."""
-    return TaskPool(
-        tasks,
-        near_duplicate_threshold=config.pool_near_duplicate_threshold,
-        max_generated=config.pool_max_generated,
-    )
 
 
 def env(config: EnvConfig | None = None, **kwargs: Any) -> AECEnv:
@@ -465,111 +396,16 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         return soft if self.config.rewards.format_rule == "soft" else binary
 
     def verify(self, task: Task, text: str) -> tuple[float, float, dict]:
-        r"""Score an answer with the external verifier.
-
-        Returns:
-            ``(s_gt, format, verdict)``: verifier score in [0, 1], format score (math: a
-            ``\boxed{}`` is present; code: code found, 0.5 under the soft rule when it does
-            not compile), and ``{"status", "reason", "score"}``.
-        """
-        if task.domain == "exec":
-            return self.verify_exec(task, text)
-        if task.domain == "math":
-            if extract_boxed(text) is None:
-                return 0.0, 0.0, {"status": "invalid", "reason": "no \\boxed{} answer"}
-            res = self.math_verifier.verify(text, task.answer or "")
-        else:
-            program = extract_code(text, task.entry_point)
-            if program is None:
-                return 0.0, 0.0, {"status": "invalid", "reason": "no Python code found"}
-            res = self.code_verifier.verify(program, task.tests, task.test_setup)
-            if task.entry_point and not re.search(
-                rf"\bdef\s+{re.escape(task.entry_point)}\b", program
-            ):
-                fmt = self.soft(0.5, 0.0)  # code, but not the asked-for function
-                return (
-                    float(res.score),
-                    fmt,
-                    {"status": res.status, "reason": res.reason, "score": res.score},
-                )
-        fmt = self.soft(0.5, 1.0) if res.status == "syntax_error" else 1.0
-        return (
-            float(res.score),
-            fmt,
-            {"status": res.status, "reason": res.reason, "score": res.score},
-        )
+        """Score an answer with the external verifier (:func:`sage_env.env_scoring.verify`)."""
+        return env_scoring.verify(self, task, text)
 
     def verify_exec(self, task: Task, text: str) -> tuple[float, float, dict]:
-        """Score an answer to an ``exec`` task by running code (AZR Sec. 3.3.4).
-
-        Deduction: the ```` ```output ```` literal equals the executor's output. Abduction: the
-        program run on the ```` ```input ```` arguments returns the target output. Induction:
-        the ```` ```python ```` program maps every held-out input to its output (binary, AZR's
-        default). Timeouts and memory are ``code_timeout_s`` / ``code_memory_mb``.
-
-        Returns:
-            ``(s_gt, format, verdict)``: format is 1 when the answer block was found and
-            parsed, else 0.
-        """
-        from sage_env import exec_tasks
-        from sage_env.verifiers import execution
-
-        spec = exec_tasks.ExecSpec.of(task)
-        limits = {"timeout_s": self.config.code_timeout_s, "memory_mb": self.config.code_memory_mb}
-        if spec.mode == "deduction":
-            res = execution.check_deduction(exec_tasks.last_fenced(text, "output"), spec.outputs[0])
-        elif spec.mode == "abduction":
-            res = execution.check_abduction(
-                exec_tasks.last_fenced(text, "input"), spec.program, spec.outputs[0], **limits
-            )
-        else:
-            inputs, outputs = spec.held_out()
-            res = execution.check_induction(
-                exec_tasks.last_fenced(text, "python"), inputs, outputs, **limits
-            )
-        verdict = {
-            "status": res.status,
-            "reason": res.reason,
-            "score": res.score,
-            "mode": spec.mode,
-        }
-        return res.score, float(res.formatted), verdict
+        """Score an answer to an ``exec`` task (:func:`sage_env.env_scoring.verify_exec`)."""
+        return env_scoring.verify_exec(self, task, text)
 
     def check_verifier(self, task: Task) -> dict:
-        """Check a proposed task's own verifier before it is used.
-
-        Math: the answer must be grounded math (:meth:`MathVerifier.check_answer`: no free
-        text, parses to a SymPy value) and math-verify must accept it against itself. Code:
-        the tests
-        parsed already; the reference solution must pass all of them in the sandbox. Without
-        one the check fails, unless ``config.require_code_solution`` is False (then the tests
-        are accepted unchecked).
-
-        Returns:
-            ``{"status": "passed" | "failed", "reason": str}``.
-        """
-        if task.domain == "math":
-            grounded = self.math_verifier.check_answer(task.answer or "")
-            if grounded.score < 1.0:
-                return {"status": "failed", "reason": f"answer is not math ({grounded.reason})"}
-            res = self.math_verifier.verify(f"\\boxed{{{task.answer}}}", task.answer or "")
-            if res.score < 1.0:
-                return {"status": "failed", "reason": f"answer does not parse ({res.reason})"}
-            return {"status": "passed", "reason": "answer parses to a math value"}
-        if not task.reference_solution:
-            if self.config.require_code_solution:
-                return {"status": "failed", "reason": "no <solution> to check the tests against"}
-            return {"status": "passed", "reason": "no reference solution to check the tests"}
-        program = extract_code(task.reference_solution, task.entry_point)
-        if program is None:
-            return {"status": "failed", "reason": "reference solution has no Python code"}
-        res = self.code_verifier.verify(program, task.tests, task.test_setup)
-        if res.score < 1.0:
-            return {
-                "status": "failed",
-                "reason": f"reference solution fails its tests ({res.status}: {res.reason})",
-            }
-        return {"status": "passed", "reason": "reference solution passes every test"}
+        """Check a proposed task's verifier (:func:`sage_env.env_scoring.check_verifier`)."""
+        return env_scoring.check_verifier(self, task)
 
     def new_task(self, out: parsing.ChallengerOutput, reference: Task) -> Task:
         """A generated :class:`Task` from a parsed proposal, with provenance."""

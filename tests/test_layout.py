@@ -32,7 +32,6 @@ LONG_FILES = {
     "sage_env/sandbox/worker.py": "the sandbox worker: one process's whole confinement",
     "sage_env/verifiers/execution.py": "TODO(issue 24): split check_* families from the runner",
     "sage_env/verifiers/math_verifier.py": "TODO(issue 24): split answer extraction from checking",
-    "sage_env/env.py": "TODO(issue 24): the AEC environment; move reward plumbing out",
     "sage_env/sandbox/rewrite.py": "TODO(issue 24): the assert rewriter, one AST pass",
     "sage_env/sandbox/judge.py": "TODO(issue 24): the judge process",
 }

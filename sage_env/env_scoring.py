@@ -1,0 +1,125 @@
+"""How :class:`sage_env.env.raw_env` scores an answer and checks a proposal's own verifier.
+
+Owns the verifier plumbing of the environment: :func:`verify` (math / code answers through
+the env's :class:`~sage_env.verifiers.MathVerifier` / :class:`~sage_env.verifiers.CodeVerifier`),
+:func:`verify_exec` (AZR's execution tasks) and :func:`check_verifier` (a proposed task's
+answer or reference solution). Each takes the environment (``env.math_verifier``,
+``env.code_verifier``, ``env.config``, ``env.soft``, ``env.verify_exec``) as its first
+argument; the :class:`~sage_env.env.raw_env` methods of the same names call them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sage_env.tasks import Task
+from sage_env.verifiers import extract_boxed, extract_code
+
+
+def verify(env: Any, task: Task, text: str) -> tuple[float, float, dict]:
+    r"""Score an answer with the external verifier.
+
+    Returns:
+        ``(s_gt, format, verdict)``: verifier score in [0, 1], format score (math: a
+        ``\boxed{}`` is present; code: code found, 0.5 under the soft rule when it does
+        not compile), and ``{"status", "reason", "score"}``.
+    """
+    if task.domain == "exec":
+        return env.verify_exec(task, text)
+    if task.domain == "math":
+        if extract_boxed(text) is None:
+            return 0.0, 0.0, {"status": "invalid", "reason": "no \\boxed{} answer"}
+        res = env.math_verifier.verify(text, task.answer or "")
+    else:
+        program = extract_code(text, task.entry_point)
+        if program is None:
+            return 0.0, 0.0, {"status": "invalid", "reason": "no Python code found"}
+        res = env.code_verifier.verify(program, task.tests, task.test_setup)
+        if task.entry_point and not re.search(
+            rf"\bdef\s+{re.escape(task.entry_point)}\b", program
+        ):
+            fmt = env.soft(0.5, 0.0)  # code, but not the asked-for function
+            return (
+                float(res.score),
+                fmt,
+                {"status": res.status, "reason": res.reason, "score": res.score},
+            )
+    fmt = env.soft(0.5, 1.0) if res.status == "syntax_error" else 1.0
+    return (
+        float(res.score),
+        fmt,
+        {"status": res.status, "reason": res.reason, "score": res.score},
+    )
+
+def verify_exec(env: Any, task: Task, text: str) -> tuple[float, float, dict]:
+    """Score an answer to an ``exec`` task by running code (AZR Sec. 3.3.4).
+
+    Deduction: the ```` ```output ```` literal equals the executor's output. Abduction: the
+    program run on the ```` ```input ```` arguments returns the target output. Induction:
+    the ```` ```python ```` program maps every held-out input to its output (binary, AZR's
+    default). Timeouts and memory are ``code_timeout_s`` / ``code_memory_mb``.
+
+    Returns:
+        ``(s_gt, format, verdict)``: format is 1 when the answer block was found and
+        parsed, else 0.
+    """
+    from sage_env import exec_tasks
+    from sage_env.verifiers import execution
+
+    spec = exec_tasks.ExecSpec.of(task)
+    limits = {"timeout_s": env.config.code_timeout_s, "memory_mb": env.config.code_memory_mb}
+    if spec.mode == "deduction":
+        res = execution.check_deduction(exec_tasks.last_fenced(text, "output"), spec.outputs[0])
+    elif spec.mode == "abduction":
+        res = execution.check_abduction(
+            exec_tasks.last_fenced(text, "input"), spec.program, spec.outputs[0], **limits
+        )
+    else:
+        inputs, outputs = spec.held_out()
+        res = execution.check_induction(
+            exec_tasks.last_fenced(text, "python"), inputs, outputs, **limits
+        )
+    verdict = {
+        "status": res.status,
+        "reason": res.reason,
+        "score": res.score,
+        "mode": spec.mode,
+    }
+    return res.score, float(res.formatted), verdict
+
+def check_verifier(env: Any, task: Task) -> dict:
+    """Check a proposed task's own verifier before it is used.
+
+    Math: the answer must be grounded math (:meth:`MathVerifier.check_answer`: no free
+    text, parses to a SymPy value) and math-verify must accept it against itenv. Code:
+    the tests
+    parsed already; the reference solution must pass all of them in the sandbox. Without
+    one the check fails, unless ``config.require_code_solution`` is False (then the tests
+    are accepted unchecked).
+
+    Returns:
+        ``{"status": "passed" | "failed", "reason": str}``.
+    """
+    if task.domain == "math":
+        grounded = env.math_verifier.check_answer(task.answer or "")
+        if grounded.score < 1.0:
+            return {"status": "failed", "reason": f"answer is not math ({grounded.reason})"}
+        res = env.math_verifier.verify(f"\\boxed{{{task.answer}}}", task.answer or "")
+        if res.score < 1.0:
+            return {"status": "failed", "reason": f"answer does not parse ({res.reason})"}
+        return {"status": "passed", "reason": "answer parses to a math value"}
+    if not task.reference_solution:
+        if env.config.require_code_solution:
+            return {"status": "failed", "reason": "no <solution> to check the tests against"}
+        return {"status": "passed", "reason": "no reference solution to check the tests"}
+    program = extract_code(task.reference_solution, task.entry_point)
+    if program is None:
+        return {"status": "failed", "reason": "reference solution has no Python code"}
+    res = env.code_verifier.verify(program, task.tests, task.test_setup)
+    if res.score < 1.0:
+        return {
+            "status": "failed",
+            "reason": f"reference solution fails its tests ({res.status}: {res.reason})",
+        }
+    return {"status": "passed", "reason": "reference solution passes every test"}

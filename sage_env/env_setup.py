@@ -1,0 +1,85 @@
+"""How :class:`sage_env.env.raw_env` builds its configuration and task pool.
+
+Owns the construction-time plumbing of the environment: keyword overrides of an
+:class:`~sage_env.config.EnvConfig` (:func:`_apply_overrides`), binding the protocol's own
+config (:func:`_bind_protocol_config`) and the task pool (:func:`make_pool`, also importable
+from :mod:`sage_env.env`).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from dataclasses import fields, replace
+
+from sage_env.config import (
+    MOVED_REWARD_FIELDS,
+    ConfigMovedWarning,
+    EnvConfig,
+    RewardConfig,
+    _moved_message,
+    build_protocol_config,
+    merge_moved_fields,
+)
+from sage_env.pool import TaskPool
+from sage_env.protocols import Protocol, protocol_config_cls
+from sage_env.tasks import Task
+
+
+def _apply_overrides(config: EnvConfig, overrides: dict) -> EnvConfig:
+    """``config`` with keyword overrides of its fields or its reward fields.
+
+    A new ``protocol`` resets ``protocol_config`` to that protocol's defaults unless it is
+    given too; the old names of moved reward fields (``azr_format_penalty``) still work,
+    with a :class:`~sage_env.config.ConfigMovedWarning`.
+    """
+    env_keys = {f.name for f in fields(EnvConfig)}
+    reward_keys = {f.name for f in fields(RewardConfig)}
+    env_kw = {k: v for k, v in overrides.items() if k in env_keys}
+    rew_kw = {k: v for k, v in overrides.items() if k in reward_keys}
+    moved = {k: v for k, v in overrides.items() if k in MOVED_REWARD_FIELDS}
+    unknown = set(overrides) - env_keys - reward_keys - set(moved)
+    if unknown:
+        raise TypeError(f"unknown EnvConfig option(s): {sorted(unknown)}")
+    protocol = env_kw.get("protocol", config.protocol)
+    if protocol != config.protocol and "protocol_config" not in env_kw:
+        env_kw["protocol_config"] = None
+    if moved:
+        for old in moved:
+            warnings.warn(_moved_message(old, protocol), ConfigMovedWarning, stacklevel=4)
+        base = env_kw.get("protocol_config", config.protocol_config)
+        env_kw["protocol_config"] = merge_moved_fields(moved, protocol, base)
+    config = replace(config, **env_kw)
+    if rew_kw:
+        config = replace(config, rewards=replace(config.rewards, **rew_kw))
+    return config
+
+
+def _bind_protocol_config(config: EnvConfig, protocol: Protocol) -> EnvConfig:
+    """``config`` whose ``protocol_config`` is an instance of ``protocol``'s ``config_cls``.
+
+    Needed when a protocol instance overrides ``config.protocol``, or the protocol was
+    registered after the config was built.
+
+    Raises:
+        ValueError: if ``config.protocol_config`` does not fit (see
+            :func:`~sage_env.config.build_protocol_config`).
+        TypeError: if the protocol's ``config_cls`` is not a dataclass.
+    """
+    value = build_protocol_config(
+        protocol_config_cls(protocol), config.protocol_config, protocol.name
+    )
+    if value is config.protocol_config:
+        return config
+    config = copy.copy(config)  # not replace(): config.protocol may name another protocol
+    config.protocol_config = value
+    return config
+
+
+def make_pool(config: EnvConfig, tasks: list[Task]) -> TaskPool:
+    """A :class:`TaskPool` holding ``tasks`` with the pool settings of ``config``."""
+    return TaskPool(
+        tasks,
+        near_duplicate_threshold=config.pool_near_duplicate_threshold,
+        max_generated=config.pool_max_generated,
+    )
