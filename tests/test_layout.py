@@ -31,7 +31,6 @@ LONG_FILES = {
     # One concept each, said at the top of the file:
     "sage_env/sandbox/worker.py": "the sandbox worker: one process's whole confinement",
     "sage_env/verifiers/execution.py": "TODO(issue 24): split check_* families from the runner",
-    "sage_env/verifiers/math_verifier.py": "TODO(issue 24): split answer extraction from checking",
     "sage_env/sandbox/rewrite.py": "TODO(issue 24): the assert rewriter, one AST pass",
     "sage_env/sandbox/judge.py": "TODO(issue 24): the judge process",
 }

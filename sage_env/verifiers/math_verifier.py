@@ -1,5 +1,8 @@
 r"""MathVerifier: the last ``\\boxed{}`` answer against a gold answer, through math-verify.
 
+The answer is found by :func:`sage_env.verifiers.answer_extraction.extract_boxed` (re-exported
+here) and checked under :func:`sage_env.verifiers.deadline._call_with_deadline`.
+
 math-verify (huggingface/Math-Verify, https://github.com/huggingface/Math-Verify) parses LaTeX
 and plain expressions into SymPy and checks equivalence; it is imported lazily.
 """
@@ -19,6 +22,8 @@ from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from sage_env.verifiers.answer_extraction import extract_boxed
+from sage_env.verifiers.deadline import _call_with_deadline, _DeadlineExceeded
 from sage_env.verifiers.math_guards import normalise_mixed_numbers, numbers_disagree
 from sage_env.verifiers.result import (
     MAX_GOLD_CHARS,
@@ -29,117 +34,6 @@ from sage_env.verifiers.result import (
 )
 
 log = logging.getLogger("sage_env.verifiers")
-
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
-
-
-def _matching_brace(text: str, open_idx: int) -> int:
-    r"""Return the index of the ``}`` closing the ``{`` at ``open_idx``, or -1 if unbalanced.
-
-    A backslash escapes the next character, so ``\{`` and ``\}`` do not count.
-    """
-    depth = 0
-    i = open_idx
-    n = len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
-
-
-def extract_boxed(text: str) -> str | None:
-    r"""Return the content of the last top-level ``\boxed{...}`` or ``\fbox{...}`` in ``text``.
-
-    Braces are matched with nesting (``\boxed{\frac{1}{2}}`` gives ``\frac{1}{2}``) and escaped
-    braces (``\{``, ``\}``) are skipped. A box nested inside another box is part of the outer
-    box's content. The brace-less form ``\boxed 5`` gives ``"5"``. If the last box is unbalanced
-    (e.g. output truncated mid-answer) the last complete box before it is returned (best effort).
-
-    Args:
-        text: Model output; any string (non-strings are coerced, ``None`` is treated as empty).
-
-    Returns:
-        The box content (possibly ``""`` for ``\boxed{}``), or ``None`` when there is no complete
-        box. Never raises.
-    """
-    try:
-        text = _as_text(text)
-        last: str | None = None
-        pos = 0
-        while True:
-            match = _BOX_RE.search(text, pos)
-            if match is None:
-                break
-            i = match.end()
-            while i < len(text) and text[i] in " \t":
-                i += 1
-            if i < len(text) and text[i] == "{":
-                end = _matching_brace(text, i)
-                if end < 0:
-                    break  # unbalanced: keep the last complete box
-                last = text[i + 1 : end]
-                pos = end + 1
-            else:
-                token = re.match(r"[^\s$}{\\]+", text[i:])
-                if token is not None and i > match.end():
-                    last = token.group(0)
-                    pos = i + token.end()
-                else:
-                    pos = match.end()
-        return last
-    except Exception:
-        return None
-
-
-class _DeadlineExceeded(BaseException):
-    """Raised by the SIGALRM handler.
-
-    A BaseException so that math-verify's ``except Exception`` blocks cannot swallow it.
-    """
-
-
-class _Deadline:
-    """A per-call wall-clock deadline using ``ITIMER_REAL`` (main thread only)."""
-
-    def __init__(self) -> None:
-        self.armed = False
-
-    def handler(self, signum: int, frame: Any) -> None:
-        if self.armed:
-            raise _DeadlineExceeded()
-
-
-def _call_with_deadline(fn: Any, seconds: float) -> Any:
-    """Run ``fn()`` with a SIGALRM deadline of ``seconds`` when in the main thread.
-
-    The timer repeats every 50 ms until disarmed, so code that swallows the first exception is
-    interrupted again. Callers must catch :class:`_DeadlineExceeded` around this call.
-    Outside the main thread (where signals cannot be used) ``fn()`` runs without a deadline.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return fn()
-    deadline = _Deadline()
-    old_handler = signal.signal(signal.SIGALRM, deadline.handler)
-    try:
-        deadline.armed = True
-        signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3), 0.05)
-        try:
-            return fn()
-        finally:
-            deadline.armed = False
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old_handler)
-
 
 _MV: Any = None
 
