@@ -23,7 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from sage_env.verifiers.answer_extraction import extract_boxed
-from sage_env.verifiers.deadline import _call_with_deadline, _DeadlineExceeded
+from sage_env.verifiers.deadline import _DeadlineExceeded, _call_with_deadline
 from sage_env.verifiers.math_guards import normalise_mixed_numbers, numbers_disagree
 from sage_env.verifiers.result import (
     MAX_GOLD_CHARS,
