@@ -22,6 +22,10 @@ executor and the judge around it:
 Values are compared by Python ``==`` on the host after parsing both sides with
 :func:`ast.literal_eval`; the sandboxed process only ever reports a ``repr`` string, which is
 worth no more than a value the program could have returned.
+
+The static checks of a program's source (:func:`escape_hatch`, :func:`forbidden_import`,
+:func:`defines_f`, :func:`safe_input_expression`) and their lists live in
+:mod:`sage_env.verifiers.program_checks` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -34,37 +38,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sage_env import sandbox
-
-AZR_BANNED_MODULES: tuple[str, ...] = (
-    "logging",
-    "random",
-    "multiprocessing",
-    "pebble",
-    "subprocess",
-    "threading",
-    "datetime",
-    "time",
-    "hashlib",
-    "hmac",
-    "bcrypt",
-    "os",
-    "sys",
-    "shutil",
-    "calendar",
-    "importlib",
+from sage_env.verifiers.program_checks import (
+    AZR_BANNED_MODULES,
+    ESCAPE_ATTRIBUTES,  # noqa: F401 - re-exported
+    ESCAPE_GETTERS,  # noqa: F401 - re-exported
+    ESCAPE_MODULES,  # noqa: F401 - re-exported
+    ESCAPE_NAMES,  # noqa: F401 - re-exported
+    MAX_LITERAL_CHARS,
+    defines_f,
+    escape_hatch,
+    forbidden_import,
+    safe_input_expression,
 )
-"""Modules a proposed program may not import.
-
-AZR's ``banned_words`` (``azr.data_selection_strategy.banned_words`` in
-``absolute_zero_reasoner/configs/azr_ppo_trainer.yaml``) plus the paper's Sec. 3.3.3 list
-(``os.sys``, ``sys``, ``shutil``); AZR's dotted entries (``os.sys``, ``os.path``,
-``sys.exit``, ``os.environ``) are matched here by their top module (``os``, ``sys``), as a
-module check sees them, and ``importlib`` is added so ``import_module`` cannot bypass the
-list. A call of ``__import__`` is refused too."""
-
-MAX_LITERAL_CHARS = 2_000
-"""Inputs and outputs (as ``repr``) longer than this are refused (the prompt must stay short)."""
-
 
 @dataclass(frozen=True)
 class Execution:
@@ -157,120 +142,6 @@ def _safe_repr(value: Any) -> bool:
         return False
 
 
-ESCAPE_NAMES = frozenset(
-    {
-        "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
-        "delattr", "breakpoint", "__import__", "__builtins__", "__loader__", "__spec__",
-    }
-)  # fmt: skip
-"""Names a program may not use: they reach code or objects outside its own values."""
-ESCAPE_ATTRIBUTES = frozenset(
-    {
-        "__class__", "__base__", "__bases__", "__mro__", "__subclasses__", "__globals__",
-        "__builtins__", "__code__", "__dict__", "__closure__", "__func__", "__self__",
-        "__module__", "__loader__", "__spec__", "__reduce__", "__reduce_ex__",
-        "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame", "cr_frame", "ag_frame",
-        "tb_frame", "co_consts", "__getattribute__",
-    }
-)  # fmt: skip
-"""Attributes a program may not read: the ways from a value to the interpreter's internals."""
-ESCAPE_MODULES = frozenset(
-    {
-        "builtins", "__main__", "ctypes", "gc", "inspect", "io", "_io", "posix", "pty",
-        "signal", "socket", "fcntl", "mmap", "resource", "pickle", "marshal", "types",
-        "code", "codeop", "runpy", "pathlib", "tempfile", "atexit", "faulthandler",
-    }
-)  # fmt: skip
-"""Modules a program may not import besides the banned ones: they reach the process's
-files, memory or interpreter."""
-ESCAPE_GETTERS = frozenset({"attrgetter", "methodcaller", "get_field", "Formatter"})
-"""Callables that read an attribute named by a string (``operator.attrgetter('f_back')``,
-``string.Formatter().get_field``): a name or attribute of these is refused like ``getattr``."""
-
-
-def _escape_text(text: str) -> str | None:
-    # an attribute named in a string (a getter's argument, a format string '{0.__globals__}')
-    for name in ESCAPE_ATTRIBUTES | {n for n in ESCAPE_NAMES if n.startswith("__")}:
-        if name in text:
-            return name
-    return None
-
-
-def escape_hatch(program: str) -> str | None:
-    """The first construct by which ``program`` could reach its judge, else ``None``.
-
-    The sandboxed process reports its outputs on its own stdout, so a program that could
-    reach the process's I/O or the harness could forge a verdict. The judge refuses
-    programs that import :data:`ESCAPE_MODULES`, use a name of :data:`ESCAPE_NAMES` or read
-    an attribute of :data:`ESCAPE_ATTRIBUTES`, also by name: through a getter of
-    :data:`ESCAPE_GETTERS` or a string that names such an attribute (a defence in depth
-    beside the sandbox, which is what makes a forgery worthless: the result line holds only
-    values the program could have returned; a program that does not parse returns ``None``).
-    """
-    try:
-        tree = ast.parse(program)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and (node.id in ESCAPE_NAMES or node.id in ESCAPE_GETTERS):
-            return f"uses {node.id!r}"
-        if isinstance(node, ast.Attribute) and node.attr in ESCAPE_ATTRIBUTES | ESCAPE_GETTERS:
-            return f"reads .{node.attr}"
-        if isinstance(node, ast.alias) and node.name in ESCAPE_NAMES | ESCAPE_GETTERS:
-            return f"imports {node.name!r}"
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            hit = _escape_text(node.value)
-            if hit:
-                return f"names {hit!r} in a string"
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""]
-        for name in names:
-            if name.split(".")[0] in ESCAPE_MODULES:
-                return f"imports {name!r}"
-    return None
-
-
-def forbidden_import(program: str, banned: Sequence[str] = AZR_BANNED_MODULES) -> str | None:
-    """The first forbidden module ``program`` imports (or ``"__import__"``), else ``None``.
-
-    AZR's check (``contains_banned_imports``): every ``import a.b`` / ``from a.b import c``
-    whose dotted name has a component in ``banned``. A program that does not parse returns
-    ``None`` (the parse check reports it).
-    """
-    try:
-        tree = ast.parse(program)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    banned_set = set(banned)
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""] + [a.name for a in node.names]
-        elif isinstance(node, ast.Name) and node.id == "__import__":
-            return "__import__"
-        for name in names:
-            hit = next((part for part in name.split(".") if part in banned_set), None)
-            if hit:
-                return hit
-    return None
-
-
-def defines_f(program: str, name: str = "f") -> bool:
-    """Whether ``program`` parses and defines function ``name`` at top level."""
-    try:
-        tree = ast.parse(program)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return False
-    return any(
-        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body
-    )
-
-
 _RUNNER = """\
 import ast as _ast, contextlib as _cl, io as _io, json as _json
 _SRC = {src!r}
@@ -322,48 +193,6 @@ def _main(repr=repr, print=print, dumps=_json.dumps, plain=_plain, Exception=Exc
     print({nonce!r} + dumps(results))
 _main()
 """
-
-_UNSAFE_NAMES = frozenset(
-    {
-        "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
-        "delattr", "print", "input", "breakpoint", "exit", "quit", "help", "memoryview",
-        "classmethod", "staticmethod", "property", "super", "type", "object",
-    }
-)  # fmt: skip
-
-
-def safe_input_expression(text: Any) -> str | None:
-    """A model-written argument list that may be *evaluated* in the sandbox, or ``None``.
-
-    CRUXEval's rule is ``f(<input>) == <output>`` with the input as Python source (its gold
-    inputs include ``dict(a=1)``, ``range(3)``, ``lambda x: x < 2``, names the program
-    defines). The judge first refuses text that could reach the process's I/O or the
-    harness: any name or attribute starting with ``_``, any import, and the builtins in
-    ``_UNSAFE_NAMES`` (``eval``, ``exec``, ``open``, ``globals``, ``getattr``, ``print`` ...).
-    The text must parse as the arguments of one call ``f(...)``.
-    """
-    if not isinstance(text, str) or len(text) > MAX_LITERAL_CHARS:
-        return None
-    try:
-        tree = ast.parse(f"f({text})", mode="eval")
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    if not (isinstance(tree.body, ast.Call) and isinstance(tree.body.func, ast.Name)):
-        return None
-    for node in ast.walk(tree.body):
-        if isinstance(node, ast.Name) and (node.id.startswith("_") or node.id in _UNSAFE_NAMES):
-            return None
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-            return None
-        if isinstance(node, ast.keyword) and node.arg and node.arg.startswith("_"):
-            return None
-        if isinstance(node, ast.NamedExpr):
-            # ``(sorted := lambda s: OUT)`` would rebind a global or builtin that ``f``
-            # calls (the input is evaluated in the program's namespace): ``f`` would then
-            # return anything without the input being right
-            return None
-    return text
-
 
 def execute(
     program: str,
