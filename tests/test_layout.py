@@ -45,7 +45,6 @@ LONG_FUNCTIONS = {
     ("sage_env/sandbox/zygote.py", "run"),
     ("sage_env/sandbox/judge.py", "run_judge"),
     ("sage_env/sandbox/rewrite.py", "rewrite_asserts"),
-    ("sage_env/protocols/check.py", "check_protocol"),
 }
 """``(file, function)`` pairs allowed over :data:`MAX_FUNCTION_LINES`."""
 

@@ -115,8 +115,6 @@ def check_protocol(
     Raises:
         ProtocolError: if a problem is found and ``raise_on_error`` is True.
     """
-    from sage_env.env import env as make_env
-    from sage_env.env import raw_env
     from sage_env.tasks import load_seeds
 
     problems: list[str] = []
@@ -126,6 +124,31 @@ def check_protocol(
         problems.append(f"cannot create the protocol: {exc!r}")
         return _finish(problems, raise_on_error)
     agents = tuple(getattr(proto, "agents", ()))
+    problems += _agent_problems(proto, agents)
+    settings, config_problems = _settings(proto, protocol_config)
+    problems += config_problems
+    if problems:
+        return _finish(problems, raise_on_error)
+    if seeds is None:
+        all_seeds = load_seeds()
+        seeds = [next(t for t in all_seeds if t.domain == d) for d in ("math", "code")]
+
+    cov = _Coverage()
+    problems += _play_rounds(spec, seeds, settings, env_overrides, players, rounds, cov)
+    problems += _coverage_problems(proto, agents, cov)
+    problems += _api_test_problems(spec, seeds, settings, env_overrides)
+    report = ProtocolReport(
+        sorted(set(problems), key=problems.index),
+        cov.phases,
+        _declared(proto),
+        cov.rounds,
+    )
+    return _finish(report, raise_on_error)
+
+
+def _agent_problems(proto: Protocol, agents: tuple) -> list[str]:
+    """What is wrong with ``proto``'s agent ids and ``start`` (checked before any round)."""
+    problems: list[str] = []
     if not agents:
         problems.append("`agents` is empty: list the agent ids, e.g. ('solver_0',)")
     if len(set(agents)) != len(agents):
@@ -137,15 +160,22 @@ def check_protocol(
     ]
     if type(proto).start is Protocol.start:
         problems.append("`start` is not implemented")
-    settings, config_problems = _settings(proto, protocol_config)
-    problems += config_problems
-    if problems:
-        return _finish(problems, raise_on_error)
-    if seeds is None:
-        all_seeds = load_seeds()
-        seeds = [next(t for t in all_seeds if t.domain == d) for d in ("math", "code")]
+    return problems
 
-    cov = _Coverage()
+
+def _play_rounds(
+    spec: str | Protocol | Callable[[], Protocol],
+    seeds: list,
+    settings: Any,
+    env_overrides: dict,
+    players: Mapping[str, Player] | None,
+    rounds: int,
+    cov: _Coverage,
+) -> list[str]:
+    """The problems of ``rounds`` rounds per player kind (garbage, scripted, ``players``)."""
+    from sage_env.env import raw_env
+
+    problems: list[str] = []
     kinds: list[tuple[str, Callable[[], Player]]] = [
         ("garbage players", lambda: _garbage),
         ("scripted players, first reply", lambda: _scripted_player(0, cov)),
@@ -166,7 +196,16 @@ def check_protocol(
                 problems += _play_and_audit(e, make_player(), seed, where, cov)
             finally:
                 e.close()
-    problems += _coverage_problems(proto, agents, cov)
+    return problems
+
+
+def _api_test_problems(
+    spec: str | Protocol | Callable[[], Protocol], seeds: list, settings: Any, env_overrides: dict
+) -> list[str]:
+    """``["pettingzoo api_test fails: ..."]`` when PettingZoo's ``api_test`` fails, else ``[]``."""
+    from sage_env.env import env as make_env
+
+    problems: list[str] = []
     try:
         from pettingzoo.test import api_test
 
@@ -184,13 +223,7 @@ def check_protocol(
             )
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         problems.append(f"pettingzoo api_test fails: {exc!r}")
-    report = ProtocolReport(
-        sorted(set(problems), key=problems.index),
-        cov.phases,
-        _declared(proto),
-        cov.rounds,
-    )
-    return _finish(report, raise_on_error)
+    return problems
 
 
 def _settings(proto: Protocol, value: Any) -> tuple[Any, list[str]]:
