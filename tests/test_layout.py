@@ -43,7 +43,6 @@ LONG_FUNCTIONS = {
     ("sage_env/sandbox/worker.py", "become"),
     # TODO(issue 24): split these too.
     ("sage_env/sandbox/zygote.py", "run"),
-    ("sage_env/sandbox/judge.py", "run_judge"),
     ("sage_env/sandbox/rewrite.py", "rewrite_asserts"),
 }
 """``(file, function)`` pairs allowed over :data:`MAX_FUNCTION_LINES`."""

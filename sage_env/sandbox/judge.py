@@ -453,29 +453,10 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
         os.open(os.devnull, os.O_RDONLY)
     setup_src, _, reference_src = str(job.get("setup", "")).partition(REFERENCE_MARKER)
     job["setup"] = setup_src  # W, and so every process that runs the program, never sees it
-    reserved = bound_names(str(job.get("program", "")))
-    tests, sites, errors = [], [], []
-    for i, src in enumerate(job.get("tests", [])):
-        try:
-            new, s = rewrite_asserts(src, reserved)
-            tests.append(new)
-            sites.append(s)
-        except BaseException as exc:
-            tests.append(None)
-            sites.append([])
-            errors.append(
-                dict(ev="test", i=i, ok=False, exc=type(exc).__name__, msg=str(exc)[:160])
-            )
+    tests, sites, errors = _rewrite_tests(job)
     expected, ref_bytes = [], 0
     if reference_src and job.get("mode") == "verify":
-        plus = [[k for k, site in enumerate(s) if site[0] == "plus"] for s in sites]
-        rjob = dict(job, mode="reference", tests=tests, plus=plus)
-        rjob["setup"] = setup_src + REFERENCE_MARKER + reference_src
-        cpu = math.ceil(REFERENCE_CPU_S)
-        rjob["limits"] = [
-            (n, cpu, cpu + 1) if n == "RLIMIT_CPU" else (n, soft, hard)
-            for n, soft, hard in job.get("limits", [])
-        ]
+        rjob = _reference_job(job, tests, sites, setup_src, reference_src)
         expected, ref_bytes = _run_reference(wuid, rjob)
     _drop(huid)
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem for same-uid processes
@@ -494,10 +475,62 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
     judge = Judge(tests, sites, report, tags)
     for ev in expected:
         judge.from_reference(ev)
+    wjob = _worker_job(job, tests, tags, expected, bool(reference_src))
+    try:
+        _write_all(job_w, json.dumps(wjob, ensure_ascii=True).encode("ascii"))
+    except BaseException:
+        pass
+    os.close(job_w)
+
+    handlers = {ctl_r: judge.from_worker, last_r: judge.from_last}
+    judge.finish(_collect(pid, handlers, ref_bytes))
+
+
+def _rewrite_tests(job: dict) -> tuple[list, list, list[dict]]:
+    """Each test of ``job`` rewritten: ``(tests, sites, errors)``.
+
+    ``tests[i]`` is the rewritten source (``None`` where rewriting raised), ``sites[i]`` its
+    assertion sites, ``errors`` the ``test`` events to report for the tests that did not
+    rewrite. Names the program binds are reserved.
+    """
+    reserved = bound_names(str(job.get("program", "")))
+    tests, sites, errors = [], [], []
+    for i, src in enumerate(job.get("tests", [])):
+        try:
+            new, s = rewrite_asserts(src, reserved)
+            tests.append(new)
+            sites.append(s)
+        except BaseException as exc:
+            tests.append(None)
+            sites.append([])
+            errors.append(
+                dict(ev="test", i=i, ok=False, exc=type(exc).__name__, msg=str(exc)[:160])
+            )
+    return tests, sites, errors
+
+
+def _reference_job(
+    job: dict, tests: list, sites: list, setup_src: str, reference_src: str
+) -> dict:
+    """The job of the reference process R: the rewritten tests, the reference, its CPU limit."""
+    plus = [[k for k, site in enumerate(s) if site[0] == "plus"] for s in sites]
+    rjob = dict(job, mode="reference", tests=tests, plus=plus)
+    rjob["setup"] = setup_src + REFERENCE_MARKER + reference_src
+    cpu = math.ceil(REFERENCE_CPU_S)
+    rjob["limits"] = [
+        (n, cpu, cpu + 1) if n == "RLIMIT_CPU" else (n, soft, hard)
+        for n, soft, hard in job.get("limits", [])
+    ]
+    return rjob
+
+
+def _worker_job(job: dict, tests: list, tags: list, expected: list, has_reference: bool) -> dict:
+    """W's job: the rewritten tests and their tags (and, verifying against a reference, the
+    per-test CPU limits). Empties ``expected`` (the judge holds the decoded values)."""
     wjob = dict(job, tests=tests, tags=tags)
     times = {ev.get("i"): ev.get("cpu") for ev in expected if ev.get("ev") == "time"}
     expected.clear()  # the judge holds the decoded values; the events would double H's memory
-    if reference_src and job.get("mode") == "verify":
+    if has_reference and job.get("mode") == "verify":
         # EvalPlus's time protocol: each test (one plus input) gets a CPU limit from the
         # reference's own time on it, the task a cap on all of them together
         wjob["cpu_limits"] = [
@@ -506,13 +539,11 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
         ]
         wjob["task_cpu_s"] = PLUS_TASK_CAP_S
     wjob.pop("expected", None)
-    try:
-        _write_all(job_w, json.dumps(wjob, ensure_ascii=True).encode("ascii"))
-    except BaseException:
-        pass
-    os.close(job_w)
+    return wjob
 
-    handlers = {ctl_r: judge.from_worker, last_r: judge.from_last}
+
+def _collect(pid: int, handlers: dict, ref_bytes: int) -> int:
+    """Read W's channels (``{fd: handler}``) until W is gone and they are drained; W's status."""
     bufs = {fd: bytearray() for fd in handlers}
     total = [0]
     # what H reads from W: its own cap, plus room for as many bytes of values as the reference
@@ -540,4 +571,4 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
             w_status = os.waitpid(pid, 0)[1]
         except ChildProcessError:
             w_status = -1
-    judge.finish(w_status)
+    return w_status
