@@ -41,9 +41,7 @@ LONG_FUNCTIONS = {
     # be spread over helpers (documented in sage_env/sandbox/worker.py).
     ("sage_env/sandbox/worker.py", "run_worker"),
     ("sage_env/sandbox/worker.py", "become"),
-    # TODO(issue 24): split these too.
     ("sage_env/sandbox/zygote.py", "run"),
-    ("sage_env/sandbox/rewrite.py", "rewrite_asserts"),
 }
 """``(file, function)`` pairs allowed over :data:`MAX_FUNCTION_LINES`."""
 

@@ -297,6 +297,102 @@ def bound_names(src: str) -> set[str]:
         return set()
 
 
+def _literal(node):
+    """``(True, value)`` of a literal node, else ``(False, None)``."""
+    try:
+        return True, ast.literal_eval(node)
+    except Exception:
+        return False, None
+
+def _plus_atol(test):
+    """The ``atol`` of ``__sage_plus__(X, <atol>)``, else ``None``."""
+    if not (
+        isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Name)
+        and test.func.id == "__sage_plus__"
+        and len(test.args) == 2
+        and not test.keywords
+    ):
+        return None
+    ok, atol = _literal(test.args[1])
+    return float(atol) if ok and type(atol) in (int, float) else None
+
+
+class _SiteRewriter(ast.NodeTransformer):
+    """The pass of :func:`rewrite_asserts`: appends each site to ``sites`` as it rewrites it."""
+
+    def __init__(self, sites: list, stored: set, math_ok: bool):
+        self.sites = sites
+        self.stored = stored
+        self.math_ok = math_ok
+        self.conditional = 0
+        self.functions = 0
+
+    def _nested(self, node, attr):
+        setattr(self, attr, getattr(self, attr) + 1)
+        try:
+            return self.generic_visit(node)
+        finally:
+            setattr(self, attr, getattr(self, attr) - 1)
+
+    def visit_If(self, node):
+        return self._nested(node, "conditional")
+
+    visit_While = visit_Try = visit_Match = visit_IfExp = visit_If
+    visit_TryStar = visit_If
+
+    def visit_For(self, node):
+        node.target = self.visit(node.target)
+        node.iter = self.visit(node.iter)
+        node.body = [self.visit(s) for s in node.body]
+        self.conditional += 1
+        node.orelse = [self.visit(s) for s in node.orelse]
+        self.conditional -= 1
+        return node
+
+    visit_AsyncFor = visit_For
+
+    def visit_FunctionDef(self, node):
+        return self._nested(node, "functions")
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_Assert(self, node):
+        self.generic_visit(node)
+        k = len(self.sites)
+        required = self.conditional == 0
+        atol = _plus_atol(node.test)
+        if atol is not None:
+            b = _Builder(k, self.stored, self.math_ok)
+            _, e = b.hole(node.test.args[0])
+            self.sites.append(("plus", ("h", 0), required, atol))
+            args = [ast.Constant(k), e, ast.Constant(False)]
+        else:
+            b = _Builder(k, self.stored, self.math_ok)
+            template, e = b.build(node.test)
+            self.sites.append(("assert", template, required, None))
+            if _short_circuits(template):
+                # which holes run depends on the values: the process evaluates the whole
+                # expression (literals included) and stops the test when it is false
+                args = [ast.Constant(k), e]
+            else:
+                # every hole runs, in order: only they reach the process, never the
+                # literals or the operators (the test goes on, like Python's unittest
+                # subtests; the judge has failed it)
+                args = [ast.Constant(k), ast.Tuple(b.calls, ast.Load()), ast.Constant(False)]
+        call = ast.Call(ast.Name("__sage_a__", ast.Load()), args, [])
+        return ast.copy_location(ast.Expr(call), node)
+
+    def visit_Expr(self, node):
+        self.generic_visit(node)
+        if self.functions or not isinstance(node.value, ast.Call):
+            return node
+        k = len(self.sites)
+        self.sites.append(("call", None, self.conditional == 0, None))
+        call = ast.Call(ast.Name("__sage_c__", ast.Load()), [ast.Constant(k), node.value], [])
+        return ast.copy_location(ast.Expr(call), node)
+
+
 def rewrite_asserts(src: str, reserved: set[str] | frozenset = frozenset()) -> tuple[str, list]:
     """Rewrite each ``assert`` (and each call statement) of the test ``src`` into a site.
 
@@ -329,95 +425,7 @@ def rewrite_asserts(src: str, reserved: set[str] | frozenset = frozenset()) -> t
     stored = test_names | (set(reserved) - _wrappers(tree, set(reserved) - test_names))
     math_ok = _math_imported(tree)
     sites: list[tuple] = []
-
-    def literal(node):
-        try:
-            return True, ast.literal_eval(node)
-        except Exception:
-            return False, None
-
-    def plus_atol(test):
-        if not (
-            isinstance(test, ast.Call)
-            and isinstance(test.func, ast.Name)
-            and test.func.id == "__sage_plus__"
-            and len(test.args) == 2
-            and not test.keywords
-        ):
-            return None
-        ok, atol = literal(test.args[1])
-        return float(atol) if ok and type(atol) in (int, float) else None
-
-    class T(ast.NodeTransformer):
-        def __init__(self):
-            self.conditional = 0
-            self.functions = 0
-
-        def _nested(self, node, attr):
-            setattr(self, attr, getattr(self, attr) + 1)
-            try:
-                return self.generic_visit(node)
-            finally:
-                setattr(self, attr, getattr(self, attr) - 1)
-
-        def visit_If(self, node):
-            return self._nested(node, "conditional")
-
-        visit_While = visit_Try = visit_Match = visit_IfExp = visit_If
-        visit_TryStar = visit_If
-
-        def visit_For(self, node):
-            node.target = self.visit(node.target)
-            node.iter = self.visit(node.iter)
-            node.body = [self.visit(s) for s in node.body]
-            self.conditional += 1
-            node.orelse = [self.visit(s) for s in node.orelse]
-            self.conditional -= 1
-            return node
-
-        visit_AsyncFor = visit_For
-
-        def visit_FunctionDef(self, node):
-            return self._nested(node, "functions")
-
-        visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
-
-        def visit_Assert(self, node):
-            self.generic_visit(node)
-            k = len(sites)
-            required = self.conditional == 0
-            atol = plus_atol(node.test)
-            if atol is not None:
-                b = _Builder(k, stored, math_ok)
-                _, e = b.hole(node.test.args[0])
-                sites.append(("plus", ("h", 0), required, atol))
-                args = [ast.Constant(k), e, ast.Constant(False)]
-            else:
-                b = _Builder(k, stored, math_ok)
-                template, e = b.build(node.test)
-                sites.append(("assert", template, required, None))
-                if _short_circuits(template):
-                    # which holes run depends on the values: the process evaluates the whole
-                    # expression (literals included) and stops the test when it is false
-                    args = [ast.Constant(k), e]
-                else:
-                    # every hole runs, in order: only they reach the process, never the
-                    # literals or the operators (the test goes on, like Python's unittest
-                    # subtests; the judge has failed it)
-                    args = [ast.Constant(k), ast.Tuple(b.calls, ast.Load()), ast.Constant(False)]
-            call = ast.Call(ast.Name("__sage_a__", ast.Load()), args, [])
-            return ast.copy_location(ast.Expr(call), node)
-
-        def visit_Expr(self, node):
-            self.generic_visit(node)
-            if self.functions or not isinstance(node.value, ast.Call):
-                return node
-            k = len(sites)
-            sites.append(("call", None, self.conditional == 0, None))
-            call = ast.Call(ast.Name("__sage_c__", ast.Load()), [ast.Constant(k), node.value], [])
-            return ast.copy_location(ast.Expr(call), node)
-
-    tree = ast.fix_missing_locations(T().visit(tree))
+    tree = ast.fix_missing_locations(_SiteRewriter(sites, stored, math_ok).visit(tree))
     return ast.unparse(tree), sites
 
 
