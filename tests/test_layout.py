@@ -41,7 +41,6 @@ LONG_FUNCTIONS = {
     # be spread over helpers (documented in sage_env/sandbox/worker.py).
     ("sage_env/sandbox/worker.py", "run_worker"),
     ("sage_env/sandbox/worker.py", "become"),
-    ("sage_env/sandbox/zygote.py", "run"),
 }
 """``(file, function)`` pairs allowed over :data:`MAX_FUNCTION_LINES`."""
 

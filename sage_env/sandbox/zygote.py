@@ -183,28 +183,7 @@ class _Zygote:
             exit_ev: list[dict] = []
 
             def on_ctl() -> bool:
-                try:
-                    msg = self.sock.recv(4096)
-                except BlockingIOError:
-                    return True
-                except OSError:
-                    msg = b""
-                try:
-                    ev = json.loads(msg) if msg else {"ev": "lost"}
-                except ValueError:
-                    ev = {"ev": "lost"}
-                if ev.get("ev") != "exit":
-                    self.alive = False
-                    time.sleep(0.05)
-                    log.warning(
-                        "sandbox: zygote lost during a job (%s; sandbox exit %s, OOM kills %d): %s",
-                        ev.get("ev"),
-                        self.proc.poll() if self.proc else None,
-                        cg.oom_kills() - ooms,
-                        self._errors(),
-                    )
-                exit_ev.append(ev)
-                return False
+                return self._on_ctl(exit_ev, cg, ooms)
 
             def close_job_w() -> None:
                 os.close(job_w)
@@ -228,15 +207,7 @@ class _Zygote:
                 wake={self.sock.fileno(): on_ctl},
             )
             kill()
-            if not exit_ev:  # pipes closed first, or timed out: the harness is dead by now
-                if _select_readable(self.sock, _ZYGOTE_EXIT_WAIT_S):
-                    on_ctl()
-                else:
-                    self.alive = False
-            oom = cg.oom_kills() - ooms
-            # never reuse a zygote whose group could not be emptied or still holds memory
-            if not emptied[0] or not self._memory_released():
-                self.alive = False
+            oom = self._settle(exit_ev, on_ctl, emptied, cg, ooms)
             self.jobs += 1
             ev = exit_ev[0] if exit_ev else {}
             return RawRun(
@@ -256,6 +227,51 @@ class _Zygote:
                     pass
             if not self.alive:
                 self.close()
+
+    def _on_ctl(self, exit_ev: list[dict], cg: Any, ooms: int) -> bool:
+        """Read the zygote's control message for the job; False once it has come.
+
+        Appends the event to ``exit_ev`` (``{"ev": "lost"}`` when the socket closed or the
+        message is not JSON); any event but ``exit`` marks the zygote dead.
+        """
+        try:
+            msg = self.sock.recv(4096)
+        except BlockingIOError:
+            return True
+        except OSError:
+            msg = b""
+        try:
+            ev = json.loads(msg) if msg else {"ev": "lost"}
+        except ValueError:
+            ev = {"ev": "lost"}
+        if ev.get("ev") != "exit":
+            self.alive = False
+            time.sleep(0.05)
+            log.warning(
+                "sandbox: zygote lost during a job (%s; sandbox exit %s, OOM kills %d): %s",
+                ev.get("ev"),
+                self.proc.poll() if self.proc else None,
+                cg.oom_kills() - ooms,
+                self._errors(),
+            )
+        exit_ev.append(ev)
+        return False
+
+    def _settle(
+        self, exit_ev: list[dict], on_ctl: Any, emptied: list[bool], cg: Any, ooms: int
+    ) -> int:
+        """After a job: wait for the exit event, mark the zygote dead if it cannot be reused;
+        the OOM kills during the job."""
+        if not exit_ev:  # pipes closed first, or timed out: the harness is dead by now
+            if _select_readable(self.sock, _ZYGOTE_EXIT_WAIT_S):
+                on_ctl()
+            else:
+                self.alive = False
+        oom = cg.oom_kills() - ooms
+        # never reuse a zygote whose group could not be emptied or still holds memory
+        if not emptied[0] or not self._memory_released():
+            self.alive = False
+        return oom
 
     def _errors(self) -> str:
         """The tail of what the zygote wrote to its stderr (a traceback if it crashed)."""
