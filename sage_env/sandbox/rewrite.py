@@ -10,6 +10,10 @@ it. The rewritten test sends only the values of the holes, in that order, and th
 site was reached; the judge re-evaluates the template on those values (see
 :func:`evaluate`) and so decides every assertion itself. A top-level statement that is only a
 call (``f(1, 2)``, ``check(candidate)``) becomes a site too: it reports that the call returned.
+
+Why one file of more than 500 lines: the rewriter and :func:`evaluate` are the two halves of
+one contract (what a template may contain is exactly what the evaluator computes), kept side
+by side so that neither can accept a node the other does not know.
 """
 
 from __future__ import annotations
