@@ -140,6 +140,10 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         if not self.seeds:
             raise ValueError("seeds must not be empty")
         self.pool = pool if pool is not None else make_pool(self.config, self.seeds)
+        if "exec" in self.config.domains and not any(t.domain == "exec" for t in self.pool.tasks):
+            for task in self.seeds:  # a given pool without execution tasks: seed its buffers
+                if task.domain == "exec":
+                    self.pool.add(task)
         self._own_verifiers = []
         if math_verifier is None:
             math_verifier = MathVerifier(workers=self.config.math_workers)

@@ -297,3 +297,25 @@ def test_trr_normalises_each_mode_and_role_on_its_own():
     assert adv[0] == pytest.approx(1.0, abs=1e-5) and adv[1] == pytest.approx(-1.0, abs=1e-5)
     assert adv[2] == pytest.approx(-1.0, abs=1e-5) and adv[3] == pytest.approx(1.0, abs=1e-5)
     assert adv[4] == 0.0 and adv[5] == 0.0  # groups of one
+
+
+def test_sage_on_execution_tasks_seeds_a_shared_pool_that_has_none():
+    """`sage-env train` shares one pool of math/code seeds between its environments: with
+    ``domains=("exec",)`` the environment adds the execution seeds to it (AZR's buffers), so a
+    round can draw its reference programs instead of failing on an empty buffer."""
+    math_code = sage_env.load_seeds()
+    pool = sage_env.TaskPool(math_code)
+    env = sage_env.env(
+        EnvConfig(protocol="sage", domains=("exec",), solver_samples=1), seeds=math_code, pool=pool
+    )
+    exec_seeds = [t for t in pool.tasks if t.domain == "exec"]
+    assert len(exec_seeds) > 100 and all(exec_mode(t) is not None for t in exec_seeds)
+    assert len(pool.tasks) == len(math_code) + len(exec_seeds)
+    env.reset(seed=0)
+    obs, _, _, _, info = env.last()
+    assert info["phase"] == "challenge" and obs["prefix"] == "```python\n"
+    # a second environment on the same pool adds nothing more
+    sage_env.env(
+        EnvConfig(protocol="sage", domains=("exec",), solver_samples=1), seeds=math_code, pool=pool
+    )
+    assert len([t for t in pool.tasks if t.domain == "exec"]) == len(exec_seeds)
