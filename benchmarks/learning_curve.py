@@ -32,7 +32,7 @@ Writes ``OUT/summary.json`` (per arm and held-out set: ``base``, ``final``, ``ci
 Wilson intervals) and ``OUT/table.md``. Training runs go to ``--runs`` (deleted at the end
 unless ``--keep-runs``). Usage::
 
-    flock /work/wt/heavy.lock python benchmarks/learning_curve.py \
+    python benchmarks/learning_curve.py \
         --protocols sage,azr,rlvr,mae --max-steps 4 --eval-every 2 --token-budget 20000 \
         --sets exec_heldout:200:24,cruxeval_o:200:160,cruxeval_i:200:160,validation:200:192
 """
