@@ -481,7 +481,7 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
     judge = Judge(tests, sites, report, tags)
     for ev in expected:
         judge.from_reference(ev)
-    wjob = _worker_job(job, tests, tags, expected, bool(reference_src))
+    wjob = _worker_job(job, tests, tags, expected, bool(reference_src), _plus_sites(sites))
     try:
         _write_all(job_w, json.dumps(wjob, ensure_ascii=True).encode("ascii"))
     except BaseException:
@@ -519,8 +519,7 @@ def _reference_job(
     job: dict, tests: list, sites: list, setup_src: str, reference_src: str
 ) -> dict:
     """The job of the reference process R: the rewritten tests, the reference, its CPU limit."""
-    plus = [[k for k, site in enumerate(s) if site[0] == "plus"] for s in sites]
-    rjob = dict(job, mode="reference", tests=tests, plus=plus)
+    rjob = dict(job, mode="reference", tests=tests, plus=_plus_sites(sites))
     rjob["setup"] = setup_src + REFERENCE_MARKER + reference_src
     cpu = math.ceil(REFERENCE_CPU_S)
     rjob["limits"] = [
@@ -530,10 +529,18 @@ def _reference_job(
     return rjob
 
 
-def _worker_job(job: dict, tests: list, tags: list, expected: list, has_reference: bool) -> dict:
-    """W's job: the rewritten tests and their tags (and, verifying against a reference, the
-    per-test CPU limits). Empties ``expected`` (the judge holds the decoded values)."""
-    wjob = dict(job, tests=tests, tags=tags)
+def _plus_sites(sites: list) -> list[list[int]]:
+    """Each test's ``__sage_plus__`` sites (indices into its ``sites``)."""
+    return [[k for k, site in enumerate(s) if site[0] == "plus"] for s in sites]
+
+
+def _worker_job(
+    job: dict, tests: list, tags: list, expected: list, has_reference: bool, plus: list
+) -> dict:
+    """W's job: the rewritten tests, their tags and plus sites (and, verifying against a
+    reference, the per-test CPU limits). Empties ``expected`` (the judge holds the decoded
+    values)."""
+    wjob = dict(job, tests=tests, tags=tags, plus=plus)
     times = {ev.get("i"): ev.get("cpu") for ev in expected if ev.get("ev") == "time"}
     expected.clear()  # the judge holds the decoded values; the events would double H's memory
     if has_reference and job.get("mode") == "verify":

@@ -21,7 +21,13 @@ import string  # noqa: F401
 import sys
 
 from sage_env.sandbox.confine import _drop, _prctl, _read_all, _seccomp
-from sage_env.sandbox.report import REFERENCE_MARKER, decode_value, parse_line, split_lines
+from sage_env.sandbox.report import (
+    REFERENCE_MARKER,
+    decode_value,
+    digest_value,
+    parse_line,
+    split_lines,
+)
 
 # The modules above (with math, itertools, collections, functools, operator, re ... that the
 # harness imports anyway) are loaded before any program runs, so the test imports a private
@@ -430,9 +436,10 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                     pass
         _exit(0)
 
-    def become(chan, src, tag=None, cpu=None):
+    def become(chan, src, tag=None, cpu=None, plus_sites=()):
         # This process runs setup, the program and one test (src; None: the program alone),
         # holding no descriptor but 0-2 and its own channel (fd 3). Never returns.
+        # ``plus_sites``: the test's ``__sage_plus__`` sites (whose values only the judge uses).
         if chan != 3:
             os.dup2(chan, 3)
         os.closerange(4, 1 << 16)
@@ -518,6 +525,11 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                 guard = v if _type(v) is _Guard else None
                 if guard is not None:  # the program's object: the judge sees it as is
                     v = _raw(guard)
+                if k in plus_sites:  # a huge output goes as its digest; the test drops it
+                    code = digest_value(v)
+                    if code is not None:
+                        keep(k, j, code)
+                        return None
                 try:
                     # what shield has just built is plain already; if the test has since put
                     # something else in it, enc (exact types only) fails and the hole with it
@@ -649,7 +661,8 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             def value(k, j, v, _i=i, _plus=plus_sites):
                 if k in _plus:
                     try:
-                        send(ev="site", i=_i, k=k, v=enc(plain(v)))
+                        code = digest_value(v)
+                        send(ev="site", i=_i, k=k, v=code or enc(plain(v)))
                     except BaseException as exc:
                         send(ev="site", i=_i, k=k, bad=describe(exc)["msg"])
                 return v
@@ -718,9 +731,11 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             status = int(signal.SIGXCPU)  # out of time (by the wall clock): a timeout
         return status
 
+    # each test's __sage_plus__ sites (the judge's, from the rewritten tests)
+    plus = [frozenset(p) for p in job.get("plus") or []]
+    plus += [frozenset()] * (len(job.get("tests") or []) - len(plus))
     if job["mode"] == "reference":  # R, forked by the judge (see judge._run_reference)
         tests = job["tests"]  # rewritten by the judge, None where a test did not parse
-        plus = job.get("plus") or [[] for _ in tests]
         if reference is not None:
             reference_run(ctl_fd, [i for i, src in enumerate(tests) if src is not None])
         return
@@ -747,7 +762,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             ctl(ev="fork_error", i=i, **describe(exc))
             continue
         if pid == 0:
-            become(w, tests[i], tags[i], limits[i])
+            become(w, tests[i], tags[i], limits[i], plus[i])
         os.close(w)
         wall = limits[i] * 3.0 + 2.0 if limits[i] else None  # as SandboxConfig.wall_limit_s
         ctl(ev="exit", i=i, status=relay(pid, r, i, wall))
@@ -756,4 +771,4 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
     last = runnable[-1]
     if task_cpu and spent[0] > task_cpu:
         _exit(0)  # no verdict for the last test: it fails
-    become(last_fd, tests[last], tags[last], limits[last])
+    become(last_fd, tests[last], tags[last], limits[last], plus[last])
