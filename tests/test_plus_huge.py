@@ -3,8 +3,8 @@
 A plus site's output of more than ``HUGE_ITEMS`` items is compared by the SHA-256 of its exact
 serialisation (``sage_env.sandbox.report.digest_value``). These tests check that an honest
 program passes, that every near miss (one item off, lists for tuples, a lying item type, a
-shorter list) fails, that float-only outputs keep EvalPlus's tolerance, and that the digest
-itself is exact and independent of object identity, at every isolation level.
+shorter list) fails, at every isolation level, and that the digest is exact, independent of
+object identity, and not used where EvalPlus's float tolerance applies.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 from test_redteam_round4 import level  # noqa: F401
 
 from learners.evaluation import plus_tests
-from sage_env.sandbox.report import HUGE_ITEMS, Digest, decode_value, digest_value
+from sage_env.sandbox.report import HUGE_ITEMS, Digest, decode_value, digest_value, is_huge
 from sage_env.verifiers import CodeVerifier
 
-N = HUGE_ITEMS + 5000  # items in the reference's output: over the digest threshold
+N = HUGE_ITEMS // 2 + 5000  # pairs in the reference's output: 2 N items, over the threshold
 
 ROWS = {
     "pairs": {
@@ -25,14 +25,6 @@ ROWS = {
         "canonical_solution": "    return [(i, str(i % 7)) for i in range(n)]  # REF\n",
         "base_input": [[3]],
         "plus_input": [[N], [N + 1]],
-        "atol": 0,
-    },
-    "halves": {
-        "entry_point": "halves",
-        "prompt": "def halves(n):\n",
-        "canonical_solution": "    return [i / 2 for i in range(n)]\n",
-        "base_input": [[3]],
-        "plus_input": [[N]],
         "atol": 0,
     },
 }
@@ -74,13 +66,6 @@ def test_an_honest_huge_output_passes_and_every_near_miss_fails(cv):
         assert (res.passed, res.score) == (1, 1 / 3), (name, res)  # only the base input
 
 
-def test_a_huge_float_output_keeps_evalplus_tolerance(cv):
-    near = "def halves(n):\n    return [i / 2 + 1e-9 for i in range(n)]\n"
-    far = "def halves(n):\n    return [i / 2 + (1e-3 if i == 5 else 0) for i in range(n)]\n"
-    assert _verify(cv, "halves", near).score == 1.0
-    assert _verify(cv, "halves", far).passed == 1  # the base input only
-
-
 def test_digest_is_exact_and_independent_of_identity_and_interning():
     a = [(i, "x" * 3) for i in range(N)]
     b = [(i, "".join(["x", "x", "x"])) for i in range(N)]  # equal, distinct str objects
@@ -101,9 +86,12 @@ def test_no_digest_for_small_values_floats_and_foreign_types():
         pass
 
     assert digest_value(list(range(HUGE_ITEMS))) is None  # not over the threshold
-    assert digest_value([0.5] * N) is None  # floats only: EvalPlus's tolerance applies
-    assert digest_value([S("a")] * N) is None  # marshal refuses it; no method of it runs
-    assert digest_value(range(N)) is None and digest_value({i: 0 for i in range(N)}) is None
+    assert digest_value([(0, 1)] * (HUGE_ITEMS // 2)) is None  # 2 x HUGE_ITEMS / 2 items
+    assert is_huge([(0, 1)] * (HUGE_ITEMS // 2 + 1)) and not is_huge([(0, 1)] * 3)
+    assert digest_value([0.5] * (HUGE_ITEMS + 1)) is None  # floats only: EvalPlus's tolerance
+    assert digest_value([(0.5, 1.5)] * N)[0] == "h"  # tuples of floats: EvalPlus's == is exact
+    assert digest_value([S("a")] * (HUGE_ITEMS + 1)) is None  # marshal refuses; no method runs
+    assert digest_value(range(2 * N)) is None and digest_value({i: 0 for i in range(2 * N)}) is None
     with pytest.raises(ValueError):
         decode_value(["h", "x", 3, "00"])
     assert Digest("l", 0, "00") != Digest("t", 0, "00")
