@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from learners.engines.config import RolloutConfig
 from learners.evaluation.benchmarks import BENCHMARKS, PLUS_MEMORY_MB, load_benchmark
 from learners.evaluation.scoring import (
     BenchmarkResult,
@@ -60,10 +61,33 @@ class EvalConfig:
     """Output folder: results.json, results.md, items/<benchmark>.jsonl."""
     device: str = "auto"
     """``auto``, ``cpu``, ``cuda`` ..."""
+    engine: str = "auto"
+    """Rollout engine that samples the completions, as ``sage-env train --rollout.engine``:
+    ``auto`` (``ct2`` on a CPU when CTranslate2 is installed, else ``hf``), ``hf``, ``ct2``,
+    ``hf-cb`` or ``vllm`` (``docs/training.md#rollout-engines``). Every engine samples the
+    same distribution; ``ct2`` is CPU-only and samples with ``top_p`` 1."""
     seed: int = 0
     """Sampling seed."""
     decontam_ngram: int = 13
     """n of the word n-grams used to flag benchmarks that overlap the seed set."""
+
+
+def resolve_engine(cfg: EvalConfig) -> RolloutConfig:
+    """The rollout engine ``cfg.engine`` names; ``auto``: ``ct2`` on a CPU when CTranslate2
+    is importable, else ``hf``.
+
+    Raises:
+        ValueError: on an unknown engine name.
+    """
+    import importlib.util
+
+    from learners.policy.loading import pick_device
+
+    name = cfg.engine
+    if name == "auto":
+        cpu = pick_device(cfg.device).type == "cpu"
+        name = "ct2" if cpu and importlib.util.find_spec("ctranslate2") is not None else "hf"
+    return RolloutConfig(engine=name)
 
 
 def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[BenchmarkResult]:
@@ -87,7 +111,10 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
     suites = {
         b: load_benchmark(b, cfg.data_dir, plus_limit, cfg.source)[: cfg.limit] for b in names
     }
-    policy = policy or HFPolicy(cfg.model, device=cfg.device, seed=cfg.seed)
+    if policy is None:
+        policy = HFPolicy(
+            cfg.model, device=cfg.device, seed=cfg.seed, rollout=resolve_engine(cfg)
+        )
     out = Path(cfg.out)
     (out / "items").mkdir(parents=True, exist_ok=True)
     results = []
@@ -110,6 +137,7 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
     summary = {
         "model": cfg.model,
         "config": asdict(cfg),
+        "engine": getattr(getattr(policy, "engine", None), "name", None),
         "results": [result_dict(r) for r in results],
     }
     (out / "results.json").write_text(json.dumps(summary, indent=2))
