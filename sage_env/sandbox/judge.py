@@ -436,6 +436,40 @@ def _run_reference(wuid: int, rjob: dict) -> tuple[list[dict], int]:
     return events, total
 
 
+#: A trusted sample job for :func:`warm` (no program's or model's text).
+_WARM_JOB = {
+    "program": "def f(x, y=1):\n    return [x + y, str(x)]\n",
+    "tests": [
+        "import math\n\ndef check(candidate):\n    assert candidate(1) == [2, '1']\n"
+        "    assert abs(candidate(2.5)[0] - 3.5) < 1e-6 and len(candidate(0)) == 2\n"
+        "    assert math.isclose(candidate(1, y=2)[0], 3.0), 'msg'\n"
+        "    for i in range(2):\n        assert candidate(i)[1] != 'x'\n\ncheck(f)\n"
+    ],
+}
+
+
+def warm() -> None:
+    """Judge a trusted sample job in memory once (rewriting, events, evaluation, verdict).
+
+    The zygote calls this before it freezes its heap: each job's H is a fork, and would
+    otherwise build the same lazily made caches and specialised bytecode again (and copy the
+    pages they sit on) for every job, about a millisecond each. Nothing of the sample's job
+    stays: its judge, tests and events are dropped.
+    """
+    tests, sites, _ = _rewrite_tests(dict(_WARM_JOB))
+    judge = Judge(tests, sites, lambda **ev: encode_line(ev))
+    def got(x):
+        return ["l", [["I", x + 1] if type(x) is int else ["f", repr(x + 1)], ["s", str(x)]]]
+
+    values = [(0, [got(1)]), (1, [got(2.5), got(0)]), (2, [got(2)]), (3, [got(0)]), (3, [got(1)])]
+    events = [{"ev": "setup_ok"}, {"ev": "program_ok"}]
+    events += [{"ev": "a", "k": k, "v": list(enumerate(v))} for k, v in values]
+    events += [{"ev": "a", "k": 4, "v": []}, {"ev": "test", "ok": True}]
+    for line in split_lines(bytearray(), b"".join(encode_line(ev) for ev in events)):
+        judge.from_last(parse_line(line))
+    judge.finish(0)
+
+
 def run_judge(wuid: int, huid: int, job_in: int) -> None:
     """Fork W, drop privileges, read ONE job from fd ``job_in``, judge it, report on fd 3."""
     job_r, job_w = os.pipe()
