@@ -449,16 +449,18 @@ _WARM_JOB = {
 }
 
 
-def warm() -> None:
+def warm() -> list[dict]:
     """Judge a trusted sample job in memory once (rewriting, events, evaluation, verdict).
 
     The zygote calls this before it freezes its heap: each job's H is a fork, and would
     otherwise build the same lazily made caches and specialised bytecode again (and copy the
     pages they sit on) for every job, about a millisecond each. Nothing of the sample's job
-    stays: its judge, tests and events are dropped.
+    stays: its judge, tests and events are dropped. Returns what the judge reported (the
+    sample passes).
     """
+    reports: list[dict] = []
     tests, sites, _ = _rewrite_tests(dict(_WARM_JOB))
-    judge = Judge(tests, sites, lambda **ev: encode_line(ev))
+    judge = Judge(tests, sites, lambda **ev: reports.append(parse_line(encode_line(ev))))
     def got(x):
         return ["l", [["I", x + 1] if type(x) is int else ["f", repr(x + 1)], ["s", str(x)]]]
 
@@ -469,6 +471,7 @@ def warm() -> None:
     for line in split_lines(bytearray(), b"".join(encode_line(ev) for ev in events)):
         judge.from_last(parse_line(line))
     judge.finish(0)
+    return reports
 
 
 def run_judge(wuid: int, huid: int, job_in: int) -> None:
