@@ -464,7 +464,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             wanted.update(
                 getattr(m, "__name__", "") for m in ns.values() if _type(m) is _Module
             )
-            loaded = _dict(sys.modules)
+            loaded = sys.modules  # read now, before the program runs: no copy of it needed
             pre_modules = {
                 name: (loaded[name], _dict(loaded[name].__dict__))
                 for name in wanted
