@@ -315,6 +315,19 @@ def test_the_rewriter_keeps_sites_in_every_kind_of_statement_block():
     assert [f"__sage_v__({k}, 0, f({k}))" in new for k in (0, 1, 3, 4, 5)] == [True] * 5
 
 
+def test_the_program_is_parsed_only_for_tests_its_names_can_change():
+    from sage_env.sandbox.rewrite import needs_program_names
+
+    plain = "def check(c):\n    assert c(1) == [2]  # no builtin of the judge's here\ncheck(f)\n"
+    assert not needs_program_names(plain)
+    # whatever the program binds, such a test is rewritten the same
+    assert rewrite_asserts(plain, {"f", "c", "check", "sum", "len"}) == rewrite_asserts(plain)
+    for src in ("assert len(f(1)) == 2", "assert f(1) == 'set'", "assert ｌｅｎ(f(1)) == 2", None):
+        assert needs_program_names(src), src
+    # and where it can, the judge does parse it (MBPP's `def sum(a, b)` is the program's)
+    assert rewrite_asserts("assert sum(1, 2) == 3", {"sum"})[1][0][1][0] == "cmp"
+
+
 def test_plus_asserts_send_the_value_and_keep_the_tolerance():
     new, sites = rewrite_asserts("assert __sage_plus__(f(*_inp), 1e-3)")
     assert new == "__sage_a__(0, __sage_v__(0, 0, f(*_inp)), False)"

@@ -43,7 +43,7 @@ from sage_env.sandbox.report import (
     parse_line,
     split_lines,
 )
-from sage_env.sandbox.rewrite import bound_names, evaluate, rewrite_asserts
+from sage_env.sandbox.rewrite import bound_names, evaluate, needs_program_names, rewrite_asserts
 from sage_env.sandbox.worker import run_worker
 
 #: What H reads from W at most, bytes (64 MiB); the rest is dropped (those tests fail).
@@ -537,11 +537,13 @@ def _rewrite_tests(job: dict) -> tuple[list, list, list[dict]]:
     assertion sites, ``errors`` the ``test`` events to report for the tests that did not
     rewrite. Names the program binds are reserved.
     """
-    reserved = bound_names(str(job.get("program", "")))
+    reserved = None  # parsed from the program only for a test it can change
     tests, sites, errors = [], [], []
     for i, src in enumerate(job.get("tests", [])):
         try:
-            new, s = rewrite_asserts(src, reserved)
+            if reserved is None and needs_program_names(src):
+                reserved = bound_names(str(job.get("program", "")))
+            new, s = rewrite_asserts(src, reserved or frozenset())
             tests.append(new)
             sites.append(s)
         except BaseException as exc:

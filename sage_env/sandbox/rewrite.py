@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -311,6 +312,22 @@ def _wrappers(tree: ast.AST, program: set[str]) -> set[str]:
             ):
                 found.add(node.func.id)
     return found
+
+
+#: A word that is one of the builtins the judge evaluates itself (``_CALLS``, ``_TYPES``).
+_JUDGE_WORDS = re.compile(r"\b(?:" + "|".join(sorted(set(_CALLS) | set(_TYPES))) + r")\b")
+
+
+def needs_program_names(src: object) -> bool:
+    """Whether the names a program binds can change how the test ``src`` is rewritten.
+
+    They are consulted only for a name of the test that is one of the judge's builtins
+    (``_CALLS``, ``_TYPES``): an ASCII test in which no such word occurs at all (in code,
+    strings or comments) is rewritten the same whatever the program binds, so its judge need
+    not parse the program. (Not ASCII: Python folds identifiers to NFKC, so ``ｌｅｎ`` is
+    ``len``; then the answer is yes.)
+    """
+    return type(src) is not str or not src.isascii() or _JUDGE_WORDS.search(src) is not None
 
 
 def bound_names(src: str) -> set[str]:
