@@ -324,6 +324,10 @@ def test_the_program_is_parsed_only_for_tests_its_names_can_change():
     assert rewrite_asserts(plain, {"f", "c", "check", "sum", "len"}) == rewrite_asserts(plain)
     for src in ("assert len(f(1)) == 2", "assert f(1) == 'set'", "assert ｌｅｎ(f(1)) == 2", None):
         assert needs_program_names(src), src
+    # `ｍａｔｈ` is `math` to Python (NFKC): the judge evaluates math.isclose either way
+    for name in ("math", "ｍａｔｈ"):
+        src = f"import {name}\nassert {name}.isclose(f(1), 2)"
+        assert rewrite_asserts(src)[1][0][1][0] == "call", src
     # and where it can, the judge does parse it (MBPP's `def sum(a, b)` is the program's)
     assert rewrite_asserts("assert sum(1, 2) == 3", {"sum"})[1][0][1][0] == "cmp"
 

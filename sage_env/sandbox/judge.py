@@ -227,7 +227,7 @@ class Judge:
             self._fail(s, f"assertion {k}: {str(ev.get('bad', 'unreadable value'))[:120]}")
             return
         kind, template, _required, atol = self.sites[i][k]
-        if len(self.groups[self.tests[i]]) > 1:  # compared only with identical tests'
+        if len(self.groups[self.tests[i]]) > 1:  # compared only with identical tests
             s["trace"].append((k, [json.dumps(v, sort_keys=True) for _, v in values]))
         s["seen"].add(k)
         if kind == "call":
@@ -461,6 +461,7 @@ def warm() -> list[dict]:
     reports: list[dict] = []
     tests, sites, _ = _rewrite_tests(dict(_WARM_JOB))
     judge = Judge(tests, sites, lambda **ev: reports.append(parse_line(encode_line(ev))))
+
     def got(x):
         return ["l", [["I", x + 1] if type(x) is int else ["f", repr(x + 1)], ["s", str(x)]]]
 

@@ -360,7 +360,9 @@ def _plus_atol(test):
 
 
 #: What a statement list holds (the only places a site can be).
-_BLOCK_ITEMS = (ast.stmt, ast.excepthandler) + ((ast.match_case,) if hasattr(ast, "match_case") else ())
+_BLOCK_ITEMS = (ast.stmt, ast.excepthandler) + (
+    (ast.match_case,) if hasattr(ast, "match_case") else ()
+)
 
 
 class _SiteRewriter(ast.NodeTransformer):
@@ -490,7 +492,8 @@ def rewrite_asserts(src: str, reserved: set[str] | frozenset = frozenset()) -> t
     tree = ast.parse(src, "<test>", "exec")
     test_names = _stored_names(tree)
     stored = test_names | (set(reserved) - _wrappers(tree, set(reserved) - test_names))
-    math_ok = "math" in src and _math_imported(tree)  # `import math` names it in the text
+    # `import math` names it in the text (unless the text folds to it: NFKC, ``ｍａｔｈ``)
+    math_ok = ("math" in src or not src.isascii()) and _math_imported(tree)
     sites: list[tuple] = []
     # the tree goes back to text (which W compiles): it needs no line numbers
     return ast.unparse(_SiteRewriter(sites, stored, math_ok).visit(tree)), sites
