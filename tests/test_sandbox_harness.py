@@ -280,6 +280,58 @@ def test_judge_fails_identical_tests_that_disagree():
     assert "identical tests got different results" in verdicts[0]["msg"]
 
 
+def test_the_zygotes_warm_up_judges_its_trusted_sample_and_it_passes():
+    from sage_env.sandbox.judge import warm
+
+    out = warm()  # the zygote runs this once before freezing (docs/sandbox.md, Performance)
+    assert {"ev": "test", "i": 0, "ok": True} in out
+    assert out[-1] == {"ev": "done"}
+
+
+def test_the_rewriter_keeps_sites_in_every_kind_of_statement_block():
+    # sites sit only in statement lists (bodies, handlers, match cases, else/finally blocks)
+    src = (
+        "try:\n    assert f(0) == 0\nexcept E:\n    assert f(1) == 1\nelse:\n    f(2)\n"
+        "finally:\n    assert f(3) == 3\nwith c() as x:\n    assert f(4) == 4\n"
+        "match x:\n    case [y]:\n        assert f(5) == 5\n"
+        "for i in r:\n    pass\nelse:\n    assert f(6) == 6\n"
+        "while g():\n    assert f(7) == 7\nclass C:\n    assert f(8) == 8\n"
+        "g(lambda: f(9), [f(10) for _ in r])\n"
+    )
+    new, sites = rewrite_asserts(src)
+    assert [(s[0], s[2]) for s in sites] == [
+        ("assert", False),
+        ("assert", False),
+        ("call", False),
+        ("assert", False),
+        ("assert", True),
+        ("assert", False),
+        ("assert", False),
+        ("assert", False),
+        ("assert", True),
+        ("call", True),
+    ]
+    assert "assert" not in new
+    assert [f"__sage_v__({k}, 0, f({k}))" in new for k in (0, 1, 3, 4, 5)] == [True] * 5
+
+
+def test_the_program_is_parsed_only_for_tests_its_names_can_change():
+    from sage_env.sandbox.rewrite import needs_program_names
+
+    plain = "def check(c):\n    assert c(1) == [2]  # no builtin of the judge's here\ncheck(f)\n"
+    assert not needs_program_names(plain)
+    # whatever the program binds, such a test is rewritten the same
+    assert rewrite_asserts(plain, {"f", "c", "check", "sum", "len"}) == rewrite_asserts(plain)
+    for src in ("assert len(f(1)) == 2", "assert f(1) == 'set'", "assert ｌｅｎ(f(1)) == 2", None):
+        assert needs_program_names(src), src
+    # `ｍａｔｈ` is `math` to Python (NFKC): the judge evaluates math.isclose either way
+    for name in ("math", "ｍａｔｈ"):
+        src = f"import {name}\nassert {name}.isclose(f(1), 2)"
+        assert rewrite_asserts(src)[1][0][1][0] == "call", src
+    # and where it can, the judge does parse it (MBPP's `def sum(a, b)` is the program's)
+    assert rewrite_asserts("assert sum(1, 2) == 3", {"sum"})[1][0][1][0] == "cmp"
+
+
 def test_plus_asserts_send_the_value_and_keep_the_tolerance():
     new, sites = rewrite_asserts("assert __sage_plus__(f(*_inp), 1e-3)")
     assert new == "__sage_a__(0, __sage_v__(0, 0, f(*_inp)), False)"

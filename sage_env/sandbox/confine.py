@@ -17,11 +17,20 @@ def _drop(uid):
         os.setuid(uid)
 
 
+_LIBC = []  # [libc]: loaded once (in a zygote, before its forks), not per call
+
+
+def _libc():
+    import ctypes
+
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
 def _prctl(opt, arg):
     try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(opt, arg, 0, 0, 0)
+        _libc().prctl(opt, arg, 0, 0, 0)
     except Exception:
         pass
 
@@ -93,7 +102,7 @@ def _seccomp():
     filters = (Filter * len(prog))(*[Filter(*ins) for ins in prog])
     fprog = Prog(len(prog), filters)
     try:
-        if ctypes.CDLL(None, use_errno=True).prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0:
+        if _libc().prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0:
             _SECCOMP.append(True)  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
     except Exception:
         pass

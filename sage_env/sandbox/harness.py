@@ -20,7 +20,7 @@ from sage_env.sandbox.confine import (
     _tmpfs,
     _write_all,
 )
-from sage_env.sandbox.judge import run_judge
+from sage_env.sandbox.judge import run_judge, warm
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
 
@@ -71,6 +71,7 @@ def _zygote(ctl, wuid, huid):
     sock = socket.socket(fileno=ctl)
     os.set_inheritable(ctl, False)
     _seccomp()  # once for every job forked from here (the zygote needs no keyrings either)
+    warm()  # the judge's caches and specialised bytecode, made once for every job's fork
     gc.freeze()  # forked children's collections skip (and so do not copy) inherited objects
     sock.send(b'{"ev": "ready"}')
     while True:

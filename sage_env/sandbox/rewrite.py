@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -112,9 +113,27 @@ _CONDITIONAL = (ast.If, ast.Try, ast.While, ast.IfExp, ast.Match) + (
 )
 
 
+def _walk(tree: ast.AST) -> list[ast.AST]:
+    """Every node of ``tree`` (as :func:`ast.walk`, in another order, without its generators)."""
+    nodes, stack, AST = [], [tree], ast.AST
+    push, add = stack.append, nodes.append
+    while stack:
+        node = stack.pop()
+        add(node)
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        push(item)
+            elif isinstance(value, AST):
+                push(value)
+    return nodes
+
+
 def _stored_names(tree: ast.AST) -> set[str]:
     names = set()
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             names.add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -274,9 +293,11 @@ def _wrappers(tree: ast.AST, program: set[str]) -> set[str]:
     test, in every call of the test (else a program defining ``set`` would own both sides of
     ``set(f(x)) == set((4, 5))``).
     """
+    if program.isdisjoint(_CALLS):
+        return set()  # no builtin of the judge's is the program's
     fns = program - set(_CALLS) - set(_TYPES)
     found = set()
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -291,6 +312,22 @@ def _wrappers(tree: ast.AST, program: set[str]) -> set[str]:
             ):
                 found.add(node.func.id)
     return found
+
+
+#: A word that is one of the builtins the judge evaluates itself (``_CALLS``, ``_TYPES``).
+_JUDGE_WORDS = re.compile(r"\b(?:" + "|".join(sorted(set(_CALLS) | set(_TYPES))) + r")\b")
+
+
+def needs_program_names(src: object) -> bool:
+    """Whether the names a program binds can change how the test ``src`` is rewritten.
+
+    They are consulted only for a name of the test that is one of the judge's builtins
+    (``_CALLS``, ``_TYPES``): an ASCII test in which no such word occurs at all (in code,
+    strings or comments) is rewritten the same whatever the program binds, so its judge need
+    not parse the program. (Not ASCII: Python folds identifiers to NFKC, so ``ｌｅｎ`` is
+    ``len``; then the answer is yes.)
+    """
+    return type(src) is not str or not src.isascii() or _JUDGE_WORDS.search(src) is not None
 
 
 def bound_names(src: str) -> set[str]:
@@ -322,6 +359,12 @@ def _plus_atol(test):
     return float(atol) if ok and type(atol) in (int, float) else None
 
 
+#: What a statement list holds (the only places a site can be).
+_BLOCK_ITEMS = (ast.stmt, ast.excepthandler) + (
+    (ast.match_case,) if hasattr(ast, "match_case") else ()
+)
+
+
 class _SiteRewriter(ast.NodeTransformer):
     """The pass of :func:`rewrite_asserts`: appends each site to ``sites`` as it rewrites it."""
 
@@ -331,6 +374,28 @@ class _SiteRewriter(ast.NodeTransformer):
         self.math_ok = math_ok
         self.conditional = 0
         self.functions = 0
+
+    def generic_visit(self, node):
+        # Sites are statements, and statements sit only in the statement lists of statements
+        # (bodies, handlers, match cases): no expression holds one, so only those lists are
+        # visited (the same sites in the same order as a visit of every node, at a fraction
+        # of the cost)
+        for field in node._fields:
+            old = getattr(node, field, None)
+            if type(old) is not list:
+                continue
+            new = []
+            for item in old:
+                if isinstance(item, _BLOCK_ITEMS):
+                    item = self.visit(item)
+                    if item is None:
+                        continue
+                    if not isinstance(item, ast.AST):
+                        new.extend(item)
+                        continue
+                new.append(item)
+            old[:] = new
+        return node
 
     def _nested(self, node, attr):
         setattr(self, attr, getattr(self, attr) + 1)
@@ -427,10 +492,11 @@ def rewrite_asserts(src: str, reserved: set[str] | frozenset = frozenset()) -> t
     tree = ast.parse(src, "<test>", "exec")
     test_names = _stored_names(tree)
     stored = test_names | (set(reserved) - _wrappers(tree, set(reserved) - test_names))
-    math_ok = _math_imported(tree)
+    # `import math` names it in the text (unless the text folds to it: NFKC, ``ｍａｔｈ``)
+    math_ok = ("math" in src or not src.isascii()) and _math_imported(tree)
     sites: list[tuple] = []
-    tree = ast.fix_missing_locations(_SiteRewriter(sites, stored, math_ok).visit(tree))
-    return ast.unparse(tree), sites
+    # the tree goes back to text (which W compiles): it needs no line numbers
+    return ast.unparse(_SiteRewriter(sites, stored, math_ok).visit(tree)), sites
 
 
 def _short_circuits(template: tuple) -> bool:

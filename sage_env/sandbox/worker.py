@@ -14,11 +14,21 @@ place, a reviewer checks the order top to bottom.
 from __future__ import annotations
 
 import bisect  # noqa: F401
+import builtins
 import heapq  # noqa: F401
+import itertools
+import json
+import math
 import os
 import random
+import re
+import resource
+import select
+import signal
 import string  # noqa: F401
 import sys
+import time
+import types
 
 from sage_env.sandbox.confine import _drop, _prctl, _read_all, _seccomp
 from sage_env.sandbox.report import (
@@ -33,6 +43,12 @@ from sage_env.sandbox.report import (
 # The modules above (with math, itertools, collections, functools, operator, re ... that the
 # harness imports anyway) are loaded before any program runs, so the test imports a private
 # copy of each as it was then (run_worker, private_module): tests draw their inputs from them.
+
+#: an import statement: ``from a.b import c`` (group 1: ``a``) or ``import a.b as x, c``
+#: (group 2: ``a.b as x, c``); compiled once, in the zygote, not per job
+_IMPORTS = re.compile(
+    r"(?:^|;)[ \t]*(?:from[ \t]+(\w+)[\w.]*[ \t]+import\b|import[ \t]+([\w. \t,]+))", re.M
+)
 
 #: What W relays of one test's channel at most, bytes (the rest is dropped: that test fails).
 _RELAY_CAP_BYTES = 64 << 20
@@ -59,14 +75,6 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
     _prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
     for var in ("PWD", "OLDPWD"):  # bwrap --chdir and sh set these
         os.environ.pop(var, None)
-    import builtins
-    import json
-    import math
-    import resource
-    import select
-    import signal
-    import types
-
     job = json.loads(_read_all(job_fd).decode("ascii"))
     os.close(job_fd)
     cpu_limits = job.get("cpu_limits") or []
@@ -84,8 +92,6 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     _seccomp()
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: a test (same uid) can neither ptrace W nor open its fds
-    import time
-
     _cpu, _monotonic = time.process_time, time.monotonic
     _dumps, _exec, _dict, _type, _getpid, _exit, _fork, _os_write = (
         json.dumps,
@@ -218,8 +224,6 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         if custom(v, ("__bool__", "__len__")):
             return False
         return bool(v)
-
-    import itertools
 
     def _again(items, v):
         # an iterator that was read to encode it is handed on as a fresh one over its items
@@ -393,14 +397,6 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                 }
         return v
 
-    import re
-
-    #: an import statement: ``from a.b import c`` (group 1: ``a``) or ``import a.b as x, c``
-    #: (group 2: ``a.b as x, c``)
-    _IMPORTS = re.compile(
-        r"(?:^|;)[ \t]*(?:from[ \t]+(\w+)[\w.]*[ \t]+import\b|import[ \t]+([\w. \t,]+))", re.M
-    )
-
     def _imported(src):
         names = set()
         for m in _IMPORTS.finditer(src):
@@ -482,7 +478,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             wanted.update(
                 getattr(m, "__name__", "") for m in ns.values() if _type(m) is _Module
             )
-            loaded = _dict(sys.modules)
+            loaded = sys.modules  # read now, before the program runs: no copy of it needed
             pre_modules = {
                 name: (loaded[name], _dict(loaded[name].__dict__))
                 for name in wanted
