@@ -336,8 +336,8 @@ def test_worker_shares_give_the_longest_batches_first_to_the_least_loaded_worker
     assert worker_shares(groups, lengths, budgets, 2) == [[[0, 1]], [[2], [3], [4]]]
     assert worker_shares(groups, lengths, budgets, 1) == [[[0, 1], [2], [3], [4]]]
     assert worker_shares([], [], [], 2) == [[], []]
-    with pytest.raises(ValueError, match="ct2_workers must be >= 0"):
-        RolloutConfig(engine="ct2", ct2_workers=-1)
+    with pytest.raises(ValueError, match="ct2_workers must be >= 1"):
+        RolloutConfig(engine="ct2", ct2_workers=0)
 
 
 # prompts far apart in length: length_groups makes several batches, which two workers share

@@ -85,15 +85,14 @@ def length_groups(lengths: list[int], budgets: list[int], batch_size: int) -> li
 
 
 def ct2_workers(config: RolloutConfig) -> tuple[int, int]:
-    """``(threads, workers)`` of the ``ct2`` engine (``ct2_threads``, ``ct2_workers``; 0: auto).
+    """``(threads, workers)``: ``ct2_threads`` (0: torch's) and ``ct2_workers``.
 
-    Auto workers: 2 when there are 2 threads or more. Two single-threaded generators decoding
-    two batches at once beat one two-threaded generator decoding them in turn (135M model,
-    float32, 2 shared cores: 1.4x); each holds its own copy of the converted model.
+    Two single-threaded generators decoding two batches at once beat one two-threaded
+    generator decoding them in turn (135M model, float32, 2 shared cores: 1.10-1.35x on the
+    demo's calls), but each holds its own copy of the converted model, so 1 is the default.
     """
     threads = config.ct2_threads or torch.get_num_threads()
-    workers = config.ct2_workers or (2 if threads >= 2 else 1)
-    return threads, workers
+    return threads, config.ct2_workers
 
 
 def worker_shares(
@@ -157,9 +156,9 @@ class CT2Engine:
     and the batches are decoded in parallel by ``ct2_workers`` generators
     (:func:`worker_shares`), each seeded from the host's generator when it is loaded.
     ``ct2_compute_type`` ``float32`` (default) is faithful to float32 training; ``int8`` is
-    faster and samples from a quantised model (pair it with ``learner.tis_cap``). The critic's score distribution
-    (:meth:`~learners.policy.HFPolicy.score_distribution`) is read from the trainer's model,
-    as with every engine.
+    faster and samples from a quantised model (pair it with ``learner.tis_cap``). The
+    critic's score distribution (:meth:`~learners.policy.HFPolicy.score_distribution`) is
+    read from the trainer's model, as with every engine.
 
     Args:
         host: The policy (:class:`EngineHost`).
