@@ -325,3 +325,52 @@ def test_length_groups_batch_rows_of_similar_prompt_length():
     assert length_groups([100] * 5, [50] * 5, batch_size=8) == [[0, 1, 2, 3, 4]]
     assert sorted(len(g) for g in length_groups([100] * 5, [50] * 5, batch_size=2)) == [1, 2, 2]
     assert length_groups([], [], batch_size=4) == []
+
+
+def test_worker_shares_give_the_longest_batches_first_to_the_least_loaded_worker():
+    from learners.engines.ct2_engine import worker_shares
+
+    lengths = [10, 10, 100, 200, 300]
+    budgets = [50, 50, 10, 10, 10]
+    groups = [[0, 1], [2], [3], [4]]  # estimated costs 65, 10, 10, 10
+    assert worker_shares(groups, lengths, budgets, 2) == [[[0, 1]], [[2], [3], [4]]]
+    assert worker_shares(groups, lengths, budgets, 1) == [[[0, 1], [2], [3], [4]]]
+    assert worker_shares([], [], [], 2) == [[], []]
+    with pytest.raises(ValueError, match="ct2_workers must be >= 1"):
+        RolloutConfig(engine="ct2", ct2_workers=0)
+
+
+# prompts far apart in length: length_groups makes several batches, which two workers share
+MIXED = [
+    {"system": "You plan.", "user": "Plan task 1.", "prefix": "<plan>"},
+    {"system": "You solve.", "user": "Solve 2 + 2. " + "Show every step with care. " * 40,
+     "prefix": ""},
+    {"system": "You review.", "user": "Score it.", "prefix": "<score>"},
+    {"system": "You solve.", "user": "Solve 3 + 5. " + "Explain it. " * 90, "prefix": ""},
+]
+
+
+@needs_ct2
+def test_ct2_parallel_workers_return_hfs_greedy_tokens_and_seeded_samples(tiny_path):
+    from learners.engines import length_groups
+
+    policy = HFPolicy(tiny_path, device="cpu", seed=3, rollout=RolloutConfig("ct2", ct2_workers=2))
+    lengths = [len(policy.encode_prompt(o, 2048)) for o in MIXED]
+    assert len(length_groups(lengths, [10] * 4, 32)) >= 2  # the workers both get batches
+    greedy = SamplingConfig(do_sample=False)
+    stops = [(), ("e",), (), ()]
+    got = policy.generate(MIXED, greedy, budgets=[10] * 4, stops=stops)
+    assert len(policy.engine._generators[1.0]) == 2  # two generators, one per worker
+    want = _hf(policy, MIXED, greedy, budgets=[10] * 4, stops=stops)
+    assert [c.completion_ids for c in got] == [c.completion_ids for c in want]
+    assert [c.truncated for c in got] == [c.truncated for c in want]
+    for a, b in zip(got, want):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    runs = []
+    for _ in range(2):  # a seed fixes the samples of every worker, call after call
+        p = HFPolicy(tiny_path, device="cpu", seed=5, rollout=RolloutConfig("ct2", ct2_workers=2))
+        runs.append(
+            [[c.completion_ids for c in p.generate(MIXED, SamplingConfig(), budgets=[8] * 4)]
+             for _ in range(2)]
+        )
+    assert runs[0] == runs[1]

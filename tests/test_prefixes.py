@@ -344,3 +344,29 @@ def test_seed_quantile_fallback_is_the_level_of_intact_scores():
     assert critic_probe.seed_quantile(items, ones) == critic_probe.MIN_FALLBACK_ALPHA > 0
     with pytest.raises(ValueError, match="quantile"):
         critic_probe.seed_quantile(items, replies, 1.5)
+
+
+def test_warmup_step_one_sequence_at_a_time_is_the_batch_mean_gradient(policy):
+    # the gradient of the whole batch's mean target NLL, the step's forward one demo at a time
+    demos = build_demonstrations(sage_env.load_seeds(), n=3, mix={"challenger": 1.0})
+    tok = policy.tokenizer
+    targets = [
+        (tok(d.target, add_special_tokens=False)["input_ids"] + [tok.eos_token_id])[:1024]
+        for d in demos
+    ]
+    prompts = [
+        policy.encode_prompt(d.observation, 2048)[-(2048 - len(t)) :]
+        for d, t in zip(demos, targets)
+    ]
+    assert len({len(p) + len(t) for p, t in zip(prompts, targets)}) > 1  # padding differs
+    policy.train()
+    logp, mask = policy.token_logprobs(prompts, targets, 1.0)
+    want_loss = -(logp * mask).sum() / mask.sum()
+    want_loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), 1.0)
+    want = [p.grad.clone() for p in policy.trainable_parameters()]
+    opt = torch.optim.SGD(policy.trainable_parameters(), lr=0.0)
+    got_loss = supervised_step(policy, opt, demos, 2048)
+    assert got_loss == pytest.approx(float(want_loss), rel=1e-5)
+    for a, b in zip(want, policy.trainable_parameters()):
+        assert torch.allclose(a, b.grad, atol=1e-6, rtol=1e-4)

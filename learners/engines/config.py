@@ -51,7 +51,13 @@ class RolloutConfig:
     training, the default) or ``int8`` / ``int8_float32`` (faster, samples a quantised model:
     pair it with ``learner.tis_cap``)."""
     ct2_threads: int = 0
-    """``ct2``: CPU threads of the CTranslate2 generator (0: torch's ``get_num_threads()``)."""
+    """``ct2``: CPU threads of the CTranslate2 generators together (0: torch's
+    ``get_num_threads()``)."""
+    ct2_workers: int = 1
+    """``ct2``: generators decoding a call's batches in parallel, each with its own copy of
+    the converted model (+0.8 GB RSS each for the 135M model) and ``ct2_threads /
+    ct2_workers`` threads. 2 on the demo's calls, 2 shared cores: 1.10-1.35x the tokens/s
+    of 1 (``benchmarks/ct2_replay.py``)."""
 
     def __post_init__(self) -> None:
         engine_spec(self.engine)  # ValueError on an unknown engine
@@ -75,5 +81,7 @@ class RolloutConfig:
             )
         if self.ct2_threads < 0:
             raise ValueError(f"rollout.ct2_threads must be >= 0, got {self.ct2_threads}")
+        if self.ct2_workers < 1:
+            raise ValueError(f"rollout.ct2_workers must be >= 1, got {self.ct2_workers}")
         if self.cb_page_size < 4:
             raise ValueError(f"rollout.cb_page_size must be >= 4, got {self.cb_page_size}")
