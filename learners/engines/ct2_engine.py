@@ -154,7 +154,7 @@ class CT2Engine:
     completions and their cut points are ``hf``'s. CTranslate2 does not pad prompts, so rows
     are batched by prompt length (:func:`length_groups`, at most ``sampling.batch_size``),
     and the batches are decoded in parallel by ``ct2_workers`` generators
-    (:func:`worker_shares`), each seeded from the host's generator when it is loaded.
+    (:func:`worker_shares`), each seeded from the host's generator at its first call after a load.
     ``ct2_compute_type`` ``float32`` (default) is faithful to float32 training; ``int8`` is
     faster and samples from a quantised model (pair it with ``learner.tis_cap``). The
     critic's score distribution (:meth:`~learners.policy.HFPolicy.score_distribution`) is
@@ -175,6 +175,7 @@ class CT2Engine:
         self.config = config or RolloutConfig(engine="ct2")
         self.ct2 = import_engine_module("ct2")
         self._generators: dict[float, Any] = {}
+        self._fresh: set[float] = set()  # temperatures whose generators are not seeded yet
         self._shell: list[torch.nn.Module] = []
         self._stops = HFEngine(host)  # its cached StopStringCriteria
         self._last_temperature = 1.0
@@ -241,35 +242,45 @@ class CT2Engine:
         return generators
 
     def _load(self, folder: str) -> list[Any]:
-        """One generator per worker (:func:`ct2_workers`) from a converted model's folder.
-
-        CTranslate2 samples with a random generator per worker thread, seeded once, at its
-        first draw, from the global seed of that moment (``set_random_seed`` does not reseed a
-        thread that has drawn). So each generator draws once here, right after the global seed
-        is set from the host's generator: a seed fixes every worker's stream, and the
-        workers' streams differ.
-        """
+        """One generator per worker (:func:`ct2_workers`) from a converted model's folder,
+        not yet seeded (:meth:`_seed` runs at its first use)."""
         threads, workers = ct2_workers(self.config)
-        generators = []
-        warm = [self.host.tokenizer.convert_ids_to_tokens(min(self.host.eos_ids or {0}))]
-        for _ in range(workers):
-            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=self.host.generator))
-            self.ct2.set_random_seed(seed)
-            generator = self.ct2.Generator(
+        return [
+            self.ct2.Generator(
                 folder,
                 device="cpu",
                 compute_type=self.config.ct2_compute_type,
                 intra_threads=max(1, threads // workers),
                 inter_threads=1,
             )
+            for _ in range(workers)
+        ]
+
+    def _seed(self, generators: list[Any]) -> None:
+        """Seed freshly loaded generators from the host's generator.
+
+        CTranslate2 samples with a random generator per worker thread, seeded once, at its
+        first draw, from the global seed of that moment (``set_random_seed`` does not reseed a
+        thread that has drawn). So each generator draws once, right after the global seed is
+        set from the host's generator: a seed fixes every worker's stream, and the workers'
+        streams differ. This runs at the first generate call after a load, not at the load
+        itself, so that a run resumed from a checkpoint (whose fresh engine loads at its first
+        call) draws from the host's generator where the uninterrupted run did.
+        """
+        warm = [self.host.tokenizer.convert_ids_to_tokens(min(self.host.eos_ids or {0}))]
+        for generator in generators:
+            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=self.host.generator))
+            self.ct2.set_random_seed(seed)
             generator.generate_batch([warm], max_length=1, sampling_topk=0)
-            generators.append(generator)
-        return generators
 
     def _generator(self, temperature: float) -> Any:
         if temperature not in self._generators:
             self._generators[temperature] = self._convert(temperature)
+            self._fresh.add(temperature)
         self._last_temperature = temperature
+        if temperature in self._fresh:
+            self._fresh.discard(temperature)
+            self._seed(self._generators[temperature])
         return self._generators[temperature]
 
     def sync_weights(self) -> None:
@@ -279,6 +290,7 @@ class CT2Engine:
         """
         self._generators.clear()
         self._generators[self._last_temperature] = self._convert(self._last_temperature)
+        self._fresh = {self._last_temperature}
 
     def rollout_session(self) -> contextlib.AbstractContextManager[None]:
         """No state across calls: a null context."""
@@ -287,6 +299,7 @@ class CT2Engine:
     def close(self) -> None:
         """Drop the converted models."""
         self._generators.clear()
+        self._fresh.clear()
         self._shell.clear()
         gc.collect()
 
