@@ -373,6 +373,17 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             return v  # `except ProgramError:` needs the class itself (no metaclass of its own)
         return _Guard(v)
 
+    def plus_code(v):
+        # A plus site's value as its digest (report.digest_value), else None, and its plain
+        # copy where one was made: a huge value with subclass items (read through their base
+        # types, as plain reads them) is digested as that copy, so a value equal to the other
+        # side's takes the same route (digest or item by item) on both sides.
+        code = digest_value(v)
+        if code is not None or not is_huge(v):
+            return code, None
+        p = plain(v)
+        return digest_value(p), p
+
     _CONTAINERS = (list, tuple, set, frozenset)
 
     def unshield(v):
@@ -533,10 +544,15 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                 if guard is not None:  # the program's object: the judge sees it as is
                     v = _raw(guard)
                 if k in plus_sites:  # a huge output goes as its digest; the test drops it
-                    code = digest_value(v)
+                    try:
+                        code, copy = plus_code(v)
+                    except (TypeError, ValueError):  # not plain: read below, as any value
+                        code, copy = None, None
                     if code is not None:
                         keep(k, j, code)
                         return None
+                    if copy is not None:
+                        v = _shielded[0] = copy  # plain already: not copied again below
                 try:
                     # what shield has just built is plain already; if the test has since put
                     # something else in it, enc (exact types only) fails and the hole with it
@@ -668,8 +684,9 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             def value(k, j, v, _i=i, _plus=plus_sites):
                 if k in _plus:
                     try:
-                        code = digest_value(v)
-                        send(ev="site", i=_i, k=k, v=code or enc(plain(v)))
+                        code, copy = plus_code(v)
+                        code = code or enc(plain(v) if copy is None else copy)
+                        send(ev="site", i=_i, k=k, v=code)
                     except BaseException as exc:
                         send(ev="site", i=_i, k=k, bad=describe(exc)["msg"])
                 return v
