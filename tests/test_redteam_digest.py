@@ -10,7 +10,10 @@ Found and fixed here: a list of ``bytearray``/``memoryview``/``array.array`` ite
 the reference's list of ``bytes`` (item by item such items fail), and an honest list of dicts
 built in another key order failed (marshal keeps insertion order; ``==`` does not). Now a
 value travels as a digest only if it is made of exact builtin types other than ``dict``
-(``report._digestible``), anything else item by item.
+(``report._digestible``), anything else item by item. And an honest program failed against a
+reference that returned a ``list`` subclass (item by item there, a digest here): a list or
+tuple not digested as it is is now digested as its plain copy, on both sides
+(``worker.plus_code``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,12 @@ ROWS = {
         _row("subblobs", "(i, B(b'%d' % (i % 7)))"),
         canonical_solution="class B(bytes):\n    pass\n"
         + _program("subblobs", "(i, B(b'%d' % (i % 7)))"),
+    ),
+    # ... a list subclass, or a tuple subclass first item (which is_huge does not count)
+    "sublist": dict(
+        _row("sublist", "(i, b'%d' % (i % 7))"),
+        canonical_solution="class L(list):\n    pass\nclass T(tuple):\n    pass\n"
+        f"def sublist(n):\n    return L([T({WIDE})] + [(i, b'%d' % (i % 7)) for i in range(n)])\n",
     ),
 }
 
@@ -123,6 +132,12 @@ HONEST = {
     "sets_other_iteration_order": ("pairsets", _program("pairsets", "frozenset((i + 8, i))")),
     # exact bytes against the reference's bytes subclass items (the same route on both sides)
     "bytes_for_a_subclass_reference": ("subblobs", _program("subblobs", "(i, b'%d' % (i % 7))")),
+    "exact_list_for_a_subclass_reference": ("sublist", _program("sublist", "(i, b'%d' % (i % 7))")),
+    "list_subclass_output": (
+        "blobs",
+        "class L(list):\n    pass\n"
+        f"def blobs(n):\n    return L([{WIDE}] + [(i, b'%d' % (i % 7)) for i in range(n)])\n",
+    ),
 }
 
 

@@ -373,13 +373,15 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             return v  # `except ProgramError:` needs the class itself (no metaclass of its own)
         return _Guard(v)
 
-    def plus_code(v):
+    def plus_code(v, is_plain=False):
         # A plus site's value as its digest (report.digest_value), else None, and its plain
-        # copy where one was made: a huge value with subclass items (read through their base
-        # types, as plain reads them) is digested as that copy, so a value equal to the other
-        # side's takes the same route (digest or item by item) on both sides.
+        # copy where one was made: a list or tuple that is not digested as it is (a subclass,
+        # subclass items, a subclass first item that is_huge does not count) is digested as
+        # that copy (read through the base types, as item by item), so a value equal to the
+        # other side's takes the same route (digest or item by item) on both sides. The copy
+        # is the one item by item needs anyway.
         code = digest_value(v)
-        if code is not None or not is_huge(v):
+        if code is not None or is_plain or not _isinstance(v, (list, tuple)):
             return code, None
         p = plain(v)
         return digest_value(p), p
@@ -545,7 +547,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                     v = _raw(guard)
                 if k in plus_sites:  # a huge output goes as its digest; the test drops it
                     try:
-                        code, copy = plus_code(v)
+                        code, copy = plus_code(v, v is _shielded[0] and v is not None)
                     except (TypeError, ValueError):  # not plain: read below, as any value
                         code, copy = None, None
                     if code is not None:
