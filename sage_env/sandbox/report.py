@@ -240,12 +240,12 @@ def digest_value(
     """The encoding ``["h", "l"|"t", n, sha256]`` of a huge list or tuple, or ``None``.
 
     A plus site's output of more than :data:`HUGE_ITEMS` items (MBPP+'s Mbpp/255 returns 1.7
-    million 77-tuples on one input, 128 million items, 82,160 77-tuples on others) cannot
-    cross to the judge item by item within a process's memory and time. It crosses as the
-    SHA-256 of its exact-typed serialisation instead: ``marshal`` format 0 (written in C; floats as 17 digits; sets in
-    the order of their items' bytes; no interning or back-reference flags, so equal values
-    give equal bytes), 32,768 items at a time. The judge then compares exactly (no float
-    tolerance, ``1 != 1.0 != True``, ``0.0 != -0.0``, NaN equal to NaN): a documented
+    million 77-tuples on one input, 128 million items, 82,160 77-tuples on others) cannot cross
+    to the judge item by item within a process's memory and time. It crosses as the SHA-256 of
+    its exact-typed serialisation instead: ``marshal`` format 0 (written in C; floats as 17
+    digits; sets in the order of their items' bytes; no interning or back-reference flags, so
+    equal values give equal bytes), 32,768 items at a time. The judge then compares exactly (no
+    float tolerance, ``1 != 1.0 != True``, ``0.0 != -0.0``, NaN equal to NaN): a documented
     deviation from EvalPlus's ``==`` (docs/verifiers.md).
 
     ``None`` (the value goes item by item, as any other) for anything else: not an exact
