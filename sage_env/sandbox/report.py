@@ -12,6 +12,8 @@ import hashlib
 import json
 import marshal
 import sys
+from itertools import chain, compress, repeat
+from operator import is_
 from typing import Any
 
 __all__ = [
@@ -142,9 +144,54 @@ def is_huge(v: Any, _type=type, _len=len) -> bool:
     return n * max(width, 1) > HUGE_ITEMS
 
 
-#: ``marshal`` runs no Python code on the values it writes before Python 3.12; from 3.12 on
-#: a class may define ``__buffer__`` (PEP 688), which marshal would call.
+#: ``marshal`` runs no Python code on the values :func:`_digestible` lets through before
+#: Python 3.12 (on a set of ``bytes`` subclass items its sort would call their ``__eq__``);
+#: from 3.12 on a class may define ``__buffer__`` (PEP 688), which marshal would call.
 _MARSHAL_RUNS_NO_PYTHON = sys.version_info < (3, 12)
+
+
+#: The ids of the exact types a digested value may be made of: marshal writes each as itself,
+#: so equal bytes mean ``==`` values. Left out: ``dict`` (marshal keeps its insertion order,
+#: which ``==`` ignores), buffers other than exact ``bytes`` (marshal writes a ``bytearray``,
+#: ``memoryview``, ``array.array`` or ``bytes`` subclass as ``bytes``, so a list of them would
+#: match a list of ``bytes`` that item by item it does not), subclasses (a set of ``bytes``
+#: subclass items makes marshal's sort call their ``__eq__``/``__lt__``), code objects.
+_DIGESTIBLE = frozenset(
+    map(id, (type(None), bool, int, float, complex, str, bytes, list, tuple, set, frozenset))
+)
+_NESTED = frozenset(map(id, (list, tuple, set, frozenset)))
+#: Bounds on the scan (:func:`_digestible`): levels of nesting and items in all.
+_MAX_LEVELS, _MAX_SCANNED = 64, 1 << 28
+_EMPTY = object()
+
+
+def _digestible(v: list | tuple, _type=type, _id=id, _len=len, _sum=sum, _map=map) -> bool:
+    """Whether ``v`` is made of :data:`_DIGESTIBLE` types only, level by level.
+
+    Every step runs in C (``chain``, ``map``, ``compress``, ``is``, a set of type ids), calls
+    no method of an item (not even a metaclass's ``__hash__``: types are compared by identity
+    and id; Mbpp/255's 128 million strings, one type, take about 3 s) and holds
+    at most one level's containers (Mbpp/255: the 82,160 tuples, then 6.3 million items seen).
+    """
+    level, scanned = [v], 0
+    for _ in range(_MAX_LEVELS):
+        scanned += _sum(_map(_len, level))  # every container in a level is an exact one
+        if scanned > _MAX_SCANNED:
+            return False
+        first = next(chain.from_iterable(level), _EMPTY)
+        t0 = _type(first)  # one type throughout (the common case): compared by identity
+        if all(_map(is_, _map(_type, chain.from_iterable(level)), repeat(t0))):
+            ids = set() if first is _EMPTY else {_id(t0)}
+        else:
+            ids = set(_map(_id, _map(_type, chain.from_iterable(level))))
+        if not ids <= _DIGESTIBLE:
+            return False
+        if not ids & _NESTED:
+            return True
+        items = chain.from_iterable(level)
+        nested = _map(_NESTED.__contains__, _map(_id, _map(_type, chain.from_iterable(level))))
+        level = list(compress(items, nested))
+    return False
 
 
 class Digest:
@@ -193,17 +240,20 @@ def digest_value(
     """The encoding ``["h", "l"|"t", n, sha256]`` of a huge list or tuple, or ``None``.
 
     A plus site's output of more than :data:`HUGE_ITEMS` items (MBPP+'s Mbpp/255 returns 1.7
-    million 8-tuples on one input, 82,160 77-tuples on others) cannot cross to the judge item by item within a
-    process's memory and time. It crosses as the SHA-256 of its exact-typed serialisation
-    instead: ``marshal`` format 0 (written in C; floats as their ``repr``; no interning or
-    back-reference flags, so equal values give equal bytes), 32,768 items at a time. The
-    judge then compares exactly (no float tolerance, ``1 != 1.0``, sets and dicts by
-    iteration order): a documented deviation from EvalPlus's ``==`` (docs/verifiers.md).
+    million 77-tuples on one input, 128 million items, 82,160 77-tuples on others) cannot cross
+    to the judge item by item within a process's memory and time. It crosses as the SHA-256 of
+    its exact-typed serialisation instead: ``marshal`` format 0 (written in C; floats as 17
+    digits; sets in the order of their items' bytes; no interning or back-reference flags, so
+    equal values give equal bytes), 32,768 items at a time. The judge then compares exactly (no
+    float tolerance, ``1 != 1.0 != True``, ``0.0 != -0.0``, NaN equal to NaN): a documented
+    deviation from EvalPlus's ``==`` (docs/verifiers.md).
 
     ``None`` (the value goes item by item, as any other) for anything else: not an exact
-    ``list``/``tuple``, not over :data:`HUGE_ITEMS` items (:func:`is_huge`), a list of floats only (where
-    EvalPlus's tolerance applies), an item that is not of an exact builtin type (marshal
-    refuses it; no method of it is called), or Python 3.12+ (see ``_MARSHAL_RUNS_NO_PYTHON``).
+    ``list``/``tuple``, not over :data:`HUGE_ITEMS` items (:func:`is_huge`), a list of floats
+    only (where EvalPlus's tolerance applies), anything inside that is not of an exact
+    :data:`_DIGESTIBLE` type (a ``dict``, a ``bytearray`` or other buffer, a subclass: see
+    :func:`_digestible`; no method of it is called), or Python 3.12+ (see
+    ``_MARSHAL_RUNS_NO_PYTHON``).
 
     Why the rule holds (nothing the program's process writes is worth more than a value it
     could have returned): a digest it forges matches the reference's only if it is the hash
@@ -216,6 +266,8 @@ def digest_value(
         if _type(x) is not float:
             break
     else:
+        return None
+    if not _digestible(v):
         return None
     h = _sha256()
     try:

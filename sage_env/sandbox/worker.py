@@ -377,6 +377,19 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             return v  # `except ProgramError:` needs the class itself (no metaclass of its own)
         return _Guard(v)
 
+    def plus_code(v, is_plain=False):
+        # A plus site's value as its digest (report.digest_value), else None, and its plain
+        # copy where one was made: a list or tuple that is not digested as it is (a subclass,
+        # subclass items, a subclass first item that is_huge does not count) is digested as
+        # that copy (read through the base types, as item by item), so a value equal to the
+        # other side's takes the same route (digest or item by item) on both sides. The copy
+        # is the one item by item needs anyway.
+        code = digest_value(v)
+        if code is not None or is_plain or not _isinstance(v, (list, tuple)):
+            return code, None
+        p = plain(v)
+        return digest_value(p), p
+
     _CONTAINERS = (list, tuple, set, frozenset)
 
     def unshield(v):
@@ -529,10 +542,15 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
                 if guard is not None:  # the program's object: the judge sees it as is
                     v = _raw(guard)
                 if k in plus_sites:  # a huge output goes as its digest; the test drops it
-                    code = digest_value(v)
+                    try:
+                        code, copy = plus_code(v, v is _shielded[0] and v is not None)
+                    except (TypeError, ValueError):  # not plain: read below, as any value
+                        code, copy = None, None
                     if code is not None:
                         keep(k, j, code)
                         return None
+                    if copy is not None:
+                        v = _shielded[0] = copy  # plain already: not copied again below
                 try:
                     # what shield has just built is plain already; if the test has since put
                     # something else in it, enc (exact types only) fails and the hole with it
@@ -664,8 +682,9 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
             def value(k, j, v, _i=i, _plus=plus_sites):
                 if k in _plus:
                     try:
-                        code = digest_value(v)
-                        send(ev="site", i=_i, k=k, v=code or enc(plain(v)))
+                        code, copy = plus_code(v)
+                        code = code or enc(plain(v) if copy is None else copy)
+                        send(ev="site", i=_i, k=k, v=code)
                     except BaseException as exc:
                         send(ev="site", i=_i, k=k, bad=describe(exc)["msg"])
                 return v
