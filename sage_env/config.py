@@ -318,7 +318,9 @@ class EnvConfig(Generic[ProtocolConfigT]):
     math_workers: int = 0
     """Worker processes for :class:`~sage_env.verifiers.MathVerifier` (0 = in process)."""
     code_timeout_s: float = 10.0
-    """Wall-clock limit of one code verification (program + all its tests), seconds."""
+    """CPU-time limit of each test's process (the program with one test), seconds; the
+    wall clock stops a process only at 3x this + 2 s (``docs/sandbox.md``, "Limits under
+    load"). A program that loops on every test costs tests x this."""
     code_memory_mb: int = 1024
     """Address-space limit of the code verification process, MiB."""
     seed: int | None = None

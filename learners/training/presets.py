@@ -61,6 +61,9 @@ PRESETS: dict[str, TrainConfig] = {
             # up to 2, 2 and 4 rows a round instead of 6 narrower ones (docs/training.md,
             # "Wide ticks"); a new question is planned from the next round on
             turn_order="interleaved",
+            # CPU seconds per test: the seed programs need milliseconds, and a 135M model's
+            # infinite loop cost 3 tests x 10 s per answer (64 s of one 135 s demo step)
+            code_timeout_s=2.0,
             rewards=RewardConfig(
                 # the critic's plan reviews are half format, half how well p predicted the
                 # solver (not in the paper: a critic whose every reply parses otherwise gets
