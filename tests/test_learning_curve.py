@@ -63,7 +63,9 @@ def test_sets_are_parsed_and_checked():
         lc.CurveConfig(sets="exec_heldout:0:10").parsed_sets()
 
 
-def _scripted(tmp_path, token_budget, protocols="azr,rlvr", merge=False, calls=None):
+def _scripted(
+    tmp_path, token_budget, protocols="azr,rlvr", merge=False, calls=None, curve_sets="", seen=None
+):
     """A run with a scripted trainer (writes metrics.jsonl) and scripted held-out scores."""
     tokens_per_step = {"azr": 100.0, "rlvr": 40.0}
 
@@ -85,6 +87,8 @@ def _scripted(tmp_path, token_budget, protocols="azr,rlvr", merge=False, calls=N
     def evaluate_fn(model, sets, cfg, out):
         if calls is not None:
             calls.append(model)
+        if seen is not None:
+            seen.append(sorted(name for name, _, _ in sets))
         # base: 4 of 20 right; azr gains one item per two steps; rlvr stays
         step = 0 if model == cfg.model else int(Path(model).name.split("@")[1])
         arm = "" if model == cfg.model else Path(model).name.split("@")[0]
@@ -105,6 +109,7 @@ def _scripted(tmp_path, token_budget, protocols="azr,rlvr", merge=False, calls=N
         out=str(tmp_path / "out"),
         runs=str(tmp_path / "runs"),
         warmup_steps=0,
+        curve_sets=curve_sets,
     )
     return lc.run_curve(cfg, train_fn=train_fn, evaluate_fn=evaluate_fn, model_of=model_of)
 
@@ -156,3 +161,18 @@ def test_merge_keeps_earlier_arms_and_reuses_the_base_scores(tmp_path):
     assert "smollm2-135m-instruct" not in calls  # reused from base_items.json
     assert list(summary["protocols"]) == ["azr", "rlvr"]
     assert summary["protocols"]["azr"]["sets"]["exec_heldout"]["final"] == 0.65
+
+
+def test_curve_sets_score_the_other_sets_at_base_and_last_chunk_only(tmp_path):
+    seen = []
+    summary = _scripted(tmp_path, token_budget=0, protocols="azr", curve_sets="exec_heldout", seen=seen)
+    # base (both sets), steps 2 and 4 (exec_heldout only), step 6 = last chunk (both)
+    assert seen == [["exec_heldout", "validation"], ["exec_heldout"], ["exec_heldout"],
+                    ["exec_heldout", "validation"]]
+    sets = summary["protocols"]["azr"]["sets"]
+    assert [p["step"] for p in sets["exec_heldout"]["curve"]] == [0, 2, 4, 6]
+    assert [p["step"] for p in sets["validation"]["curve"]] == [0, 6]
+    assert (sets["validation"]["base"], sets["validation"]["final"]) == (0.2, 0.65)
+    assert sets["validation"]["steps"] == 6
+    with pytest.raises(ValueError, match="curve-sets"):
+        lc.CurveConfig(sets="exec_heldout:5:5", curve_sets="validation").every_chunk()

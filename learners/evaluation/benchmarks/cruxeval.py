@@ -13,9 +13,12 @@ def _cruxeval(name: str, rows: list[dict], **_: object) -> list[EvalItem]:
     """CRUXEval (Gu et al. 2024, arXiv 2401.03065): O predicts ``f(input)``, I an input.
 
     The question is the execution-task solver's (:func:`sage_env.exec_tasks.solver_question`,
-    deduction for O, abduction for I); scoring is :mod:`sage_env.verifiers.execution`'s.
+    deduction for O, abduction for I), and the completion continues the solver's response
+    prefix (`````output`` / `````input``) as the execution solver's does in training, so
+    an answer is one short fenced literal; scoring is :mod:`sage_env.verifiers.execution`'s.
+    CRUXEval's own harness prompts few-shot with ``assert f(...) == ??`` instead.
     """
-    from sage_env.exec_tasks import ExecSpec, solver_question
+    from sage_env.exec_tasks import SOLVER_PREFIX, ExecSpec, solver_question
 
     mode = "deduction" if name == "cruxeval_o" else "abduction"
     return [
@@ -29,6 +32,7 @@ def _cruxeval(name: str, rows: list[dict], **_: object) -> list[EvalItem]:
             entry_point="f",
             text=r["code"],
             program=r["code"],
+            prefix=SOLVER_PREFIX[mode],
         )
         for r in rows
     ]
