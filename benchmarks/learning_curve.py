@@ -167,6 +167,11 @@ class CurveConfig:
     step 0 and after the last chunk only. Empty: every set after every chunk."""
     warmup_steps: int | None = None
     """Format warm-up steps of every arm (``None``: the preset's)."""
+    solver_samples: int | None = None
+    """``EnvConfig.solver_samples`` (k, the solver's attempts per task: the advantage group)
+    of every arm (``None``: the preset's)."""
+    lr: float | None = None
+    """The learner's learning rate in every arm (``None``: the preset's)."""
     seed: int = 0
     out: str = "benchmarks/results/learning_curve"
     runs: str = "runs/learning_curve"
@@ -226,6 +231,11 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
     )
     tcfg = run_config(ccfg, Arm(protocol, protocol), cfg.seed)
     env = dataclasses.replace(tcfg.env, domains=tuple(cfg.domains.split(",")))
+    if cfg.solver_samples is not None:
+        env = dataclasses.replace(env, solver_samples=cfg.solver_samples)
+    learner = tcfg.learner
+    if cfg.lr is not None:
+        learner = dataclasses.replace(learner, lr=cfg.lr)
     warm = tcfg.warmup
     if cfg.warmup_steps is not None:
         warm = dataclasses.replace(warm, steps=cfg.warmup_steps)
@@ -234,6 +244,7 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
     return dataclasses.replace(
         tcfg,
         env=env,
+        learner=learner,
         warmup=warm,
         phase_stop_strings=stops,
         rollout=dataclasses.replace(RolloutConfig(), engine=cfg.engine),
@@ -498,8 +509,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         flag = "--" + f.name.replace("_", "-")
         if f.type == "bool":
             ap.add_argument(flag, action="store_true")
-        elif f.name == "warmup_steps":
+        elif f.name in ("warmup_steps", "solver_samples"):
             ap.add_argument(flag, type=int, default=None)
+        elif f.name == "lr":
+            ap.add_argument(flag, type=float, default=None)
         else:
             ap.add_argument(flag, type=type(f.default), default=f.default)
     args = ap.parse_args(argv)

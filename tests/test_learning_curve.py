@@ -176,3 +176,12 @@ def test_curve_sets_score_the_other_sets_at_base_and_last_chunk_only(tmp_path):
     assert sets["validation"]["steps"] == 6
     with pytest.raises(ValueError, match="curve-sets"):
         lc.CurveConfig(sets="exec_heldout:5:5", curve_sets="validation").every_chunk()
+
+
+def test_arm_config_applies_k_lr_and_domains_to_every_protocol():
+    for protocol in ("sage", "azr", "rlvr", "mae"):
+        t = lc.train_config(lc.CurveConfig(solver_samples=8, lr=2e-5, eval_every=3), protocol)
+        assert (t.env.protocol, t.env.solver_samples, t.learner.lr) == (protocol, 8, 2e-5)
+        assert t.env.domains == ("exec",) and t.steps == 3 and t.val_every == 0
+    preset = lc.train_config(lc.CurveConfig(), "azr")
+    assert (preset.env.solver_samples, preset.learner.lr) == (2, 1e-5)  # the demo preset's
