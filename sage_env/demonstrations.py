@@ -270,7 +270,9 @@ def _exec_proposer(
         return Demonstration("challenger", obs, target, (target_task.task_id,))
     if len(spec.inputs[0]) > EXEC_MAX_VALUE_CHARS:
         return None
-    obs = dict(exec_tasks.proposer_prompt(mode, refs, banned, n_inputs))
+    obs = dict(
+        exec_tasks.proposer_prompt(mode, refs, banned, n_inputs, exec_tasks.REFERENCE_CHARS)
+    )
     obs["prefix"] = exec_tasks.PROPOSER_PREFIX[mode]
     target = f"{spec.program}\n```\n```input\n{spec.inputs[0]}\n```"
     ids = (target_task.task_id, *(t.task_id for t in refs))

@@ -215,6 +215,11 @@ PROPOSER_PREFIX = {
 """Response prefix of the proposer per mode."""
 
 
+REFERENCE_CHARS = 1000
+"""Default character budget of the reference snippets in a proposer prompt
+(``AZRConfig.reference_chars``; see :func:`proposer_prompt`)."""
+
+
 def _reference_block(i: int, spec: ExecSpec) -> str:
     return (
         f"<snippet_{i}>\n```python\n{spec.program}\n```\n```input\n{spec.inputs[0]}\n```\n"
@@ -223,13 +228,20 @@ def _reference_block(i: int, spec: ExecSpec) -> str:
 
 
 def proposer_prompt(
-    mode: str, references: list[Task], banned: tuple[str, ...], n_inputs: int = 10
+    mode: str,
+    references: list[Task],
+    banned: tuple[str, ...],
+    n_inputs: int = 10,
+    reference_chars: int = 0,
 ) -> dict[str, str]:
     """The proposer's observation for ``mode``.
 
     Deduction/abduction: write a new program ``f`` and one input, given K reference triplets
-    (AZR Sec. 3.3.2). Induction: write ``n_inputs`` inputs and a message for the program of
-    ``references[0]``.
+    (AZR Sec. 3.3.2). The snippets come first and the instruction last, so that a prompt cut
+    to its last tokens (``SamplingConfig.max_prompt_tokens``) keeps what to write and in which
+    blocks. ``reference_chars`` > 0 keeps the references, in order, while their snippets fit
+    in that many characters (the first one always). Induction: write ``n_inputs`` inputs and
+    a message for the program of ``references[0]``.
     """
     if mode == "induction":
         spec = ExecSpec.of(references[0])
@@ -247,15 +259,22 @@ def proposer_prompt(
         if mode == "deduction"
         else "for which it is hard but possible to find an INPUT that gives a shown output"
     )
-    refs = "\n".join(_reference_block(i, ExecSpec.of(t)) for i, t in enumerate(references))
+    blocks: list[str] = []
+    for t in references:
+        block = _reference_block(len(blocks), ExecSpec.of(t))
+        used = sum(len(b) + 1 for b in blocks)
+        if blocks and reference_chars > 0 and used + len(block) > reference_chars:
+            continue  # a shorter one later may still fit
+        blocks.append(block)
+    refs = "\n".join(blocks)
     user = (
+        f"Reference snippets:\n{refs}\n\n"
         f"Write a new Python function `f` and one input {goal}. Requirements: `f` takes at "
         "least one argument and returns a value; it is deterministic; no randomness, time, "
         "I/O, printing or external state; it finishes within a few seconds; imports at the "
         f"top; do not use these modules: {', '.join(banned)}. The input is the arguments of f "
         "as Python literals, comma-separated. Make it different from the reference snippets."
         "\n\nReply with the function in a ```python block and the input in an ```input block."
-        f"\n\nReference snippets:\n{refs}"
     )
     return {"system": EXEC_SYSTEM, "user": user}
 

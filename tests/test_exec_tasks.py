@@ -319,3 +319,59 @@ def test_sage_on_execution_tasks_seeds_a_shared_pool_that_has_none():
         EnvConfig(protocol="sage", domains=("exec",), solver_samples=1), seeds=math_code, pool=pool
     )
     assert len([t for t in pool.tasks if t.domain == "exec"]) == len(exec_seeds)
+
+
+def _proposer_prompts(mode, reference_chars, n=200):
+    import random
+
+    from sage_env.exec_tasks import proposer_prompt
+    from sage_env.protocols.azr import AZRConfig
+
+    cfg, rng = AZRConfig(), random.Random(0)
+    pool = [t for t in load_exec_seeds() if exec_mode(t) == mode]
+    out = []
+    for _ in range(n):
+        refs = rng.sample(pool, cfg.references)
+        out.append((refs, proposer_prompt(mode, refs, cfg.banned_modules, 10, reference_chars)))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["deduction", "abduction"])
+def test_proposer_prompt_ends_with_its_instruction_and_keeps_references_in_budget(mode):
+    for refs, obs in _proposer_prompts(mode, 1000, n=50):
+        user = obs["user"]
+        assert user.startswith("Reference snippets:\n<snippet_0>")
+        assert user.endswith("in a ```python block and the input in an ```input block.")
+        snippets = user.split("\n\nWrite a new Python function")[0]
+        kept = snippets.count("</snippet_")
+        assert 1 <= kept <= len(refs)
+        assert ExecSpec.of(refs[0]).program in snippets  # the first reference is always kept
+        if kept > 1:
+            assert len(snippets) - len("Reference snippets:\n") <= 1000
+    # no budget: all K references
+    for refs, obs in _proposer_prompts(mode, 0, n=5):
+        assert obs["user"].count("</snippet_") == len(refs)
+
+
+def test_proposer_prompts_fit_the_training_prompt_budget_with_the_default_model():
+    """With AZR's K = 6 bundled references, a prompt over ``max_prompt_tokens`` keeps only its
+    last tokens: before the budget, 99.5% of deduction prompts lost their instruction."""
+    from transformers import AutoTokenizer
+
+    from learners.policy.hf_policy import resolve_model
+    from learners.training.config import TrainConfig
+    from sage_env.protocols.azr import AZRConfig
+
+    tok = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m-instruct"))
+    budget = TrainConfig().max_prompt_tokens
+
+    def length(obs):
+        msgs = [{"role": "system", "content": obs["system"]}, {"role": "user", "content": obs["user"]}]
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    for mode in ("deduction", "abduction"):
+        fits = [length(obs) <= budget for _, obs in _proposer_prompts(mode, AZRConfig().reference_chars)]
+        assert all(fits)
+        unlimited = [length(obs) <= budget for _, obs in _proposer_prompts(mode, 0, n=40)]
+        assert sum(unlimited) / len(unlimited) < 0.1  # what the budget is for

@@ -60,6 +60,13 @@ class AZRConfig:
     references: int = 6
     """K: reference triplets from the mode's buffer in the proposer's prompt (AZR's
     ``io_n`` = 6)."""
+    reference_chars: int = exec_tasks.REFERENCE_CHARS
+    """The reference snippets in the proposer's prompt are kept, in order, while their text
+    fits in this many characters (the first always; 0: no limit). AZR's K = 6 snippets of the
+    bundled seeds make a median prompt of 1,126 tokens (SmolLM2's tokenizer), over the 768 of
+    ``TrainConfig.max_prompt_tokens``, and a prompt cut to its last tokens loses the system
+    prompt; 1,000 characters keep 200 of 200 sampled prompts within it (median 577 tokens,
+    3 references)."""
     induction_inputs: int = 10
     """N: inputs the induction proposer is asked for (AZR's ``num_inputs`` = 10); half of the
     valid ones are shown to the solver, the rest held out."""
@@ -80,6 +87,8 @@ class AZRConfig:
         bad = set(self.modes) - set(MODES)
         if bad or not self.modes:
             raise ValueError(f"modes must be a non-empty subset of {MODES}, got {self.modes!r}")
+        if self.reference_chars < 0:
+            raise ValueError(f"reference_chars must be >= 0, got {self.reference_chars}")
         if self.references < 1 or self.induction_inputs < 2 or self.determinism_runs < 1:
             raise ValueError(
                 "need references >= 1, induction_inputs >= 2 and determinism_runs >= 1, got "
@@ -255,7 +264,11 @@ class AZRProtocol(Protocol):
         self.scores: list[float] = []
         self.reference, self.references = exec_references(env, self.mode, cfg.references)
         obs = exec_tasks.proposer_prompt(
-            self.mode, self.references, cfg.banned_modules, cfg.induction_inputs
+            self.mode,
+            self.references,
+            cfg.banned_modules,
+            cfg.induction_inputs,
+            cfg.reference_chars,
         )
         env.select("proposer_0", "propose", self.reference, obs)
 

@@ -82,7 +82,11 @@ class SAGEProtocol(Protocol):
             settings = AZRConfig()
             self.reference, self.exec_refs = exec_references(env, mode, settings.references)
             obs = exec_tasks.proposer_prompt(
-                mode, self.exec_refs, settings.banned_modules, settings.induction_inputs
+                mode,
+                self.exec_refs,
+                settings.banned_modules,
+                settings.induction_inputs,
+                settings.reference_chars,
             )
         else:
             obs = prompts.challenger(self.reference)
