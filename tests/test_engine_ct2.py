@@ -458,3 +458,40 @@ def test_ct2_validating_loop_never_converts_beside_another_converted_model(
     # rollout; each converted with no other model loaded (one converted copy at a time)
     assert len(loaded_at_conversion) >= 6
     assert all(loaded == [] for loaded in loaded_at_conversion)
+
+
+@needs_ct2
+def test_ct2_validating_run_resumed_samples_as_the_uninterrupted_one(tiny_path, tmp_path):
+    import dataclasses
+
+    from learners.reports.plots import read_metrics
+    from learners.training.loop import TrainConfig, train
+
+    def cfg(out, steps, resume=False):
+        return TrainConfig(
+            model=tiny_path,
+            out=str(tmp_path / out),
+            steps=steps,
+            rounds_per_step=2,
+            device="cpu",
+            max_new_tokens=8,
+            temperature=0.7,
+            val_every=1,
+            val_limit=2,
+            val_max_new_tokens=8,
+            report_to="none",
+            resume=resume,
+            rollout=RolloutConfig(engine="ct2"),
+        )
+
+    train(cfg("straight", 3), progress=False)
+    train(cfg("split", 2), progress=False)
+    train(dataclasses.replace(cfg("split", 3), resume=True), progress=False)
+
+    def row(out):
+        rows = read_metrics(tmp_path / out / "metrics.jsonl")
+        last = [r for r in rows if r["step"] == 3][-1]
+        timed = ("time/", "memory/", "rollout/tokens_per_s")
+        return {k: v for k, v in last.items() if not k.startswith(timed)}
+
+    assert row("split") == row("straight")
