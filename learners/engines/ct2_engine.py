@@ -149,7 +149,9 @@ class CT2Engine:
     (``lm_head.weight / T``), so CTranslate2 samples ``softmax(logits / T)`` at its own
     temperature 1 and reports ``log_softmax(logits / T)`` of each sampled token, the
     quantity the learner recomputes (one converted model per temperature in use; greedy calls
-    use T = 1, as ``hf`` does). A per-token callback keeps every row's token budget and stops
+    use T = 1, as ``hf`` does; loading one drops the loaded models that have not sampled since
+    the last sync, :meth:`_drop_unsampled`, so a greedy validation after a sync holds one
+    model, not two). A per-token callback keeps every row's token budget and stops
     a row on a stop string with ``hf``'s own rule (transformers' ``StopStringCriteria`` on the
     row, then the string must lie in the generated text, :class:`RowLimits`), so
     completions and their cut points are ``hf``'s. CTranslate2 does not pad prompts, so rows
