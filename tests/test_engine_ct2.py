@@ -374,3 +374,124 @@ def test_ct2_parallel_workers_return_hfs_greedy_tokens_and_seeded_samples(tiny_p
              for _ in range(2)]
         )
     assert runs[0] == runs[1]
+
+
+# ------------------------------------------------------- one converted model at a time
+
+
+def _keep_every_model(monkeypatch):
+    """The engine as it was before issue 23: a model per temperature until the next sync."""
+    from learners.engines.ct2_engine import CT2Engine
+
+    monkeypatch.setattr(CT2Engine, "_drop_unsampled", lambda self: None)
+
+
+def _greedy_then_sample(tiny_path):
+    policy = HFPolicy(tiny_path, device="cpu", seed=4, rollout="ct2")
+    sample, greedy = SamplingConfig(temperature=0.7), SamplingConfig(do_sample=False)
+    out = [policy.generate(OBS, sample, budgets=[6] * 3)]
+    policy.sync_engine()  # as the loop: sync, then validate (greedy), then the next rollout
+    loaded = [sorted(policy.engine._generators)]
+    out.append(policy.generate(OBS, greedy, budgets=[6] * 3))
+    loaded.append(sorted(policy.engine._generators))
+    out.append(policy.generate(OBS, sample, budgets=[6] * 3))
+    loaded.append(sorted(policy.engine._generators))
+    # a greedy model reloaded after it was dropped, then sampling at its temperature
+    out.append(policy.generate(OBS, greedy, budgets=[6] * 3))
+    out.append(policy.generate(OBS, SamplingConfig(temperature=1.0), budgets=[6] * 3))
+    loaded.append(sorted(policy.engine._generators))
+    ids = [[(c.completion_ids, c.logprobs) for c in comps] for comps in out]
+    return ids, loaded, policy.engine.syncs
+
+
+@needs_ct2
+def test_ct2_greedy_call_after_a_sync_replaces_the_unused_model_with_the_same_results(
+    tiny_path, monkeypatch
+):
+    new, loaded, syncs = _greedy_then_sample(tiny_path)
+    # validation after a sync: the fresh 0.7 model is dropped, not kept beside the greedy one
+    assert loaded == [[0.7], [1.0], [0.7], [0.7, 1.0]]
+    with monkeypatch.context() as m:
+        _keep_every_model(m)
+        old, old_loaded, old_syncs = _greedy_then_sample(tiny_path)
+    assert old_loaded == [[0.7], [0.7, 1.0], [0.7, 1.0], [0.7, 1.0]]
+    # the same tokens and log-probs: the dropped models are reconverted (two more
+    # conversions) and reseeded with the seeds they had, greedy decoding draws nothing
+    assert new == old
+    assert syncs == old_syncs + 2
+
+
+@needs_ct2
+def test_ct2_validating_loop_never_converts_beside_another_converted_model(
+    tiny_path, tmp_path, monkeypatch
+):
+    from learners.engines.ct2_engine import CT2Engine
+    from learners.reports.plots import read_metrics
+    from learners.training.loop import TrainConfig, train
+
+    loaded_at_conversion: list[list[float]] = []
+    convert = CT2Engine._convert
+
+    def spy(self, temperature):
+        loaded_at_conversion.append(sorted(self._generators))
+        return convert(self, temperature)
+
+    monkeypatch.setattr(CT2Engine, "_convert", spy)
+    cfg = TrainConfig(
+        model=tiny_path,
+        out=str(tmp_path / "val"),
+        steps=2,
+        rounds_per_step=2,
+        device="cpu",
+        max_new_tokens=8,
+        temperature=0.7,
+        val_every=1,
+        val_limit=2,
+        val_max_new_tokens=8,
+        report_to="none",
+        rollout=RolloutConfig(engine="ct2"),
+    )
+    train(cfg, progress=False)
+    rows = read_metrics(Path(cfg.out) / "metrics.jsonl")
+    assert [r["step"] for r in rows if "val/accuracy" in r] == [0, 1, 2]
+    # per step: the sync, validation's greedy model, the sampling model again at the next
+    # rollout; each converted with no other model loaded (one converted copy at a time)
+    assert len(loaded_at_conversion) >= 6
+    assert all(loaded == [] for loaded in loaded_at_conversion)
+
+
+@needs_ct2
+def test_ct2_validating_run_resumed_samples_as_the_uninterrupted_one(tiny_path, tmp_path):
+    import dataclasses
+
+    from learners.reports.plots import read_metrics
+    from learners.training.loop import TrainConfig, train
+
+    def cfg(out, steps, resume=False):
+        return TrainConfig(
+            model=tiny_path,
+            out=str(tmp_path / out),
+            steps=steps,
+            rounds_per_step=2,
+            device="cpu",
+            max_new_tokens=8,
+            temperature=0.7,
+            val_every=1,
+            val_limit=2,
+            val_max_new_tokens=8,
+            report_to="none",
+            resume=resume,
+            rollout=RolloutConfig(engine="ct2"),
+        )
+
+    train(cfg("straight", 3), progress=False)
+    train(cfg("split", 2), progress=False)
+    train(dataclasses.replace(cfg("split", 3), resume=True), progress=False)
+
+    def row(out):
+        rows = read_metrics(tmp_path / out / "metrics.jsonl")
+        last = [r for r in rows if r["step"] == 3][-1]
+        timed = ("time/", "memory/", "rollout/tokens_per_s")
+        return {k: v for k, v in last.items() if not k.startswith(timed)}
+
+    assert row("split") == row("straight")

@@ -17,6 +17,7 @@ from learners.engines.hf_engine import HFEngine
 from learners.engines.interface import EngineHost
 from learners.engines.registry import import_engine_module
 from learners.engines.weights import inference_weights
+from learners.memory import release_memory
 from learners.types import Completion, SamplingConfig
 
 def _plain_model(host: EngineHost, shell: list[torch.nn.Module]) -> torch.nn.Module:
@@ -148,7 +149,9 @@ class CT2Engine:
     (``lm_head.weight / T``), so CTranslate2 samples ``softmax(logits / T)`` at its own
     temperature 1 and reports ``log_softmax(logits / T)`` of each sampled token, the
     quantity the learner recomputes (one converted model per temperature in use; greedy calls
-    use T = 1, as ``hf`` does). A per-token callback keeps every row's token budget and stops
+    use T = 1, as ``hf`` does; loading one drops the loaded models that have not sampled since
+    the last sync, :meth:`_drop_unsampled`, so a greedy validation after a sync holds one
+    model, not two). A per-token callback keeps every row's token budget and stops
     a row on a stop string with ``hf``'s own rule (transformers' ``StopStringCriteria`` on the
     row, then the string must lie in the generated text, :class:`RowLimits`), so
     completions and their cut points are ``hf``'s. CTranslate2 does not pad prompts, so rows
@@ -176,6 +179,10 @@ class CT2Engine:
         self.ct2 = import_engine_module("ct2")
         self._generators: dict[float, Any] = {}
         self._fresh: set[float] = set()  # temperatures whose generators are not seeded yet
+        # seeds each temperature's generators got since the last sync (kept when a model that
+        # never sampled is dropped, so that reloading it restores the same random streams)
+        self._seeds: dict[float, list[int]] = {}
+        self._sampled: set[float] = set()  # temperatures that sampled since the last sync
         self._shell: list[torch.nn.Module] = []
         self._stops = HFEngine(host)  # its cached StopStringCriteria
         self._last_temperature = 1.0
@@ -237,6 +244,8 @@ class CT2Engine:
             generators = self._load(folder)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+        gc.collect()  # the converter's class holds the mirror (and a scaled head) in a cycle
+        release_memory()  # the converter's own copies of the weights, freed but kept by malloc
         self.syncs += 1
         self.sync_seconds += time.perf_counter() - t0
         return generators
@@ -256,8 +265,9 @@ class CT2Engine:
             for _ in range(workers)
         ]
 
-    def _seed(self, generators: list[Any]) -> None:
-        """Seed freshly loaded generators from the host's generator.
+    def _seed(self, generators: list[Any], seeds: list[int]) -> None:
+        """Seed freshly loaded generators, one seed each (drawn from the host's generator by
+        :meth:`_seeds_of`).
 
         CTranslate2 samples with a random generator per worker thread, seeded once, at its
         first draw, from the global seed of that moment (``set_random_seed`` does not reseed a
@@ -268,27 +278,70 @@ class CT2Engine:
         call) draws from the host's generator where the uninterrupted run did.
         """
         warm = [self.host.tokenizer.convert_ids_to_tokens(min(self.host.eos_ids or {0}))]
-        for generator in generators:
-            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=self.host.generator))
+        for seed, generator in zip(seeds, generators):
             self.ct2.set_random_seed(seed)
             generator.generate_batch([warm], max_length=1, sampling_topk=0)
 
-    def _generator(self, temperature: float) -> Any:
+    def _seeds_of(self, temperature: float, workers: int) -> list[int]:
+        """The seeds of ``temperature``'s generators: drawn from the host's generator the
+        first time since the last sync, the same ones when a dropped model is reloaded."""
+        if temperature not in self._seeds:
+            self._seeds[temperature] = [
+                int(torch.randint(0, 2**31 - 1, (1,), generator=self.host.generator))
+                for _ in range(workers)
+            ]
+        return self._seeds[temperature]
+
+    def _generator(self, temperature: float, sample: bool) -> Any:
+        """The generators at ``temperature`` (converted and seeded on first use).
+
+        Loading a model first drops every loaded model that has not sampled since the last
+        sync (:meth:`_drop_unsampled`), so that a greedy validation between a sync and the
+        next rollout holds one converted model, not two.
+        """
         if temperature not in self._generators:
+            self._drop_unsampled()
             self._generators[temperature] = self._convert(temperature)
             self._fresh.add(temperature)
         self._last_temperature = temperature
         if temperature in self._fresh:
             self._fresh.discard(temperature)
-            self._seed(self._generators[temperature])
+            generators = self._generators[temperature]
+            self._seed(generators, self._seeds_of(temperature, len(generators)))
+        if sample:
+            self._sampled.add(temperature)
         return self._generators[temperature]
+
+    def _drop_unsampled(self) -> None:
+        """Drop the loaded models that have not sampled since the last sync (and give their
+        memory back to the system, :func:`release_memory`).
+
+        Exact: greedy decoding draws no random numbers (CTranslate2's ``sampling_topk=1`` is
+        an argmax), so such a model's generators are still in the state their seeds set, and
+        reloading it (the same weights, the same seeds, :meth:`_seeds_of`) restores them. A
+        model that has sampled is kept, since its random streams have moved on.
+        """
+        dropped = [t for t in self._generators if t not in self._sampled]
+        for t in dropped:
+            del self._generators[t]
+            self._fresh.discard(t)
+        if dropped:
+            gc.collect()
+            release_memory()
 
     def sync_weights(self) -> None:
         """Convert the trainer's current weights now, for the temperature used last.
 
-        Models at other temperatures are dropped and converted again when next used.
+        Models at other temperatures are dropped and converted again when next used; the old
+        models are freed (and their memory given back, :func:`release_memory`) before the
+        conversion.
         """
         self._generators.clear()
+        self._seeds.clear()
+        self._sampled.clear()
+        self._fresh.clear()
+        gc.collect()
+        release_memory()
         self._generators[self._last_temperature] = self._convert(self._last_temperature)
         self._fresh = {self._last_temperature}
 
@@ -300,8 +353,11 @@ class CT2Engine:
         """Drop the converted models."""
         self._generators.clear()
         self._fresh.clear()
+        self._seeds.clear()
+        self._sampled.clear()
         self._shell.clear()
         gc.collect()
+        release_memory()
 
     def generate(
         self,
@@ -321,7 +377,7 @@ class CT2Engine:
         if sampling.do_sample and sampling.top_p < 1.0:
             raise ValueError("the ct2 engine samples with top_p = 1 only; use hf for top_p < 1")
         temperature = float(sampling.temperature) if sampling.do_sample else 1.0
-        generators = self._generator(temperature)
+        generators = self._generator(temperature, sampling.do_sample)
         results: list[Completion | None] = [None] * len(prompts)
         lengths = [len(p) for p in prompts]
         groups = length_groups(lengths, budgets, sampling.batch_size)
