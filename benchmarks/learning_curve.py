@@ -112,7 +112,8 @@ def set_summary(curve: list[tuple[int, list[bool]]]) -> dict[str, Any]:
 
     Returns:
         ``{"base", "final", "ci95": {"base": [lo, hi], "final": [lo, hi]}, "items", "steps",
-        "p_value", "gained", "lost", "curve": [{"step", "accuracy", "ci95"}, ...]}``.
+        "p_value", "gained", "lost", "gained_items", "lost_items" (indices of the items that
+        turned right / wrong), "curve": [{"step", "accuracy", "ci95"}, ...]}``.
     """
     (_, base), (last, final) = curve[0], curve[-1]
     n = len(base)
@@ -130,6 +131,8 @@ def set_summary(curve: list[tuple[int, list[bool]]]) -> dict[str, Any]:
         "p_value": p,
         "gained": gained,
         "lost": lost,
+        "gained_items": [i for i, (b, f) in enumerate(zip(base, final)) if f and not b],
+        "lost_items": [i for i, (b, f) in enumerate(zip(base, final)) if b and not f],
         "curve": [
             {"step": s, "accuracy": acc(xs), "ci95": list(wilson(sum(xs), len(xs)))}
             for s, xs in curve
@@ -320,6 +323,17 @@ def read_totals(run: Path) -> dict[str, float]:
     }
 
 
+def keep_completions(src: Path, dst: Path) -> None:
+    """Copy the per-item completion files (``*.jsonl``) an evaluation wrote under ``src`` to
+    ``dst`` (flat), so that the items an arm gained or lost can be read after its run folder
+    is deleted."""
+    files = sorted(src.rglob("*.jsonl")) if src.exists() else []
+    if files:
+        dst.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        shutil.copyfile(f, dst / f.name)
+
+
 def run_curve(
     cfg: CurveConfig,
     train_fn: Callable[[Any], Any] | None = None,
@@ -365,6 +379,7 @@ def run_curve(
         base = evaluate_fn(cfg.model, sets, cfg, runs / "eval_base")
         base_s = time.perf_counter() - t0
         base_file.write_text(json.dumps({"key": key, "correct": base, "seconds": base_s}))
+        keep_completions(runs / "eval_base", out / "items" / "base")
     per_arm: dict[str, dict[str, Any]] = {}
     earlier = out / "summary.json"
     if cfg.merge and earlier.exists():  # arms of an earlier invocation on the same base
@@ -396,6 +411,7 @@ def run_curve(
             for name, _, _ in now:
                 curves[name].append((step, scores[name]))
             if last:
+                keep_completions(run / f"eval_step{step}", out / "items" / f"{protocol}_step{step}")
                 break
         per_arm[protocol] = {
             "budget": totals,

@@ -85,6 +85,8 @@ def _scripted(
         (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
     def evaluate_fn(model, sets, cfg, out):
+        (out / "exec_heldout" / "items").mkdir(parents=True, exist_ok=True)
+        (out / "exec_heldout" / "items" / "exec_heldout.jsonl").write_text(f'{{"model": "{model}"}}\n')
         if calls is not None:
             calls.append(model)
         if seen is not None:
@@ -130,6 +132,7 @@ def test_summary_schema_and_values_on_a_scripted_run(tmp_path):
     assert (azr["base"], azr["final"], azr["gained"], azr["lost"]) == (0.2, 0.65, 9, 0)
     assert azr["p_value"] == pytest.approx(2 * 0.5**9)
     assert azr["ci95"]["final"] == pytest.approx(list(lc.wilson(13, 20)))
+    assert azr["gained_items"] == list(range(4, 13)) and azr["lost_items"] == []
     rlvr = on_disk["protocols"]["rlvr"]["sets"]["validation"]
     assert rlvr["p_value"] == 1.0 and rlvr["final"] == rlvr["base"] == 0.2
     assert on_disk["significant"] == ["azr/exec_heldout", "azr/validation"]
@@ -138,6 +141,9 @@ def test_summary_schema_and_values_on_a_scripted_run(tmp_path):
     assert (tmp_path / "out" / "learning_curve.png").stat().st_size > 0
     assert "| azr | exec_heldout | 20 |" in (tmp_path / "out" / "table.md").read_text()
     assert not (tmp_path / "runs").exists()  # training runs are cleaned up
+    kept = tmp_path / "out" / "items"  # ... but the completions of base and final are kept
+    assert sorted(p.name for p in kept.iterdir()) == ["azr_step6", "base", "rlvr_step6"]
+    assert "rlvr@6" in (kept / "rlvr_step6" / "exec_heldout.jsonl").read_text()
     assert summary["table"] == on_disk["table"]
 
 
