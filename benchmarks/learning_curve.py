@@ -160,10 +160,11 @@ class CurveConfig:
     """``name:items:max_new_tokens`` per held-out set (names from :data:`SETS`)."""
     engine: str = "ct2"
     """Rollout engine of training."""
-    eval_engine: str = "hf"
-    """Engine of every held-out evaluation (greedy). ``hf`` decodes a 64-row batch in about
-    the time ``ct2`` float32 decodes a few rows on 2 cores, so it is the faster one here."""
-    eval_batch: int = 64
+    eval_engine: str = "ct2"
+    """Engine of every held-out evaluation (greedy). On 2 cores ``ct2`` at 16 rows scored the
+    held-out execution items at about 1-2 s an item, ``hf`` at 64 rows at 3-5 s (2026-12-02,
+    shared machine)."""
+    eval_batch: int = 16
     """Rows per generate call of the evaluations."""
     curve_sets: str = ""
     """Held-out sets scored after every chunk (comma-separated); the others are scored at
