@@ -62,7 +62,10 @@ def test_an_input_gets_a_multiple_of_the_references_time_not_the_verifiers_budge
 def test_a_candidate_far_slower_than_the_reference_times_out(n_for_seconds):
     n = n_for_seconds(0.3)  # the reference: 0.3 s, so the candidate gets the 4 s floor
     setup, tests = plus_tests(_row(n), plus_limit=None)
-    slow = "def f(n):\n    s = 0\n    for _ in range(30):\n        s = 0\n"
+    # 100 times the reference's work: killed at its limit even when the calibration or the
+    # reference's own timing ran on a loaded machine (30 times once passed inside a limit
+    # raised by a reference timed under load); the kill bounds the test's time either way
+    slow = "def f(n):\n    s = 0\n    for _ in range(100):\n        s = 0\n"
     slow += "        for i in range(n):\n            s += i % 3\n    return s\n"
     with CodeVerifier(timeout_s=30.0, pool_size=0) as cv:
         res = cv.verify(slow, tests, setup)
