@@ -28,7 +28,8 @@ exact McNemar test (two-sided binomial test on the discordant pairs, McNemar 194
 
 Writes ``OUT/summary.json`` (per arm and held-out set: ``base``, ``final``, ``ci95`` =
 ``{"base": [lo, hi], "final": [lo, hi]}``, ``items``, ``steps``, ``p_value``, ``gained``,
-``lost``, ``curve``), ``OUT/learning_curve.png`` (accuracy against step, one line per arm,
+``lost``, ``curve``; per arm also ``step_log``, each step's solver accuracy and proposal
+parse/valid/accept rates), ``OUT/learning_curve.png`` (accuracy against step, one line per arm,
 Wilson intervals) and ``OUT/table.md``. Training runs go to ``--runs`` (deleted at the end
 unless ``--keep-runs``). Usage::
 
@@ -313,6 +314,27 @@ def evaluate(model: str, sets: list[tuple[str, int, int]], cfg: CurveConfig, out
 
 
 # --------------------------------------------------------------------------- the run
+STEP_KEYS = ("solver/accuracy", "rollout/tokens", "time/step_s")
+"""Per-step metrics kept in ``summary.json`` (with every ``<role>/parse_rate``,
+``valid_rate`` and ``accept_rate``), so a run's proposal validity survives its folder."""
+
+
+def step_log(run: Path) -> list[dict[str, Any]]:
+    """One row per training step of a run's ``metrics.jsonl``: ``step``, :data:`STEP_KEYS` and
+    each proposing role's parse/valid/accept rates (missing keys are left out; steps < 1,
+    such as a warm-up row, are skipped)."""
+    wanted = ("/parse_rate", "/valid_rate", "/accept_rate")
+    out: dict[int, dict[str, Any]] = {}
+    for x in (run / "metrics.jsonl").read_text().splitlines():
+        r = json.loads(x) if x.strip() else {}
+        step = r.get("step", 0)
+        if not isinstance(step, int) or step < 1:
+            continue
+        row = out.setdefault(step, {"step": step})
+        row.update({k: v for k, v in r.items() if k in STEP_KEYS or k.endswith(wanted)})
+    return [out[s] for s in sorted(out)]
+
+
 def read_totals(run: Path) -> dict[str, float]:
     """Steps, rollout tokens and step seconds summed over a run's ``metrics.jsonl``."""
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
@@ -419,6 +441,7 @@ def run_curve(
             "seconds_per_step": totals["train_seconds"] / totals["steps"] if totals["steps"] else None,
             "eval_seconds": eval_s,
             "sets": {name: set_summary(c) for name, c in curves.items()},
+            "step_log": step_log(run),
         }
         if not cfg.keep_runs:
             shutil.rmtree(run, ignore_errors=True)

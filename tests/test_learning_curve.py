@@ -79,9 +79,10 @@ def _scripted(
             rows = [{"step": 0}]
         start = rows[-1]["step"]
         for s in range(start + 1, tcfg.steps + 1):
-            rows.append(
-                {"step": s, "rollout/tokens": tokens_per_step[tcfg.env.protocol], "time/step_s": 2.0}
-            )
+            row = {"step": s, "rollout/tokens": tokens_per_step[tcfg.env.protocol], "time/step_s": 2.0}
+            if tcfg.env.protocol == "azr":
+                row.update({"proposer/valid_rate": s / 8, "learner/loss": 0.5})
+            rows.append(row)
         (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
     def evaluate_fn(model, sets, cfg, out):
@@ -138,6 +139,11 @@ def test_summary_schema_and_values_on_a_scripted_run(tmp_path):
     assert on_disk["significant"] == ["azr/exec_heldout", "azr/validation"]
     assert on_disk["budget"]["unit"] == "steps"
     assert on_disk["protocols"]["azr"]["seconds_per_step"] == 2.0
+    # each step's proposal validity survives the deleted run folder; other metrics do not
+    log = on_disk["protocols"]["azr"]["step_log"]
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
+    assert log[2] == {"step": 3, "rollout/tokens": 100.0, "time/step_s": 2.0, "proposer/valid_rate": 0.375}
+    assert "proposer/valid_rate" not in on_disk["protocols"]["rlvr"]["step_log"][0]
     assert (tmp_path / "out" / "learning_curve.png").stat().st_size > 0
     assert "| azr | exec_heldout | 20 |" in (tmp_path / "out" / "table.md").read_text()
     assert not (tmp_path / "runs").exists()  # training runs are cleaned up
