@@ -80,7 +80,11 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     den = 1.0 + z * z / n
     mid = (p + z * z / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
+    # the bounds are exactly 0 at k = 0 and 1 at k = n; rounding put them 1e-18 inside,
+    # which made the plot's error bar negative (matplotlib refuses it)
+    low = 0.0 if k == 0 else max(0.0, mid - half)
+    high = 1.0 if k == n else min(1.0, mid + half)
+    return low, high
 
 
 def mcnemar_exact(base: list[bool], final: list[bool]) -> tuple[int, int, float]:
@@ -525,8 +529,8 @@ def plot(summary: dict[str, Any], path: Path) -> Path:
             xs = [pt["step"] + 0.06 * (i - (len(arms) - 1) / 2) for pt in s["curve"]]
             ys = [pt["accuracy"] for pt in s["curve"]]
             err = [
-                [y - pt["ci95"][0] for y, pt in zip(ys, s["curve"])],
-                [pt["ci95"][1] - y for y, pt in zip(ys, s["curve"])],
+                [max(0.0, y - pt["ci95"][0]) for y, pt in zip(ys, s["curve"])],
+                [max(0.0, pt["ci95"][1] - y) for y, pt in zip(ys, s["curve"])],
             ]
             ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=p, color=f"C{i % 10}")
         n = next(iter(a["sets"][name]["items"] for a in arms.values() if name in a["sets"]))

@@ -197,3 +197,13 @@ def test_arm_config_applies_k_lr_and_domains_to_every_protocol():
         assert t.env.domains == ("exec",) and t.steps == 3 and t.val_every == 0
     preset = lc.train_config(lc.CurveConfig(), "azr")
     assert (preset.env.solver_samples, preset.learner.lr) == (2, 1e-5)  # the demo preset's
+
+
+def test_wilson_is_exact_at_the_edges_and_a_zero_accuracy_set_plots(tmp_path):
+    # a set with 0 right (CRUXEval-I at base) crashed the plot: the low bound was 1e-18, not 0
+    assert lc.wilson(0, 200)[0] == 0.0 and lc.wilson(200, 200)[1] == 1.0
+    lo, hi = lc.wilson(0, 200)
+    curve = [{"step": 0, "accuracy": 0.0, "ci95": [lo, hi]}, {"step": 3, "accuracy": 0.085, "ci95": list(lc.wilson(17, 200))}]
+    summary = {"protocols": {"azr": {"sets": {"cruxeval_i": {"items": 200, "curve": curve}}}}}
+    path = lc.plot(summary, tmp_path / "c.png")
+    assert path.exists() and path.stat().st_size > 1000
