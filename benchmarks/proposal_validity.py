@@ -50,8 +50,11 @@ OUT = Path(__file__).resolve().parent / "results" / "proposal_validity.json"
 MODES = ("deduction", "abduction", "induction")
 
 
-def train_config(model: str, warmup_steps: int, engine: str):
-    """The TrainConfig an ``azr`` run on ``exec`` would use (demo preset, as learning_curve)."""
+def train_config(model: str, warmup_steps: int, engine: str, budget: int | None = None):
+    """The TrainConfig an ``azr`` run on ``exec`` would use (demo preset, as learning_curve).
+
+    ``budget``: the ``propose/exec`` token budget instead of the preset's.
+    """
     from learners.engines.config import RolloutConfig
     from learners.training.config import with_protocol
     from learners.training.presets import PRESETS
@@ -59,8 +62,12 @@ def train_config(model: str, warmup_steps: int, engine: str):
     cfg = with_protocol(PRESETS["demo"], "azr")
     env = dataclasses.replace(cfg.env, domains=("exec",))
     warm = dataclasses.replace(cfg.warmup, steps=warmup_steps)
+    budgets = dict(cfg.phase_max_new_tokens)
+    if budget is not None:
+        budgets["propose/exec"] = budget
     return dataclasses.replace(
         cfg,
+        phase_max_new_tokens=budgets,
         model=model,
         env=env,
         warmup=warm,
@@ -199,7 +206,7 @@ def run_variant(model: str, warmup_steps: int, args) -> dict:
     """Load ``model``, warm it up (K > 0), and measure it."""
     from learners.policy import HFPolicy
 
-    cfg = train_config(model, warmup_steps, args.engine)
+    cfg = train_config(model, warmup_steps, args.engine, args.budget)
     policy = HFPolicy(model, device="cpu", seed=args.seed, rollout=cfg.rollout)
     try:
         t0 = time.perf_counter()
@@ -209,7 +216,9 @@ def run_variant(model: str, warmup_steps: int, args) -> dict:
     finally:
         policy.close()
     return {
-        "label": f"warmup {warmup_steps}" if warmup_steps else "base",
+        "label": (f"warmup {warmup_steps}" if warmup_steps else "base")
+        + (f", budget {args.budget}" if args.budget else "")
+        + (f", {args.label}" if args.label else ""),
         "model": model,
         "warmup": {
             **dataclasses.asdict(cfg.warmup),
@@ -239,10 +248,14 @@ def main(argv: list[str] | None = None) -> dict:
         "--warmup-steps", default="0", help="comma-separated warm-up lengths (0: base model)"
     )
     ap.add_argument("--engine", default="ct2", choices=("ct2", "hf"))
+    ap.add_argument(
+        "--budget", type=int, default=None, help="propose/exec token budget (default: preset's)"
+    )
     ap.add_argument("--seed", type=int, default=0, help="sampling seed")
     ap.add_argument("--keep", type=int, default=4, help="raw replies kept per mode")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--append", action="store_true", help="add to the variants in --out")
+    ap.add_argument("--label", default="", help="added to each variant's label")
     args = ap.parse_args(argv)
     out = Path(args.out)
     variants = []
