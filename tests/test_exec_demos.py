@@ -188,15 +188,3 @@ def test_train_warms_up_on_the_protocols_demonstrations(
     assert abs(len(ids) - 12) <= 1  # rounding of the per-role shares
     assert all(i.startswith("exec/") for i in ids) == exec_only
     assert any(i.startswith("exec/") for i in ids) == exec_only
-
-
-def test_demo_preset_gives_execution_proposals_room_for_both_blocks():
-    from learners.rollout import RolloutDriver
-    from learners.training.presets import PRESETS
-    from learners.types import SamplingConfig
-
-    cfg = PRESETS["demo"]
-    driver = RolloutDriver([object()], None, SamplingConfig(), cfg.phase_max_new_tokens)
-    # azr's proposer and SAGE's challenger on execution tasks; math keeps its budget
-    assert driver.budget("propose", "exec") == driver.budget("challenge", "exec") == 256
-    assert driver.budget("propose", "math") == driver.budget("challenge", "math") == 160

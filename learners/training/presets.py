@@ -14,12 +14,6 @@ DEMO_BUDGETS = {
     "challenge/code": 192,
     "propose": 160,
     "propose/code": 192,
-    # an execution proposal: a program and its input (deduction/abduction) or 10 inputs and
-    # a message (induction); at 160, 62% of the warmed-up default model's deduction and 94%
-    # of its induction proposals were cut before their last block
-    # (benchmarks/results/proposal_validity.json)
-    "propose/exec": 256,
-    "challenge/exec": 256,
     "review_question": 40,
     "review_plan": 40,
     "judge_question": 40,
@@ -29,8 +23,7 @@ DEMO_BUDGETS = {
     "solve": 112,
 }
 """Per-phase token budgets of the ``demo`` preset: a code proposal needs room for tests and a
-solution, an execution proposal for its program and input block (or its induction inputs and
-message); a critic reply is a score and one sentence."""
+solution; a critic reply is a score and one sentence."""
 
 DEMO_STOPS: dict[str, tuple[str, ...]] = {
     "challenge": ("</answer>", "</solution>"),
