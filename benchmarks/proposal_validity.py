@@ -16,7 +16,8 @@ sandbox). Reported per mode:
 - ``valid_rate``: replies that make a valid task;
 - ``reasons``: histogram of the reason strings the protocol puts in
   ``infos["proposer_0"]["last"]["reason"]`` (cut to 100 characters), and ``checks``: the
-  validation check that failed (``parse``, ``entry``, ``run`` ...);
+  validation check that failed (``parse``, ``entry``, ``run`` ... as ``parsed.validation``;
+  ``blocks``: a block is missing; ``inputs``: induction without 2 distinct literal inputs);
 - ``truncated_rate``: completions that used their whole token budget;
 - ``examples``: the first few raw replies with their verdicts.
 
@@ -167,7 +168,7 @@ def measure(cfg, policy, n: int, keep: int) -> dict:
                 cut = bool(getattr(comp, "truncated", False))
                 truncated += cut
                 reasons[reason[:100]] += 1
-                checks[fields.get("validation", "parse" if not ok_format else "?")] += 1
+                checks[fields.get("validation", "blocks" if not ok_format else "inputs")] += 1
                 if len(examples) < keep:
                     examples.append(
                         {
