@@ -239,6 +239,44 @@ EXEC_MAX_VALUE_CHARS = 200
 """Inputs/outputs longer than this are not used as targets."""
 
 
+def compact_program(source: str) -> str:
+    """``source`` without docstrings and comments (``ast.unparse``), or unchanged if it does
+    not parse.
+
+    A deduction/abduction proposer's target is written compactly: 51 of the 163 seed
+    programs short enough for a demonstration carry a HumanEval docstring with doctests, and
+    with it a target (program and input) was a median of 92 tokens (SmolLM2's tokenizer),
+    26 of them over the ``propose`` phase's budget of 160 (``DEMO_BUDGETS``); warmed up on
+    them, the default model wrote docstrings and ran out of tokens before its ``input`` block
+    (``benchmarks/results/proposal_validity.json``). Compacted: median 64, 4 over. The code
+    is the same (docstrings and comments do not change what ``f`` returns; no seed reads
+    ``__doc__``).
+    """
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():  # a seed's "\\s" in a plain string: not our warning
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return source
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                node.body = body[1:] or [ast.Pass()]
+    try:
+        return ast.unparse(tree)
+    except (ValueError, RecursionError):
+        return source
+
+
 def _exec_proposer(
     mode: str, target_task: Task, refs: list[Task], banned: tuple[str, ...], n_inputs: int
 ) -> Demonstration | None:
@@ -274,7 +312,8 @@ def _exec_proposer(
         exec_tasks.proposer_prompt(mode, refs, banned, n_inputs, exec_tasks.REFERENCE_CHARS)
     )
     obs["prefix"] = exec_tasks.PROPOSER_PREFIX[mode]
-    target = f"{spec.program}\n```\n```input\n{spec.inputs[0]}\n```"
+    # compact (no docstring): the target fits the phase's token budget (compact_program)
+    target = f"{compact_program(spec.program)}\n```\n```input\n{spec.inputs[0]}\n```"
     ids = (target_task.task_id, *(t.task_id for t in refs))
     return Demonstration("challenger", obs, target, ids)
 

@@ -8,6 +8,7 @@ import sage_env
 from sage_env import EnvConfig, exec_tasks, prompts
 from sage_env.demonstrations import (
     build_exec_demonstrations,
+    compact_program,
     demonstrations_for,
 )
 from sage_env.exec_tasks import load_exec_seeds
@@ -70,6 +71,59 @@ def test_proposer_demonstrations_are_valid_proposals_for_the_executor():
             # the reference snippets are other programs than the demonstrated one
             assert all(EXEC[i].reference_solution != task.reference_solution for i in d.task_ids[1:])
     env.close()
+
+
+def test_compact_program_drops_docstrings_and_comments_only():
+    src = (
+        "from typing import List\n\n\n"
+        "def f(xs: List[int]) -> int:\n"
+        '    """ Sum.\n    >>> f([1, 2])\n    3\n    """\n'
+        "    # add them up\n"
+        "    return sum(xs)  # done\n"
+        "\n\nclass A:\n    'doc'\n"
+    )
+    out = compact_program(src)
+    assert out == (
+        "from typing import List\n\ndef f(xs: List[int]) -> int:\n    return sum(xs)\n\n"
+        "class A:\n    pass"
+    )
+    broken = "def f(:\n    'x'"
+    assert compact_program(broken) == broken  # does not parse: as it was
+    assert compact_program(out) == out
+
+
+def _without_docstrings(source):
+    import ast
+    import warnings
+
+    with warnings.catch_warnings():  # invalid escapes in some seeds' strings
+        warnings.simplefilter("ignore")
+        tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def test_proposer_targets_are_the_seed_programs_without_docstrings():
+    demos = build_exec_demonstrations(list(EXEC.values()), 90, {"challenger": 1.0}, seed=0)
+    demos = [d for d in demos if _mode(d) != "induction"]
+    with_doc = 0
+    for d in demos:
+        seed = EXEC[d.task_ids[0]].reference_solution
+        program = exec_tasks.fenced(d.observation["prefix"] + d.target, "python")[0]
+        assert '"""' not in program and "'''" not in program and "\n#" not in program
+        # the same code: only docstrings (and comments) differ
+        assert _without_docstrings(program) == _without_docstrings(seed)
+        with_doc += '"""' in seed
+    assert with_doc > 0  # some demonstrated seeds had a docstring, and lost it
 
 
 def test_selection_by_protocol_and_domain():
