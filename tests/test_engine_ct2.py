@@ -544,14 +544,21 @@ def test_ct2_loop_holds_no_converted_model_during_the_update_and_trains_the_same
     from learners.engines.ct2_engine import CT2Engine
     from learners.reports.plots import read_metrics
     from learners.training.loop import TrainConfig, train
+    from learners.training.monitors import CriticProbe
+    from sage_env.config import EnvConfig, RewardConfig
 
     held: list[list[float]] = []
+    probed: list[list[float]] = []
     conversions: list[float] = []
-    update, convert = PolicyGradientLearner.update, CT2Engine._convert
+    update, convert, probe = PolicyGradientLearner.update, CT2Engine._convert, CriticProbe.__call__
 
     def update_spy(self):
         held.append(sorted(self.policy.engine._generators))
         return update(self)
+
+    def probe_spy(self, policy, envs):
+        probed.append(sorted(policy.engine._generators))
+        return probe(self, policy, envs)
 
     def convert_spy(self, temperature):
         conversions.append(temperature)
@@ -559,6 +566,7 @@ def test_ct2_loop_holds_no_converted_model_during_the_update_and_trains_the_same
 
     monkeypatch.setattr(PolicyGradientLearner, "update", update_spy)
     monkeypatch.setattr(CT2Engine, "_convert", convert_spy)
+    monkeypatch.setattr(CriticProbe, "__call__", probe_spy)
 
     def run(out):
         cfg = TrainConfig(
@@ -572,6 +580,8 @@ def test_ct2_loop_holds_no_converted_model_during_the_update_and_trains_the_same
             val_every=2,
             val_limit=2,
             val_max_new_tokens=8,
+            critic_probe_size=4,  # read from score distributions: no generate call
+            env=EnvConfig(rewards=RewardConfig(critic_score_estimate="expected")),
             report_to="none",
             rollout=RolloutConfig(engine="ct2"),
         )
@@ -581,11 +591,14 @@ def test_ct2_loop_holds_no_converted_model_during_the_update_and_trains_the_same
         return [{k: v for k, v in r.items() if not k.startswith(timed)} for r in rows]
 
     released = run("released")
-    assert held == [[]] * 3  # every update ran with no converted model loaded
-    released_conversions, held[:], conversions[:] = list(conversions), [], []
+    # every update ran with no converted model, so did the critic probes of steps 2 and 3
+    # (step 0's keeps the synced model, which validation at the start uses next)
+    assert held == [[]] * 3 and probed == [[1.0], [], []]
+    released_conversions = list(conversions)
+    held[:], probed[:], conversions[:] = [], [], []
     with monkeypatch.context() as m:
         m.setattr(CT2Engine, "release", lambda self: None)  # the engine before the release
         kept = run("kept")
-    assert held == [[0.7]] * 3
+    assert held == [[0.7]] * 3 and probed == [[1.0], [1.0], [0.7]]
     assert released == kept  # the same tokens, rewards, losses and validation accuracy
-    assert released_conversions == conversions  # no conversion added
+    assert released_conversions == conversions  # and no conversion added
