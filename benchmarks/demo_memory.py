@@ -89,12 +89,36 @@ class PhaseMeter:
         self._thread.join()
 
 
+def _dump_buffers(learner_class: Any, folder: Path) -> None:
+    """Make ``learner_class.update`` pickle its buffer to ``folder/update_N.pkl`` first."""
+    import pickle
+
+    folder.mkdir(parents=True, exist_ok=True)
+    real = learner_class.update
+    count = [0]
+
+    @functools.wraps(real)
+    def dumping(self: Any) -> Any:
+        count[0] += 1
+        with open(folder / f"update_{count[0]}.pkl", "wb") as f:
+            pickle.dump(list(self.buffer), f)
+        return real(self)
+
+    learner_class.update = dumping
+
+
 def main() -> int:
     """Run ``sage-env train`` with the arguments after ``--``, phases measured."""
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", required=True, help="where to write the phases (JSON)")
+    parser.add_argument(
+        "--dump-buffers",
+        default=None,
+        help="folder: pickle each update's buffer there (update_N.pkl, a list of Transition) "
+        "for benchmarks/update_memory.py --buffers",
+    )
     args = parser.parse_args(argv[:split])
     train_args = argv[split + 1 :]
 
@@ -116,6 +140,8 @@ def main() -> int:
     meter.wrap(loop, "_validate", "validate")
     meter.wrap(CriticProbe, "__call__", "probe")
     meter.wrap(loop, "save_checkpoint", "checkpoint")
+    if args.dump_buffers:  # outside the measured update
+        _dump_buffers(PolicyGradientLearner, Path(args.dump_buffers))
     t0 = time.perf_counter()
     try:
         rc = cli.main(["train", *train_args])
