@@ -149,7 +149,7 @@ def one(setting: dict, model: str, rounds: int, seed: int, buffers: str | None =
     learner = make_learner(demo.algorithm, policy, cfg, temperature=demo.temperature, seed=seed)
     extra: dict = {}
     if buffers:
-        from benchmarks.demo_memory import PhaseMeter
+        from demo_memory import PhaseMeter  # this folder is on sys.path
 
         with open(Path(buffers) / "update_1.pkl", "rb") as f:
             learner.observe(pickle.load(f))
