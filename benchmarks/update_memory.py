@@ -57,6 +57,12 @@ REPLAY_SETTINGS = {
     "demo (1,024-token micro-batches)": {},
     "checkpointing": {"gradient_checkpointing": True},
     "512-token micro-batches": {"micro_batch_tokens": 512},
+    "checkpointing, 512-token micro-batches": {
+        "gradient_checkpointing": True,
+        "micro_batch_tokens": 512,
+    },
+    "per-parameter AdamW": {"adamw_foreach": False},
+    "checkpointing, per-parameter AdamW": {"gradient_checkpointing": True, "adamw_foreach": False},
     "8-bit AdamW": {"optimizer": "adamw8bit"},
     "checkpointing, 8-bit AdamW": {"gradient_checkpointing": True, "optimizer": "adamw8bit"},
 }
