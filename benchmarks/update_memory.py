@@ -15,6 +15,7 @@ Usage::
 
     python benchmarks/update_memory.py                       # the default settings, 4 rounds
     python benchmarks/update_memory.py --rounds 8 --model PATH
+    python benchmarks/update_memory.py --buffers DIR --out replay.json  # a demo's updates
 """
 
 from __future__ import annotations
@@ -52,6 +53,20 @@ SETTINGS = {
     },
 }
 """Name -> :class:`~learners.pg.PGConfig` fields over the demo's learner."""
+REPLAY_SETTINGS = {
+    "demo (1,024-token micro-batches)": {},
+    "checkpointing": {"gradient_checkpointing": True},
+    "512-token micro-batches": {"micro_batch_tokens": 512},
+    "checkpointing, 512-token micro-batches": {
+        "gradient_checkpointing": True,
+        "micro_batch_tokens": 512,
+    },
+    "per-parameter AdamW": {"adamw_foreach": False},
+    "checkpointing, per-parameter AdamW": {"gradient_checkpointing": True, "adamw_foreach": False},
+    "8-bit AdamW": {"optimizer": "adamw8bit"},
+    "checkpointing, 8-bit AdamW": {"gradient_checkpointing": True, "optimizer": "adamw8bit"},
+}
+"""With ``--buffers``: name -> fields over the demo preset's learner."""
 LENGTHS = {
     "challenge": (90, 160),
     "review_question": (30, 40),
@@ -114,9 +129,17 @@ def build_buffer(policy, rounds: int, seed: int) -> list:
     return out
 
 
-def one(setting: dict, model: str, rounds: int, seed: int) -> dict:
-    """Run one update under ``setting`` in this process; its figures."""
+def one(setting: dict, model: str, rounds: int, seed: int, buffers: str | None = None) -> dict:
+    """Run one update under ``setting`` in this process; its figures.
+
+    With ``buffers`` (a folder of ``update_N.pkl``, ``benchmarks/demo_memory.py
+    --dump-buffers``): the demo's own first update (untimed; it creates the optimiser state),
+    then its second, timed, whose peak is measured (a 10 ms ``/proc/self/statm`` sampler).
+    The weights are the model's, not the run's: memory and time depend on the sequences'
+    lengths and which advantages are 0, not on the weights' values.
+    """
     import dataclasses
+    import pickle
 
     import torch
 
@@ -128,15 +151,37 @@ def one(setting: dict, model: str, rounds: int, seed: int) -> dict:
     demo = PRESETS["demo"]
     policy = HFPolicy(model, device="cpu", seed=seed)
     loaded = rss_mb()
-    buffer = build_buffer(policy, rounds, seed)
     cfg = dataclasses.replace(demo.learner, **setting)
     learner = make_learner(demo.algorithm, policy, cfg, temperature=demo.temperature, seed=seed)
-    learner.observe(buffer)
-    t0 = time.perf_counter()
-    metrics = learner.update()
-    seconds = time.perf_counter() - t0
+    extra: dict = {}
+    if buffers:
+        from demo_memory import PhaseMeter  # this folder is on sys.path
+
+        with open(Path(buffers) / "update_1.pkl", "rb") as f:
+            learner.observe(pickle.load(f))
+        t0 = time.perf_counter()
+        learner.update()
+        extra["first_update_s"] = time.perf_counter() - t0
+        with open(Path(buffers) / "update_2.pkl", "rb") as f:
+            buffer = pickle.load(f)
+        meter = PhaseMeter()
+        learner.observe(buffer)
+        with meter.phase("update"):
+            metrics = learner.update()
+        meter.close()
+        phase = meter.phases[0]
+        seconds = phase["s"]
+        extra.update(rss_before_update_mb=phase["rss_before"], update_peak_mb=phase["peak"])
+        extra["update_rise_mb"] = phase["peak"] - phase["rss_before"]
+    else:
+        buffer = build_buffer(policy, rounds, seed)
+        learner.observe(buffer)
+        t0 = time.perf_counter()
+        metrics = learner.update()
+        seconds = time.perf_counter() - t0
     return {
         "setting": setting,
+        **extra,
         "update_s": seconds,
         "peak_rss_mb": rss_mb(),
         "rss_after_load_mb": loaded,
@@ -155,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--note", default="", help="what the machine was doing meanwhile")
+    p.add_argument(
+        "--buffers",
+        default=None,
+        help="replay a demo's own updates (benchmarks/demo_memory.py --dump-buffers DIR) "
+        "under REPLAY_SETTINGS instead of a built buffer",
+    )
     p.add_argument("--only", default=None, help=argparse.SUPPRESS)  # a child: one setting
     args = p.parse_args(argv)
     if args.model is None:
@@ -162,12 +213,14 @@ def main(argv: list[str] | None = None) -> int:
 
         args.model = DEFAULT_MODEL
     if args.only is not None:
-        print(json.dumps(one(json.loads(args.only), args.model, args.rounds, args.seed)))
+        setting = json.loads(args.only)
+        print(json.dumps(one(setting, args.model, args.rounds, args.seed, args.buffers)))
         return 0
     results: dict[str, dict] = {}
-    for name, setting in SETTINGS.items():
+    for name, setting in (REPLAY_SETTINGS if args.buffers else SETTINGS).items():
         cmd = [sys.executable, __file__, "--model", args.model, "--rounds", str(args.rounds)]
         cmd += ["--seed", str(args.seed), "--only", json.dumps(setting)]
+        cmd += ["--buffers", args.buffers] if args.buffers else []
         load = os.getloadavg()[0]
         done = subprocess.run(cmd, check=True, capture_output=True, text=True)
         results[name] = {**json.loads(done.stdout.strip().splitlines()[-1]), "load_1min": load}
@@ -182,9 +235,12 @@ def write(args: argparse.Namespace, results: dict[str, dict]) -> None:
     for r in results.values():
         r["update_s_vs_first"] = r["update_s"] / base["update_s"]
         r["peak_rss_vs_first"] = r["peak_rss_mb"] / base["peak_rss_mb"]
+    workload = f"one TRR++ update of {args.rounds} demo rounds (8 sequences a round)"
+    if args.buffers:
+        workload = f"the demo's second update, replayed from {args.buffers} after its first"
     out = {
         "benchmark": "update_memory",
-        "workload": f"one TRR++ update of {args.rounds} demo rounds (8 sequences a round)",
+        "workload": workload,
         "model": args.model,
         "seed": args.seed,
         "results": results,

@@ -495,3 +495,110 @@ def test_ct2_validating_run_resumed_samples_as_the_uninterrupted_one(tiny_path, 
         return {k: v for k, v in last.items() if not k.startswith(timed)}
 
     assert row("split") == row("straight")
+
+
+# ------------------------------------------------- no converted model during the update
+
+
+def _sample_release_sync(tiny_path, release):
+    policy = HFPolicy(tiny_path, device="cpu", seed=5, rollout="ct2")
+    sample, greedy = SamplingConfig(temperature=0.7), SamplingConfig(do_sample=False)
+    out = [policy.generate(OBS, sample, budgets=[6] * 3)]
+    if release:  # as the loop: rollout, release, update (nothing here), sync
+        policy.release_engine()
+        assert policy.engine._generators == {}
+        with pytest.raises(RuntimeError, match="released after it sampled"):
+            policy.generate(OBS, sample, budgets=[6] * 3)
+    policy.sync_engine()
+    out.append(policy.generate(OBS, greedy, budgets=[6] * 3))
+    if release:  # an unsampled model comes back with its seeds: the same greedy tokens
+        policy.release_engine()
+    out.append(policy.generate(OBS, greedy, budgets=[6] * 3))
+    out.append(policy.generate(OBS, sample, budgets=[6] * 3))
+    ids = [[(c.completion_ids, c.logprobs) for c in comps] for comps in out]
+    return ids, policy.engine.syncs
+
+
+@needs_ct2
+def test_ct2_release_before_a_sync_gives_the_same_tokens_and_no_extra_conversion(tiny_path):
+    released, released_syncs = _sample_release_sync(tiny_path, release=True)
+    kept, kept_syncs = _sample_release_sync(tiny_path, release=False)
+    assert released == kept
+    # the greedy model released between two greedy calls is converted once more; the
+    # release before the sync costs nothing
+    assert released_syncs == kept_syncs + 1
+
+
+def test_engines_without_a_copy_release_nothing(tiny_path):
+    policy = HFPolicy(tiny_path, device="cpu", seed=0)
+    policy.release_engine()  # hf: a no-op
+    policy.engine = object()  # an engine registered elsewhere, without release()
+    policy.release_engine()
+
+
+@needs_ct2
+def test_ct2_loop_holds_no_converted_model_during_the_update_and_trains_the_same(
+    tiny_path, tmp_path, monkeypatch
+):
+    from learners.algorithms.pg import PolicyGradientLearner
+    from learners.engines.ct2_engine import CT2Engine
+    from learners.reports.plots import read_metrics
+    from learners.training.loop import TrainConfig, train
+    from learners.training.monitors import CriticProbe
+    from sage_env.config import EnvConfig, RewardConfig
+
+    held: list[list[float]] = []
+    probed: list[list[float]] = []
+    conversions: list[float] = []
+    update, convert, probe = PolicyGradientLearner.update, CT2Engine._convert, CriticProbe.__call__
+
+    def update_spy(self):
+        held.append(sorted(self.policy.engine._generators))
+        return update(self)
+
+    def probe_spy(self, policy, envs):
+        probed.append(sorted(policy.engine._generators))
+        return probe(self, policy, envs)
+
+    def convert_spy(self, temperature):
+        conversions.append(temperature)
+        return convert(self, temperature)
+
+    monkeypatch.setattr(PolicyGradientLearner, "update", update_spy)
+    monkeypatch.setattr(CT2Engine, "_convert", convert_spy)
+    monkeypatch.setattr(CriticProbe, "__call__", probe_spy)
+
+    def run(out):
+        cfg = TrainConfig(
+            model=tiny_path,
+            out=str(tmp_path / out),
+            steps=3,
+            rounds_per_step=2,
+            device="cpu",
+            max_new_tokens=8,
+            temperature=0.7,
+            val_every=2,
+            val_limit=2,
+            val_max_new_tokens=8,
+            critic_probe_size=4,  # read from score distributions: no generate call
+            env=EnvConfig(rewards=RewardConfig(critic_score_estimate="expected")),
+            report_to="none",
+            rollout=RolloutConfig(engine="ct2"),
+        )
+        train(cfg, progress=False)
+        timed = ("time/", "memory/", "rollout/tokens_per_s")
+        rows = read_metrics(Path(cfg.out) / "metrics.jsonl")
+        return [{k: v for k, v in r.items() if not k.startswith(timed)} for r in rows]
+
+    released = run("released")
+    # every update ran with no converted model, so did the critic probes of steps 2 and 3
+    # (step 0's keeps the synced model, which validation at the start uses next)
+    assert held == [[]] * 3 and probed == [[1.0], [], []]
+    released_conversions = list(conversions)
+    held[:], probed[:], conversions[:] = [], [], []
+    with monkeypatch.context() as m:
+        m.setattr(CT2Engine, "release", lambda self: None)  # the engine before the release
+        kept = run("kept")
+    assert held == [[0.7]] * 3 and probed == [[1.0], [1.0], [0.7]]
+    assert released == kept  # the same tokens, rewards, losses and validation accuracy
+    assert released_conversions == conversions  # and no conversion added

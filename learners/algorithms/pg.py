@@ -25,6 +25,7 @@ from learners import distributed, parallel
 from learners.algorithms.loss_result import check_loss_result
 from learners.algorithms.losses import clipped_policy_loss, kl_penalty
 from learners.algorithms.micro_batches import token_chunks
+from learners.algorithms.optimizers import make_optimizer
 from learners.algorithms.pg_config import PGConfig
 from learners.policy.protocols import TrainablePolicy
 from learners.rng_state import as_tuple as _as_tuple
@@ -119,12 +120,7 @@ class PolicyGradientLearner:
             policy.enable_gradient_checkpointing()
         self.params = policy.trainable_parameters()
         """What the optimiser updates (the adapters only, with LoRA)."""
-        self.optimizer = torch.optim.AdamW(
-            self.params,
-            lr=self.config.lr,
-            weight_decay=self.config.weight_decay,
-            foreach=self.config.adamw_foreach,
-        )
+        self.optimizer = make_optimizer(self.params, self.config)  # --learner.optimizer
         self.use_reference = self.config.kl_coef > 0
         if self.use_reference:
             policy.keep_reference()

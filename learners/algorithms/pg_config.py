@@ -48,6 +48,10 @@ class PGConfig:
     torch's choice, the multi-tensor one, whose step makes temporary copies of every
     parameter's state at once; ``False`` the per-parameter loop, whose temporaries are one
     parameter's, a lower memory peak for the step at the same result."""
+    optimizer: Literal["adamw", "adamw8bit"] = "adamw"
+    """``adamw`` (default): torch's AdamW, float32 moments (8 bytes a weight); ``adamw8bit``:
+    bitsandbytes' 8-bit AdamW (about 2 bytes a weight; an approximation of AdamW's step,
+    opt-in, ``pip install 'sage-env[lowmem]'``; :mod:`learners.algorithms.optimizers`)."""
     adv_eps: float = 1e-6
     """Added to the group std before dividing."""
     loss_agg: Literal["token_mean", "seq_mean"] = "token_mean"
@@ -94,5 +98,7 @@ class PGConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.tis_cap < 0:
             raise ValueError(f"tis_cap must be >= 0 (0 = off), got {self.tis_cap}")
+        if self.optimizer not in ("adamw", "adamw8bit"):
+            raise ValueError(f"optimizer must be adamw or adamw8bit, got {self.optimizer!r}")
         if self.truncation not in ("keep", "zero", "mask"):
             raise ValueError(f"truncation must be keep, zero or mask, got {self.truncation!r}")

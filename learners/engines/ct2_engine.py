@@ -143,7 +143,8 @@ class CT2Engine:
     tokens. The host's model is converted in memory with CTranslate2's own
     ``TransformersConverter`` (any architecture it supports: Llama, Qwen2, Mistral ...; LoRA
     merged first, :func:`inference_weights`) into a temporary folder (``/dev/shm`` when it
-    exists) and loaded from there; :meth:`sync_weights` converts again after every update.
+    exists) and loaded from there; :meth:`sync_weights` converts again after every update,
+    and :meth:`release` drops the converted models during the update.
 
     Faithfulness: the sampling temperature T is folded into the converted output head
     (``lm_head.weight / T``), so CTranslate2 samples ``softmax(logits / T)`` at its own
@@ -183,6 +184,8 @@ class CT2Engine:
         # never sampled is dropped, so that reloading it restores the same random streams)
         self._seeds: dict[float, list[int]] = {}
         self._sampled: set[float] = set()  # temperatures that sampled since the last sync
+        # temperatures whose models were released after they sampled: only a sync restores them
+        self._spent: set[float] = set()
         self._shell: list[torch.nn.Module] = []
         self._stops = HFEngine(host)  # its cached StopStringCriteria
         self._last_temperature = 1.0
@@ -300,6 +303,12 @@ class CT2Engine:
         next rollout holds one converted model, not two.
         """
         if temperature not in self._generators:
+            if temperature in self._spent:
+                raise RuntimeError(
+                    f"ct2: the model at temperature {temperature} was released after it sampled "
+                    "(its random streams cannot be restored); call sync_weights before "
+                    "generating at that temperature again"
+                )
             self._drop_unsampled()
             self._generators[temperature] = self._convert(temperature)
             self._fresh.add(temperature)
@@ -329,6 +338,22 @@ class CT2Engine:
             gc.collect()
             release_memory()
 
+    def release(self) -> None:
+        """Drop every converted model and give its memory back (:func:`release_memory`).
+
+        The loop calls it before each update (whose peak then holds no converted copy,
+        0.6-0.7 GB at 135M); the :meth:`sync_weights` after it converts as it would anyway
+        (it drops the models and seeds either way: the same weights, seeds, conversions).
+        Before that sync, an unsampled model is reloaded with its seeds when next used (as
+        after :meth:`_drop_unsampled`); a sampled one cannot be (its streams moved on), so
+        generating at its temperature raises ``RuntimeError``.
+        """
+        self._spent |= self._sampled & set(self._generators)
+        self._generators.clear()
+        self._fresh.clear()
+        gc.collect()
+        release_memory()
+
     def sync_weights(self) -> None:
         """Convert the trainer's current weights now, for the temperature used last.
 
@@ -339,6 +364,7 @@ class CT2Engine:
         self._generators.clear()
         self._seeds.clear()
         self._sampled.clear()
+        self._spent.clear()
         self._fresh.clear()
         gc.collect()
         release_memory()
@@ -355,6 +381,7 @@ class CT2Engine:
         self._fresh.clear()
         self._seeds.clear()
         self._sampled.clear()
+        self._spent.clear()
         self._shell.clear()
         gc.collect()
         release_memory()

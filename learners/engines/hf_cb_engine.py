@@ -51,6 +51,9 @@ class HFContinuousBatchingEngine:
     def sync_weights(self) -> None:
         """Nothing to do: the engine samples from the trainer's model itself."""
 
+    def release(self) -> None:
+        """Nothing to free: the engine holds no copy of the weights."""
+
     def rollout_session(self) -> contextlib.AbstractContextManager[None]:
         """Each call sizes its own manager: a null context."""
         return contextlib.nullcontext()

@@ -35,6 +35,9 @@ class HFEngine:
     def sync_weights(self) -> None:
         """Nothing to do: the engine samples from the trainer's model itself."""
 
+    def release(self) -> None:
+        """Nothing to free: the engine holds no copy of the weights."""
+
     def rollout_session(self) -> contextlib.AbstractContextManager[None]:
         """No state across calls: a null context."""
         return contextlib.nullcontext()

@@ -131,6 +131,10 @@ class VLLMEngine:
         self._pending = True
         self._wake(kv_cache=False)
 
+    def release(self) -> None:
+        """Nothing more: with ``vllm_sleep`` the engine already sleeps outside a rollout
+        session (the update runs outside one); without it, it keeps its GPU memory."""
+
     @contextlib.contextmanager
     def rollout_session(self) -> Iterator[None]:
         """Awake inside (weights current, KV cache allocated); asleep after, with ``vllm_sleep``.

@@ -291,6 +291,17 @@ class HFPolicy:
         """
         self.engine.sync_weights()
 
+    def release_engine(self) -> None:
+        """Let the rollout engine free its copy of the weights before an update.
+
+        ``ct2`` drops its converted models (the :meth:`sync_engine` after the update loads the
+        new weights); the other engines hold no copy and do nothing. An engine without a
+        ``release`` method (one registered elsewhere) is left as it is.
+        """
+        release = getattr(self.engine, "release", None)
+        if release is not None:
+            release()
+
     def rollout_session(self) -> contextlib.AbstractContextManager[None]:
         """The engine's context around one rollout's generate calls.
 

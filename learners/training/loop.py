@@ -228,6 +228,9 @@ def _step(
     snapshot = pool.snapshot() if distributed.world_size() > 1 else None
     result = run.driver.collect(distributed.rank_seeds(run.rng, len(run.envs)))
     learner.observe([t for t in result.transitions if t.role not in frozen])
+    # ct2 drops its converted model (0.6-0.7 GB) for the update; the sync below loads the
+    # updated weights, so nothing is converted twice (docs/training.md, "Where the memory goes")
+    policy.release_engine()
     t1 = time.perf_counter()
     update = learner.update()
     t_update = time.perf_counter() - t1
@@ -245,7 +248,7 @@ def _step(
     acc = None
     if run.val_tasks and validate:
         acc = _validate(policy, run.val_tasks, run.math_verifier, cfg.val_max_new_tokens)
-    probed = run.probe(policy, run.envs) if step == cfg.steps or validate else {}
+    probed = _probe(cfg, run) if step == cfg.steps or validate else {}
     metrics = {
         "step": step,
         **rollout_metrics(result, roles),
@@ -264,6 +267,21 @@ def _step(
     if acc is not None:
         metrics["val/accuracy"] = acc
     return metrics, acc, result
+
+
+def _probe(cfg: TrainConfig, run: Run) -> dict[str, Any]:
+    """The critic probe (:class:`~learners.training.monitors.CriticProbe`).
+
+    When it reads score distributions (``critic_score_estimate = "expected"``: forward
+    passes, no generate call) the engine's converted model is released first. Free and
+    exact: it has not sampled since the last sync (validation's greedy model, or the synced
+    one at the last step), the next rollout's temperature would replace it and a later
+    generate would reload it with its seeds. (Step 0's probe keeps it: validation at the
+    start would convert it again.)
+    """
+    if run.probe.items and cfg.env.rewards.critic_score_estimate == "expected":
+        run.policy.release_engine()
+    return run.probe(run.policy, run.envs)
 
 
 def _after_step(

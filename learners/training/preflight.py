@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from learners.algorithms.optimizers import optimizer_problems
 from learners.engines.registry import ENGINES
 from learners.policy.loading import DEFAULT_MODEL, cache_dir
 
@@ -47,14 +48,16 @@ def check_train(cfg: Any, model: str | None = None) -> None:
     Raises:
         PreflightError: naming everything missing (no CUDA device, model weights neither local
             nor downloadable, ``wandb`` not installed, ``vllm`` not installed for
-            ``--rollout.engine vllm`` (``ctranslate2`` for ``ct2``), a DeepSpeed launch, an
-            accelerate FSDP launch without ``--distributed.strategy fsdp2``).
+            ``--rollout.engine vllm`` (``ctranslate2`` for ``ct2``, ``bitsandbytes`` for
+            ``--learner.optimizer adamw8bit``), a DeepSpeed launch, an accelerate FSDP launch
+            without ``--distributed.strategy fsdp2``).
     """
     problems = device_problems(cfg.device)
     problems += model_problems(model or cfg.model)
     problems += tracker_problems(cfg.report_to)
     problems += launch_problems(getattr(getattr(cfg, "distributed", None), "strategy", "ddp"))
     problems += engine_problems(getattr(getattr(cfg, "rollout", None), "engine", "hf"))
+    problems += optimizer_problems(getattr(getattr(cfg, "learner", None), "optimizer", "adamw"))
     if problems:
         raise PreflightError(problems)
 
