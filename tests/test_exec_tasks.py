@@ -375,3 +375,79 @@ def test_proposer_prompts_fit_the_training_prompt_budget_with_the_default_model(
         assert all(fits)
         unlimited = [length(obs) <= budget for _, obs in _proposer_prompts(mode, 0, n=40)]
         assert sum(unlimited) / len(unlimited) < 0.1  # what the budget is for
+
+
+def _play_mae_exec(proposal, answer="```output\n'cba'\n```"):
+    from sage_env.exec_tasks import identity_tasks
+    from tests.scripted import play_round
+
+    env = sage_env.env(
+        EnvConfig(protocol="mae", domains=("exec",), solver_samples=2),
+        seeds=identity_tasks()[:1],  # the deduction zero triplet
+    )
+    script = {
+        "propose": proposal,
+        "judge_question": "<score>9</score> A fine task.",
+        "solve": answer,
+        "judge_answer": "<score>10</score> Checked it with care.",
+    }
+    seen: dict = {}
+
+    def act(agent, phase, obs, n):
+        seen.setdefault(phase, []).append(obs)
+        return script[phase]
+
+    records = play_round(env, act)
+    paid = {}
+    for _agent, phase, reward, info in records:
+        paid.setdefault(phase, []).append((reward, info))
+    return env, seen, paid
+
+
+def test_mae_on_execution_tasks_proposes_as_azr_and_the_executor_gives_the_output():
+    """MAE's proposer gets AZR's proposer prompt on an exec task (not SAGE's math/code
+    challenger prompt); the new task's output is the executor's, and the judge reviews it."""
+    proposal = (
+        "```python\ndef f(a):\n    return a[::-1]\n```\n```input\n'abc'\n```\n"
+        "```output\n'this claim is ignored'\n```"
+    )
+    env, seen, paid = _play_mae_exec(proposal)
+    obs = seen["propose"][0]
+    assert obs["prefix"] == "```python\n"
+    assert "```input" in obs["user"] and "<question>" not in obs["user"]
+    new = env.unwrapped.pool.tasks[-1]
+    assert new.source == "generated" and new.meta["protocol"] == "mae"
+    assert ExecSpec.of(new).outputs == ("'cba'",)  # computed, not the claimed output
+    assert "def f(a)" in seen["judge_question"][0]["user"]
+    # both answers are right by the executor; MAE pays the judge (j = 1) and reports the verdict
+    assert [i["verdict"]["score"] for _, i in paid["solve"]] == [1.0, 1.0]
+    assert [r for r, _ in paid["solve"]] == pytest.approx([1.0, 1.0])
+    ((reward, info),) = paid["propose"]
+    assert info["accepted"] and info["parsed"]["output"] == "'cba'"
+    cfg = env.unwrapped.config.rewards
+    q = rewards.normalise_critic_score(9)  # (9 - 1) / 9
+    assert reward == pytest.approx(rewards.challenger_reward(q, 0.0, 1.0, cfg)[0])
+
+
+def test_mae_on_execution_tasks_rejects_an_invalid_program_with_its_reason():
+    proposal = (
+        "```python\nimport random\ndef f(a):\n    return random.random()\n```\n```input\n1\n```"
+    )
+    env, seen, paid = _play_mae_exec(proposal)
+    assert "judge_question" not in seen  # never reviewed
+    assert all(t.source != "generated" for t in env.unwrapped.pool.tasks)
+    # a well-formed but invalid proposal: no judge score, no difficulty, f = 0.5
+    ((reward, info),) = paid["propose"]
+    cfg = env.unwrapped.config.rewards
+    assert reward == pytest.approx(rewards.challenger_reward(0.0, None, 0.5, cfg)[0])
+    assert info["accepted"] is False and info["verifier_check"]["status"] == "failed"
+    assert "random" in info["parsed"]["reason"] and info["parsed"]["mode"] == "deduction"
+
+
+def test_mae_on_execution_tasks_passes_pettingzoo_api_test():
+    from sage_env.exec_tasks import identity_tasks
+
+    env = sage_env.env(
+        EnvConfig(protocol="mae", domains=("exec",), solver_samples=1), seeds=identity_tasks()
+    )
+    api_test(env, num_cycles=10)

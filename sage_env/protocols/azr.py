@@ -209,6 +209,46 @@ def exec_references(env: ProtocolEnv, mode: str, k: int) -> tuple[Task, list[Tas
     return refs[0], refs
 
 
+def exec_proposer_turn(env: ProtocolEnv, reference: Task) -> tuple[Task, list[Task], dict] | None:
+    """The proposer's turn on an execution task, as the ``sage`` and ``mae`` challengers take it.
+
+    Returns:
+        ``(the proposer's task view, its reference tasks, the observation)`` when ``reference``
+        is an ``exec`` task (AZR's proposer prompt for its mode, :class:`AZRConfig` defaults),
+        else ``None`` (the protocol's own math/code prompt applies).
+    """
+    mode = exec_mode(reference)
+    if mode is None:
+        return None
+    settings = AZRConfig()
+    view, refs = exec_references(env, mode, settings.references)
+    obs = exec_tasks.proposer_prompt(
+        mode, refs, settings.banned_modules, settings.induction_inputs, settings.reference_chars
+    )
+    return view, refs, obs
+
+
+def vet_exec_challenge(
+    env: ProtocolEnv, text: str, reference: Task, references: list[Task], protocol: str
+) -> tuple[dict, dict, Task | None, float]:
+    """Vet a challenger's execution-task proposal (:func:`vet_exec_proposal`, AZR defaults).
+
+    Returns:
+        ``(parsed, check, task or None, f)``: ``parsed`` the fields for ``infos`` (mode,
+        validity, reason, program, input...), ``check`` the verifier check
+        (``{"status": "passed"|"failed", "reason": ...}``), the new task when valid (outputs
+        computed by the executor), and the format score of a rejected proposal (0.5 when
+        well-formed, else 0). Never raises on model output.
+    """
+    mode = exec_mode(reference) or "deduction"
+    formatted, valid, reason, task, fields = vet_exec_proposal(
+        env, mode, text, reference, references, AZRConfig(), protocol=protocol
+    )
+    parsed = {"mode": mode, "valid": valid, "well_formed": formatted, "reason": reason, **fields}
+    check = {"status": "passed" if valid else "failed", "reason": reason}
+    return parsed, check, task, 0.5 if formatted else 0.0
+
+
 def exec_scripted_replies(kind: str, task: Task) -> list[str]:
     """Scripted replies on an ``exec`` task, best first.
 

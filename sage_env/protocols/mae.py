@@ -1,7 +1,8 @@
 """An MAE-style round (Multi-Agent Evolve, arXiv 2510.23595): Proposer, Solver, Judge.
 
 1. ``proposer_0`` reads a seed task and proposes a new task (same format as the SAGE
-   challenger);
+   challenger; on an execution task, a program and an input as AZR's proposer does, the
+   outputs computed by the sandboxed executor, :func:`~sage_env.protocols.azr.vet_exec_challenge`);
 2. ``judge_0`` scores the question (q, 1-10 -> [0, 1]); when ``q >= alpha`` it is accepted
    and joins the pool;
 3. ``solver_0`` answers the accepted question ``k`` times (otherwise a task drawn from the
@@ -22,10 +23,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sage_env import parsing, prompts, rewards
+from sage_env.protocols.azr import exec_proposer_turn, exec_scripted_replies, vet_exec_challenge
 from sage_env.protocols.base import Protocol, gate_estimate, propose, public, review, review_parts
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv
+    from sage_env.tasks import Task
 
 
 @dataclass
@@ -70,17 +73,44 @@ class MAEProtocol(Protocol):
         self.answer_format = 0.0
         self.answer_verdict: dict = {}
         self.judged: list[float] = []
-        env.select("proposer_0", "propose", self.reference, prompts.challenger(self.reference))
+        self.exec_parsed: dict | None = None
+        self.exec_refs: list = []
+        turn = exec_proposer_turn(env, self.reference)
+        if turn is not None:  # AZR-style proposal of an execution task
+            self.reference, self.exec_refs, obs = turn
+        else:
+            obs = prompts.challenger(self.reference)
+        env.select("proposer_0", "propose", self.reference, obs)
+
+    def _parsed(self) -> dict:
+        return self.exec_parsed if self.exec_parsed is not None else public(self.proposal)
+
+    def scripted_actions(self, phase: str, observation: dict, task: Task | None) -> list[str]:
+        """As :meth:`Protocol.scripted_actions`; AZR's scripted replies on execution tasks."""
+        kind = self.phase_kind(phase, observation)
+        if task is not None and task.domain == "exec" and kind in ("propose", "solve"):
+            return exec_scripted_replies(kind, task)
+        return super().scripted_actions(phase, observation, task)
 
     def on_propose(self, env: ProtocolEnv, text: str) -> None:
-        """Vet the proposal; send it to the judge or skip to solving a pool task."""
-        self.proposal, candidate, self.check = propose(env, text, self.reference)
+        """Vet the proposal; send it to the judge or skip to solving a pool task.
+
+        On an execution task the executor computes the new task's outputs, and the judge
+        reads the question without a verifier (the ground truth is the executor's).
+        """
+        if self.reference.domain == "exec":
+            self.exec_parsed, self.check, candidate, f = vet_exec_challenge(
+                env, text, self.reference, self.exec_refs, self.name
+            )
+        else:
+            self.proposal, candidate, self.check = propose(env, text, self.reference)
+            f = self.proposal.format_score
         if candidate is None:
-            f = env.soft(self.proposal.format_score, 0.0)
+            f = env.soft(f, 0.0)
             env.deliver(
                 "proposer_0",
                 *rewards.challenger_reward(0.0, None, f, env.config.rewards),
-                parsed=public(self.proposal),
+                parsed=self._parsed(),
                 accepted=False,
                 verifier_check=self.check,
             )
@@ -94,7 +124,9 @@ class MAEProtocol(Protocol):
             prompts.critic_question(
                 candidate.prompt,
                 candidate.domain,
-                prompts.verifier_text(candidate) if env.config.critic_sees_verifier else None,
+                prompts.verifier_text(candidate)
+                if env.config.critic_sees_verifier and candidate.domain != "exec"
+                else None,
             ),
         )
 
@@ -110,7 +142,7 @@ class MAEProtocol(Protocol):
         env.deliver(
             "proposer_0",
             *rewards.challenger_reward(self.q, None, 1.0, cfg),
-            parsed=public(self.proposal),
+            parsed=self._parsed(),
             verifier_check=self.check,
             accepted=False,
             gate=f"q={self.q:.3f} < alpha={cfg.alpha:.3f}: rejected",
@@ -165,7 +197,7 @@ class MAEProtocol(Protocol):
             env.deliver(
                 "proposer_0",
                 *rewards.challenger_reward(self.q, d, 1.0, cfg),
-                parsed=public(self.proposal),
+                parsed=self._parsed(),
                 verifier_check=self.check,
                 accepted=True,
                 new_task_id=self.task.task_id,

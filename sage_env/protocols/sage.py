@@ -29,12 +29,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sage_env import exec_tasks, parsing, prompts, rewards
+from sage_env import parsing, prompts, rewards
 from sage_env.protocols.azr import (
-    AZRConfig,
-    exec_references,
+    exec_proposer_turn,
     exec_scripted_replies,
-    vet_exec_proposal,
+    vet_exec_challenge,
 )
 from sage_env.protocols.base import (
     Protocol,
@@ -77,17 +76,9 @@ class SAGEProtocol(Protocol):
         self.review_obs: dict | None = None  # interleaved: the question review to come
         self.plan_review_obs: dict | None = None
         self.probing = False  # interleaved: the question passed the gate, probes to come
-        mode = exec_tasks.exec_mode(self.reference)
-        if mode is not None:  # AZR-style proposal of an execution task
-            settings = AZRConfig()
-            self.reference, self.exec_refs = exec_references(env, mode, settings.references)
-            obs = exec_tasks.proposer_prompt(
-                mode,
-                self.exec_refs,
-                settings.banned_modules,
-                settings.induction_inputs,
-                settings.reference_chars,
-            )
+        turn = exec_proposer_turn(env, self.reference)
+        if turn is not None:  # AZR-style proposal of an execution task
+            self.reference, self.exec_refs, obs = turn
         else:
             obs = prompts.challenger(self.reference)
         env.select("challenger_0", "challenge", self.reference, obs)
@@ -106,20 +97,11 @@ class SAGEProtocol(Protocol):
         return super().scripted_actions(phase, observation, task)
 
     def _challenge_exec(self, env: ProtocolEnv, text: str) -> None:
-        mode = exec_tasks.exec_mode(self.reference) or "deduction"
-        formatted, valid, reason, task, fields = vet_exec_proposal(
-            env, mode, text, self.reference, self.exec_refs, AZRConfig(), protocol=self.name
+        self.exec_parsed, self.check, task, f = vet_exec_challenge(
+            env, text, self.reference, self.exec_refs, self.name
         )
-        self.exec_parsed = {
-            "mode": mode,
-            "valid": valid,
-            "well_formed": formatted,
-            "reason": reason,
-            **fields,
-        }
-        self.check = {"status": "passed" if valid else "failed", "reason": reason}
         if task is None:
-            f = env.soft(0.5 if formatted else 0.0, 0.0)
+            f = env.soft(f, 0.0)
             env.deliver(
                 "challenger_0",
                 *rewards.challenger_reward(0.0, None, f, env.config.rewards),
