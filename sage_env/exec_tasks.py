@@ -227,6 +227,24 @@ def _reference_block(i: int, spec: ExecSpec) -> str:
     )
 
 
+def shown_references(references: list[Task], reference_chars: int = 0) -> list[Task]:
+    """The deduction/abduction references :func:`proposer_prompt` shows, in order.
+
+    With ``reference_chars`` > 0 a reference is kept while the snippets kept so far and its
+    own fit in that many characters (the first one always; a shorter one later may still
+    fit); 0 keeps them all. The proposal's ``parent_id`` names these, not the ones dropped.
+    """
+    kept: list[Task] = []
+    used = 0
+    for t in references:
+        size = len(_reference_block(len(kept), ExecSpec.of(t))) + 1
+        if kept and reference_chars > 0 and used + size - 1 > reference_chars:
+            continue
+        kept.append(t)
+        used += size
+    return kept
+
+
 def proposer_prompt(
     mode: str,
     references: list[Task],
@@ -259,14 +277,8 @@ def proposer_prompt(
         if mode == "deduction"
         else "for which it is hard but possible to find an INPUT that gives a shown output"
     )
-    blocks: list[str] = []
-    for t in references:
-        block = _reference_block(len(blocks), ExecSpec.of(t))
-        used = sum(len(b) + 1 for b in blocks)
-        if blocks and reference_chars > 0 and used + len(block) > reference_chars:
-            continue  # a shorter one later may still fit
-        blocks.append(block)
-    refs = "\n".join(blocks)
+    shown = shown_references(references, reference_chars)
+    refs = "\n".join(_reference_block(i, ExecSpec.of(t)) for i, t in enumerate(shown))
     user = (
         f"Reference snippets:\n{refs}\n\n"
         f"Write a new Python function `f` and one input {goal}. Requirements: `f` takes at "

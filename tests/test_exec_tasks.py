@@ -451,3 +451,32 @@ def test_mae_on_execution_tasks_passes_pettingzoo_api_test():
         EnvConfig(protocol="mae", domains=("exec",), solver_samples=1), seeds=identity_tasks()
     )
     api_test(env, num_cycles=10)
+
+
+def test_a_proposals_parents_are_the_references_its_proposer_saw():
+    """``reference_chars`` drops references that do not fit; the new task's ``parent_id``
+    names only the references shown in the prompt (each one's program is in it)."""
+    from tests.scripted import play_round
+
+    env = sage_env.env(
+        EnvConfig(protocol="azr", solver_samples=1, protocol_config={"modes": ("deduction",)})
+    )
+    prompts_seen, programs = [], []
+
+    def act(agent, phase, obs, n):
+        if phase == "propose":  # a new program each round (a duplicate would not be pooled)
+            prompts_seen.append(obs["user"])
+            programs.append(f"def f(a):\n    return a * {len(programs) + 2}")
+            return f"```python\n{programs[-1]}\n```\n```input\n1\n```"
+        return "```output\n0\n```"
+
+    dropped = 0
+    for seed in range(6):
+        play_round(env, act, seed=seed)
+        new = env.unwrapped.pool.tasks[-1]
+        assert new.source == "generated" and ExecSpec.of(new).program == programs[-1]
+        parents = new.parent_id.split(",")
+        by_id = {t.task_id: t for t in env.unwrapped.pool.tasks}
+        assert all(ExecSpec.of(by_id[p]).program in prompts_seen[-1] for p in parents)
+        dropped += len(parents) < env.unwrapped.config.protocol_config.references
+    assert dropped > 0  # some prompt had to drop a reference: the case this test is about

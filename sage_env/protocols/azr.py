@@ -193,11 +193,15 @@ def vet_exec_proposal(
     return True, True, "valid", task, fields
 
 
-def exec_references(env: ProtocolEnv, mode: str, k: int) -> tuple[Task, list[Task]]:
+def exec_references(
+    env: ProtocolEnv, mode: str, k: int, reference_chars: int = 0
+) -> tuple[Task, list[Task]]:
     """``(the proposer's task view, its reference tasks)`` for ``mode`` from the pool's buffers.
 
-    Deduction/abduction: K tasks of the mode's buffer. Induction: one program drawn from the
-    deduction and abduction buffers, relabelled as induction.
+    Deduction/abduction: K tasks of the mode's buffer, less those the prompt would drop to
+    stay within ``reference_chars`` (:func:`sage_env.exec_tasks.shown_references`), so that a
+    proposal's ``parent_id`` names only the references its proposer saw. Induction: one
+    program drawn from the deduction and abduction buffers, relabelled as induction.
     """
     if mode == "induction":
         programs = buffer(env, "deduction") + buffer(env, "abduction")
@@ -205,7 +209,7 @@ def exec_references(env: ProtocolEnv, mode: str, k: int) -> tuple[Task, list[Tas
         ref = programs[env.rng.randrange(len(programs))]
         return _as_mode(ref, "induction"), [ref]
     pool = buffer(env, mode)
-    refs = env.rng.sample(pool, min(k, len(pool)))
+    refs = exec_tasks.shown_references(env.rng.sample(pool, min(k, len(pool))), reference_chars)
     return refs[0], refs
 
 
@@ -221,7 +225,7 @@ def exec_proposer_turn(env: ProtocolEnv, reference: Task) -> tuple[Task, list[Ta
     if mode is None:
         return None
     settings = AZRConfig()
-    view, refs = exec_references(env, mode, settings.references)
+    view, refs = exec_references(env, mode, settings.references, settings.reference_chars)
     obs = exec_tasks.proposer_prompt(
         mode, refs, settings.banned_modules, settings.induction_inputs, settings.reference_chars
     )
@@ -302,7 +306,9 @@ class AZRProtocol(Protocol):
         self.proposal: dict = {}
         self.task: Task | None = None
         self.scores: list[float] = []
-        self.reference, self.references = exec_references(env, self.mode, cfg.references)
+        self.reference, self.references = exec_references(
+            env, self.mode, cfg.references, cfg.reference_chars
+        )
         obs = exec_tasks.proposer_prompt(
             self.mode,
             self.references,
