@@ -29,11 +29,65 @@ def test_program_printing_fake_results_cannot_change_its_output():
 @pytest.mark.parametrize(
     "program, inputs, check, words",
     [
+        ("def f(a):\n    return hash('abc')", ["1"], "deterministic", "not deterministic"),
+        # OS entropy and the clock are refused before anything runs: a two-run check catches
+        # them only when the runs happen to differ (``secrets.randbelow(2)`` half the time)
         (
-            "import secrets\ndef f(a):\n    return secrets.token_hex(8)",
+            "import secrets\ndef f(a):\n    return a + secrets.randbelow(2)",
             ["1"],
-            "deterministic",
-            "not deterministic",
+            "forbidden",
+            "'secrets'",
+        ),
+        (
+            "import _random\ndef f(a):\n    return _random.Random().random() < 2",
+            ["1"],
+            "forbidden",
+            "'random'",
+        ),
+        (
+            "import _datetime\ndef f(a):\n    return str(_datetime.date.today())",
+            ["1"],
+            "forbidden",
+            "'datetime'",
+        ),
+        (
+            "import email.utils\ndef f(a):\n    return email.utils.formatdate()[:16]",
+            ["1"],
+            "forbidden",
+            "'email'",
+        ),
+        (
+            "import gzip\ndef f(a):\n    return gzip.compress(b'a')[4:8]",
+            ["1"],
+            "forbidden",
+            "'gzip'",
+        ),
+        # a banned module reached through another module's attribute, an alias or by name
+        (
+            "import posixpath\ndef f(a):\n    return posixpath.os.system('true') + a",
+            ["1"],
+            "forbidden",
+            "'os'",
+        ),
+        (
+            "import tempfile\ndef f(a):\n    return tempfile._os.getpid() * 0 + a",
+            ["1"],
+            "forbidden",
+            "'os'",
+        ),
+        ("from tempfile import _os\ndef f(a):\n    return a", ["1"], "forbidden", "'os'"),
+        (
+            "import collections\ndef f(a):\n    return collections._sys.maxsize",
+            ["1"],
+            "forbidden",
+            "'sys'",
+        ),
+        ("import posix\ndef f(a):\n    return posix.getpid() * 0 + a", ["1"], "forbidden", "'os'"),
+        (
+            "import pkgutil\ndef f(a):\n    return pkgutil.resolve_name('os').getpid()",
+            ["1"],
+            "forbidden",
+            "'pkgutil'",
         ),
         ("import random\ndef f(a):\n    return random.random()", ["1"], "forbidden", "random"),
         ("from os import path\ndef f(a):\n    return a", ["1"], "forbidden", "'os'"),
@@ -176,7 +230,7 @@ def test_azr_deduction_round_pays_learnability_and_solver_with_penalties():
 
 def test_azr_invalid_proposal_gets_penalty_and_reason_and_solver_still_trains():
     nondet = (
-        "```python\nimport uuid\ndef f(a):\n    return str(uuid.uuid4())\n```\n```input\n1\n```"
+        "```python\ndef f(a):\n    return hash(str(a))\n```\n```input\n1\n```"
     )
     env = _env("abduction", k=1)
     got = _credits(env, lambda a, i, o: nondet if a == "proposer_0" else "no block")
@@ -366,12 +420,17 @@ def test_proposer_prompts_fit_the_training_prompt_budget_with_the_default_model(
     budget = TrainConfig().max_prompt_tokens
 
     def length(obs):
-        msgs = [{"role": "system", "content": obs["system"]}, {"role": "user", "content": obs["user"]}]
+        msgs = [
+            {"role": "system", "content": obs["system"]},
+            {"role": "user", "content": obs["user"]},
+        ]
         text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         return len(tok(text, add_special_tokens=False)["input_ids"])
 
     for mode in ("deduction", "abduction"):
-        fits = [length(obs) <= budget for _, obs in _proposer_prompts(mode, AZRConfig().reference_chars)]
+        fits = [
+            length(obs) <= budget for _, obs in _proposer_prompts(mode, AZRConfig().reference_chars)
+        ]
         assert all(fits)
         unlimited = [length(obs) <= budget for _, obs in _proposer_prompts(mode, 0, n=40)]
         assert sum(unlimited) / len(unlimited) < 0.1  # what the budget is for
@@ -480,3 +539,34 @@ def test_a_proposals_parents_are_the_references_its_proposer_saw():
         assert all(ExecSpec.of(by_id[p]).program in prompts_seen[-1] for p in parents)
         dropped += len(parents) < env.unwrapped.config.protocol_config.references
     assert dropped > 0  # some prompt had to drop a reference: the case this test is about
+
+
+def test_mae_on_execution_tasks_does_not_pay_a_copy_of_a_pool_task():
+    """A copy of AZR's zero triplet (in the pool) is a duplicate: never judged, not pooled,
+    format score 0, the duplicate named in its reason (as on math/code)."""
+    env, seen, paid = _play_mae_exec(
+        "```python\ndef f(a):\n    return a\n```\n```input\n'Hello World'\n```"
+    )
+    assert "judge_question" not in seen
+    assert all(t.source != "generated" for t in env.unwrapped.pool.tasks)
+    ((reward, info),) = paid["propose"]
+    assert reward == 0.0 and info["accepted"] is False
+    assert "duplicate of" in info["parsed"]["reason"]
+
+
+def test_sage_on_execution_tasks_does_not_pay_a_copy_of_a_pool_task():
+    from sage_env.exec_tasks import identity_tasks
+    from tests.scripted import play_round
+
+    env = sage_env.env(
+        EnvConfig(protocol="sage", domains=("exec",), solver_samples=1),
+        seeds=identity_tasks()[:1],
+    )
+    copy = "```python\ndef f(a):\n    return a\n```\n```input\n'Hello World'\n```"
+    records = play_round(
+        env, lambda a, phase, o, n: copy if phase == "challenge" else "<score>9</score> Fine."
+    )
+    ((reward, info),) = [(r, i) for _, ph, r, i in records if ph == "challenge"]
+    assert reward == 0.0 and "duplicate of" in info["parsed"]["reason"]
+    assert "review_question" not in [ph for _, ph, _, _ in records]
+    assert all(t.source != "generated" for t in env.unwrapped.pool.tasks)

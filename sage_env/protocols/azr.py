@@ -237,6 +237,12 @@ def vet_exec_challenge(
 ) -> tuple[dict, dict, Task | None, float]:
     """Vet a challenger's execution-task proposal (:func:`vet_exec_proposal`, AZR defaults).
 
+    A valid task the pool already holds (a copy of a reference snippet, a repeat, a near
+    duplicate by :meth:`~sage_env.pool.TaskPool.duplicate_of`) is rejected with format
+    score 0, as a duplicate math/code proposal is (:func:`~sage_env.protocols.base.propose`):
+    the Challenger is not paid for a task that adds nothing. (The ``azr`` protocol pays a
+    valid duplicate as AZR does and only keeps it out of the buffer.)
+
     Returns:
         ``(parsed, check, task or None, f)``: ``parsed`` the fields for ``infos`` (mode,
         validity, reason, program, input...), ``check`` the verifier check
@@ -248,9 +254,12 @@ def vet_exec_challenge(
     formatted, valid, reason, task, fields = vet_exec_proposal(
         env, mode, text, reference, references, AZRConfig(), protocol=protocol
     )
+    duplicate = env.pool.duplicate_of(task) if task is not None else None
+    if duplicate is not None:
+        valid, reason, task = False, duplicate, None
     parsed = {"mode": mode, "valid": valid, "well_formed": formatted, "reason": reason, **fields}
     check = {"status": "passed" if valid else "failed", "reason": reason}
-    return parsed, check, task, 0.5 if formatted else 0.0
+    return parsed, check, task, 0.5 if formatted and duplicate is None else 0.0
 
 
 def exec_scripted_replies(kind: str, task: Task) -> list[str]:

@@ -39,6 +39,31 @@ AZR's ``banned_words`` (``azr.data_selection_strategy.banned_words`` in
 module check sees them, and ``importlib`` is added so ``import_module`` cannot bypass the
 list. A call of ``__import__`` is refused too."""
 
+MODULE_ALIASES: dict[str, str] = {
+    "posix": "os",
+    "nt": "os",
+    "_posixsubprocess": "subprocess",
+    "_thread": "threading",
+    "_strptime": "time",
+}
+"""Modules that are another module under a different name (``posix`` holds ``os.system``).
+Any other name is also matched with its leading underscores stripped (``_datetime``,
+``_random``, ``_os`` as ``tempfile`` imports it)."""
+
+NONDETERMINISTIC_MODULES = frozenset(
+    {
+        "secrets", "uuid", "email", "http", "gzip", "tarfile", "zipfile", "timeit", "sched",
+        "mailbox", "ssl", "asyncio", "concurrent", "pipes", "webbrowser", "pkgutil", "pydoc",
+        "imp", "zipimport", "modulefinder", "sysconfig", "site",
+    }
+)  # fmt: skip
+"""Modules refused besides the ``banned`` ones, whatever the list: they read OS entropy or
+the wall clock (``secrets``, ``uuid``; ``email.utils.formatdate``, ``gzip``'s header time),
+start processes or threads (``asyncio``, ``concurrent``, ``pipes``, ``webbrowser``) or load
+a module by name (``pkgutil.resolve_name``, ``pydoc.locate``). A two-run determinism check
+catches a clock only when its two runs straddle a tick, and OS entropy only when the two
+draws differ; these are refused before anything runs."""
+
 MAX_LITERAL_CHARS = 2_000
 """Inputs and outputs (as ``repr``) longer than this are refused (the prompt must stay short)."""
 
@@ -119,18 +144,29 @@ def escape_hatch(program: str) -> str | None:
     return None
 
 
+def _module_name(part: str) -> str:
+    """The module ``part`` names: :data:`MODULE_ALIASES`, else ``part`` without leading ``_``."""
+    return MODULE_ALIASES.get(part, part.lstrip("_") or part)
+
+
 def forbidden_import(program: str, banned: Sequence[str] = AZR_BANNED_MODULES) -> str | None:
-    """The first forbidden module ``program`` imports (or ``"__import__"``), else ``None``.
+    """The first forbidden module ``program`` reaches (or ``"__import__"``), else ``None``.
 
     AZR's check (``contains_banned_imports``): every ``import a.b`` / ``from a.b import c``
-    whose dotted name has a component in ``banned``. A program that does not parse returns
-    ``None`` (the parse check reports it).
+    whose dotted name has a component in ``banned``; here also in
+    :data:`NONDETERMINISTIC_MODULES`, each name read through :data:`MODULE_ALIASES` and
+    without its leading underscores (``import posix``, ``import _datetime``), and an
+    attribute named as a banned module (``posixpath.os.system``, ``tempfile._os``,
+    ``collections._sys``: many modules hold ``os`` or ``sys`` as an attribute, so an import
+    check alone is bypassed through them). A program that does not parse returns ``None``
+    (the parse check reports it).
     """
     try:
         tree = ast.parse(program)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     banned_set = set(banned)
+    refused = banned_set | NONDETERMINISTIC_MODULES
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -139,10 +175,14 @@ def forbidden_import(program: str, banned: Sequence[str] = AZR_BANNED_MODULES) -
             names = [node.module or ""] + [a.name for a in node.names]
         elif isinstance(node, ast.Name) and node.id == "__import__":
             return "__import__"
+        elif isinstance(node, ast.Attribute) and _module_name(node.attr) in banned_set:
+            return _module_name(node.attr)
         for name in names:
-            hit = next((part for part in name.split(".") if part in banned_set), None)
-            if hit:
-                return hit
+            for part in name.split("."):
+                if part in refused:
+                    return part
+                if _module_name(part) in refused:
+                    return _module_name(part)
     return None
 
 
