@@ -452,5 +452,10 @@ def _short(details: dict) -> str:
     keep = {k: v for k, v in details.items() if k not in ("parsed", "plan")}
     parsed = details.get("parsed")
     if parsed:  # say why a proposal failed without dumping the whole question
-        keep["parsed"] = {k: parsed.get(k) for k in ("valid", "format_score", "reason")}
+        fields = (
+            ("mode", "valid", "reason", "output")
+            if "mode" in parsed
+            else ("valid", "format_score", "reason")
+        )
+        keep["parsed"] = {k: parsed.get(k) for k in fields if k in parsed}
     return str(keep)[:400]

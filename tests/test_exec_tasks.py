@@ -570,3 +570,14 @@ def test_sage_on_execution_tasks_does_not_pay_a_copy_of_a_pool_task():
     assert reward == 0.0 and "duplicate of" in info["parsed"]["reason"]
     assert "review_question" not in [ph for _, ph, _, _ in records]
     assert all(t.source != "generated" for t in env.unwrapped.pool.tasks)
+
+
+def test_the_transcript_says_why_an_exec_proposal_failed():
+    """``sage-env play`` prints a reward's details through ``env._short``: an execution
+    proposal shows its mode, validity, reason and output (it has no ``format_score``)."""
+    from sage_env.env import _short
+
+    parsed = {"mode": "deduction", "valid": False, "reason": "forbidden 'os'", "program": "x" * 999}
+    text = _short({"parsed": parsed, "accepted": False})
+    assert "'mode': 'deduction'" in text and "forbidden 'os'" in text
+    assert "format_score" not in text and "xxx" not in text
