@@ -134,10 +134,14 @@ def scripted_player(agent: str, obs: dict, info: dict, env: AECEnv) -> str:
     """Write well-formed (not necessarily correct) output for every phase.
 
     The first of the protocol's :meth:`~sage_env.protocols.Protocol.scripted_actions` (a
-    valid proposal, a passing review, a plan), but a wrong answer in solve-kind phases.
+    valid proposal, a passing review, a plan), but a wrong answer in solve-kind phases: the
+    protocol's own well-formed wrong reply when it lists one after the right one (an
+    ```` ```output ```` block on an execution task), else :func:`scripted.wrong_answer`.
     """
     kind, actions, task = _scripted(env, obs, info)
-    if kind == "solve" or not actions:
+    if kind == "solve":
+        return actions[1] if len(actions) > 1 else scripted.wrong_answer(task)
+    if not actions:
         return scripted.wrong_answer(task)
     return actions[0]
 

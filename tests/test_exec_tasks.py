@@ -581,3 +581,30 @@ def test_the_transcript_says_why_an_exec_proposal_failed():
     text = _short({"parsed": parsed, "accepted": False})
     assert "'mode': 'deduction'" in text and "forbidden 'os'" in text
     assert "format_score" not in text and "xxx" not in text
+
+
+def test_the_scripted_player_answers_an_exec_task_wrong_but_well_formed():
+    from sage_env.exec_tasks import identity_tasks
+    from sage_env.play import oracle_player, scripted_player
+
+    env = sage_env.env(
+        EnvConfig(protocol="mae", domains=("exec",), solver_samples=1), seeds=identity_tasks()
+    )
+    env.reset(seed=2)
+    answers = {}
+    for agent in env.agent_iter(max_iter=50):
+        obs, _, term, trunc, info = env.last()
+        if term or trunc:
+            env.step(None)
+            continue
+        if info["phase"] == "solve":
+            answers["scripted"] = scripted_player(agent, obs, info, env)
+            answers["oracle"] = oracle_player(agent, obs, info, env)
+            task = env.unwrapped.current_task
+            break
+        env.step(oracle_player(agent, obs, info, env))
+    prefix = obs["prefix"]  # the answer block the mode asks for
+    assert answers["scripted"].startswith(prefix) and answers["oracle"].startswith(prefix)
+    right, _, _ = env.unwrapped.verify(task, answers["oracle"])
+    wrong, f, verdict = env.unwrapped.verify(task, answers["scripted"])
+    assert right == 1.0 and wrong == 0.0 and f > 0 and verdict["status"] == "failed"
