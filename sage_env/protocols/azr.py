@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from sage_env import exec_tasks, rewards
 from sage_env.exec_tasks import MODES, ExecSpec, exec_mode
-from sage_env.protocols.base import Protocol
+from sage_env.protocols.base import Protocol, public
 from sage_env.verifiers import execution
 
 if TYPE_CHECKING:
@@ -294,6 +294,46 @@ def exec_scripted_replies(kind: str, task: Task) -> list[str]:
         f"```python\n{spec.program}\n```",
         "```python\ndef f(*args):\n    return 'not the output'\n```",
     ]
+
+
+class ExecChallenger(Protocol):
+    """Base of a protocol whose proposer also proposes execution tasks (``sage``, ``mae``).
+
+    Gives :meth:`_parsed` (the proposal's fields for ``infos``: the exec fields of
+    :func:`vet_exec_challenge`, else :func:`~sage_env.protocols.base.public` of the math/code
+    proposal) and AZR's scripted replies on ``exec`` tasks. Subclasses set ``exec_parsed``
+    and ``proposal`` when a round starts.
+    """
+
+    exec_parsed: dict | None = None
+    proposal = None
+    exec_refs: list[Task] = []  # noqa: RUF012 - replaced per round, never mutated
+
+    def _proposer_observation(self, env: ProtocolEnv) -> dict:
+        """The proposer's observation on ``self.reference`` (a seed drawn this round).
+
+        On an ``exec`` reference: AZR's proposer prompt (:func:`exec_proposer_turn`), and
+        ``self.reference`` / ``self.exec_refs`` become its task view and references;
+        otherwise the SAGE challenger prompt.
+        """
+        from sage_env import prompts
+
+        turn = exec_proposer_turn(env, self.reference)
+        if turn is None:
+            self.exec_refs = []
+            return prompts.challenger(self.reference)
+        self.reference, self.exec_refs, obs = turn
+        return obs
+
+    def _parsed(self) -> dict:
+        return self.exec_parsed if self.exec_parsed is not None else public(self.proposal)
+
+    def scripted_actions(self, phase: str, observation: dict, task: Task | None) -> list[str]:
+        """As :meth:`Protocol.scripted_actions`; AZR's scripted replies on execution tasks."""
+        kind = self.phase_kind(phase, observation)
+        if task is not None and task.domain == "exec" and kind in ("propose", "solve"):
+            return exec_scripted_replies(kind, task)
+        return super().scripted_actions(phase, observation, task)
 
 
 class AZRProtocol(Protocol):

@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sage_env import parsing, prompts, rewards
-from sage_env.protocols.azr import exec_proposer_turn, exec_scripted_replies, vet_exec_challenge
-from sage_env.protocols.base import Protocol, gate_estimate, propose, public, review, review_parts
+from sage_env.protocols.azr import ExecChallenger, vet_exec_challenge
+from sage_env.protocols.base import gate_estimate, propose, review, review_parts
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv
-    from sage_env.tasks import Task
 
 
 @dataclass
@@ -54,7 +53,7 @@ class MAEConfig:
         self.solver_weights = (float(weights[0]), float(weights[1]))
 
 
-class MAEProtocol(Protocol):
+class MAEProtocol(ExecChallenger):
     """Proposer/solver/judge without ground-truth rewards (protocol ``"mae"``)."""
 
     name = "mae"
@@ -74,23 +73,7 @@ class MAEProtocol(Protocol):
         self.answer_verdict: dict = {}
         self.judged: list[float] = []
         self.exec_parsed: dict | None = None
-        self.exec_refs: list = []
-        turn = exec_proposer_turn(env, self.reference)
-        if turn is not None:  # AZR-style proposal of an execution task
-            self.reference, self.exec_refs, obs = turn
-        else:
-            obs = prompts.challenger(self.reference)
-        env.select("proposer_0", "propose", self.reference, obs)
-
-    def _parsed(self) -> dict:
-        return self.exec_parsed if self.exec_parsed is not None else public(self.proposal)
-
-    def scripted_actions(self, phase: str, observation: dict, task: Task | None) -> list[str]:
-        """As :meth:`Protocol.scripted_actions`; AZR's scripted replies on execution tasks."""
-        kind = self.phase_kind(phase, observation)
-        if task is not None and task.domain == "exec" and kind in ("propose", "solve"):
-            return exec_scripted_replies(kind, task)
-        return super().scripted_actions(phase, observation, task)
+        env.select("proposer_0", "propose", self.reference, self._proposer_observation(env))
 
     def on_propose(self, env: ProtocolEnv, text: str) -> None:
         """Vet the proposal; send it to the judge or skip to solving a pool task.

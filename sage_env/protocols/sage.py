@@ -30,26 +30,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sage_env import parsing, prompts, rewards
-from sage_env.protocols.azr import (
-    exec_proposer_turn,
-    exec_scripted_replies,
-    vet_exec_challenge,
-)
+from sage_env.protocols.azr import ExecChallenger, vet_exec_challenge
 from sage_env.protocols.base import (
-    Protocol,
     gate_estimate,
     propose,
-    public,
     review,
     review_parts,
 )
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv
-    from sage_env.tasks import Task
 
 
-class SAGEProtocol(Protocol):
+class SAGEProtocol(ExecChallenger):
     """The four-role SAGE game (default protocol ``"sage"``)."""
 
     name = "sage"
@@ -76,25 +69,10 @@ class SAGEProtocol(Protocol):
         self.review_obs: dict | None = None  # interleaved: the question review to come
         self.plan_review_obs: dict | None = None
         self.probing = False  # interleaved: the question passed the gate, probes to come
-        turn = exec_proposer_turn(env, self.reference)
-        if turn is not None:  # AZR-style proposal of an execution task
-            self.reference, self.exec_refs, obs = turn
-        else:
-            obs = prompts.challenger(self.reference)
-        env.select("challenger_0", "challenge", self.reference, obs)
+        env.select("challenger_0", "challenge", self.reference, self._proposer_observation(env))
         if self.wide:  # the planned task is drawn now: the planner's turn is fixed already
             self.task = env.pool.sample(env.rng)
             env.announce("planner_0", "plan", self.task, prompts.planner(self.task))
-
-    def _parsed(self) -> dict:
-        return self.exec_parsed if self.exec_parsed is not None else public(self.proposal)
-
-    def scripted_actions(self, phase: str, observation: dict, task: Task | None) -> list[str]:
-        """As :meth:`Protocol.scripted_actions`; AZR's scripted replies on execution tasks."""
-        kind = self.phase_kind(phase, observation)
-        if task is not None and task.domain == "exec" and kind in ("propose", "solve"):
-            return exec_scripted_replies(kind, task)
-        return super().scripted_actions(phase, observation, task)
 
     def _challenge_exec(self, env: ProtocolEnv, text: str) -> None:
         self.exec_parsed, self.check, task, f = vet_exec_challenge(
