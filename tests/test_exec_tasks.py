@@ -229,9 +229,7 @@ def test_azr_deduction_round_pays_learnability_and_solver_with_penalties():
 
 
 def test_azr_invalid_proposal_gets_penalty_and_reason_and_solver_still_trains():
-    nondet = (
-        "```python\ndef f(a):\n    return hash(str(a))\n```\n```input\n1\n```"
-    )
+    nondet = "```python\ndef f(a):\n    return hash(str(a))\n```\n```input\n1\n```"
     env = _env("abduction", k=1)
     got = _credits(env, lambda a, i, o: nondet if a == "proposer_0" else "no block")
     prop = next(last for a, p, r, last in got if a == "proposer_0")
@@ -608,3 +606,23 @@ def test_the_scripted_player_answers_an_exec_task_wrong_but_well_formed():
     right, _, _ = env.unwrapped.verify(task, answers["oracle"])
     wrong, f, verdict = env.unwrapped.verify(task, answers["scripted"])
     assert right == 1.0 and wrong == 0.0 and f > 0 and verdict["status"] == "failed"
+
+
+def test_an_empty_abduction_answer_is_not_well_formed_unless_it_is_right():
+    """MAE pays format apart from truth (``w_f f``): an empty ``input`` block (what its
+    solver learned to write, stop 31) is well-formed only when ``f()`` is the answer (one
+    CRUXEval-I item), under both the literal and CRUXEval-I's expression rule."""
+    for expressions in (False, True):
+        wrong = execution.check_abduction(
+            "  \n", "def f(a):\n    return a", "1", expressions=expressions
+        )
+        assert (wrong.score, wrong.formatted, wrong.status) == (0.0, False, "invalid")
+        assert "empty input answer" in wrong.reason
+    right = execution.check_abduction("", "def f():\n    return 1", "1", expressions=True)
+    assert (right.score, right.formatted) == (1.0, True)
+    task = make_task("abduction", "def f(a):\n    return a + 1", ["1"], ["2"], task_id="t")
+    env = sage_env.env(EnvConfig(protocol="mae", domains=("exec",), solver_samples=1), seeds=[task])
+    score, f, verdict = env.unwrapped.verify(task, "```input\n```")
+    assert (score, f) == (0.0, 0.0) and verdict["status"] == "invalid"
+    score, f, _ = env.unwrapped.verify(task, "```input\n5\n```")
+    assert (score, f) == (0.0, 1.0)  # a wrong but well-formed input keeps its format credit

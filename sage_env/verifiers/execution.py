@@ -51,6 +51,7 @@ from sage_env.verifiers.program_checks import (
     safe_input_expression,
 )
 
+
 @dataclass(frozen=True)
 class Execution:
     """What one sandboxed run of ``f`` on several inputs returned.
@@ -193,6 +194,7 @@ def _main(repr=repr, print=print, dumps=_json.dumps, plain=_plain, Exception=Exc
     print({nonce!r} + dumps(results))
 _main()
 """
+
 
 def execute(
     program: str,
@@ -421,8 +423,24 @@ def check_abduction(
     Right when its output equals ``gold_output`` (``p(i_pred) == p(i*)``; any input that
     gives the output is right). The input must be Python literals (AZR), or with
     ``expressions`` an argument list that passes :func:`safe_input_expression`, evaluated in
-    the sandbox (CRUXEval-I's rule).
+    the sandbox (CRUXEval-I's rule). An empty answer block is well-formed only when it is
+    right (``f()``, one CRUXEval-I item), so no protocol that pays format apart from truth
+    (``mae``'s ``w_f f``) pays an empty block (the literal rule already refused it).
     """
+    check = _check_abduction(predicted, program, gold_output, timeout_s, memory_mb, expressions)
+    if isinstance(predicted, str) and not predicted.strip() and check.score < 1.0:
+        return Check(0.0, False, "invalid", f"empty input answer ({check.reason})"[:200])
+    return check
+
+
+def _check_abduction(
+    predicted: str | None,
+    program: str,
+    gold_output: str,
+    timeout_s: float,
+    memory_mb: int,
+    expressions: bool,
+) -> Check:
     if predicted is None:
         return Check(0.0, False, "invalid", "no input answer found")
     if not parse_literal(gold_output)[0]:  # else the output None would match it
