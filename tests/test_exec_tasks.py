@@ -617,7 +617,6 @@ def test_an_empty_abduction_answer_is_not_well_formed_unless_it_is_right():
             "  \n", "def f(a):\n    return a", "1", expressions=expressions
         )
         assert (wrong.score, wrong.formatted, wrong.status) == (0.0, False, "invalid")
-        assert "empty input answer" in wrong.reason
     right = execution.check_abduction("", "def f():\n    return 1", "1", expressions=True)
     assert (right.score, right.formatted) == (1.0, True)
     task = make_task("abduction", "def f(a):\n    return a + 1", ["1"], ["2"], task_id="t")

@@ -423,26 +423,12 @@ def check_abduction(
     Right when its output equals ``gold_output`` (``p(i_pred) == p(i*)``; any input that
     gives the output is right). The input must be Python literals (AZR), or with
     ``expressions`` an argument list that passes :func:`safe_input_expression`, evaluated in
-    the sandbox (CRUXEval-I's rule). An empty answer block is well-formed only when it is
-    right (``f()``, one CRUXEval-I item), so no protocol that pays format apart from truth
-    (``mae``'s ``w_f f``) pays an empty block (the literal rule already refused it).
+    the sandbox (CRUXEval-I's rule). An empty block is well-formed only when ``f()`` is
+    right (one CRUXEval-I item), so ``mae``'s format term never pays an empty answer.
     """
-    check = _check_abduction(predicted, program, gold_output, timeout_s, memory_mb, expressions)
-    if isinstance(predicted, str) and not predicted.strip() and check.score < 1.0:
-        return Check(0.0, False, "invalid", f"empty input answer ({check.reason})"[:200])
-    return check
-
-
-def _check_abduction(
-    predicted: str | None,
-    program: str,
-    gold_output: str,
-    timeout_s: float,
-    memory_mb: int,
-    expressions: bool,
-) -> Check:
     if predicted is None:
         return Check(0.0, False, "invalid", "no input answer found")
+    empty = not str(predicted).strip()
     if not parse_literal(gold_output)[0]:  # else the output None would match it
         return Check(0.0, True, "invalid", "the gold output is not a Python literal")
     if expressions:
@@ -456,12 +442,13 @@ def _check_abduction(
     ex = execute(program, [args], timeout_s=timeout_s, memory_mb=memory_mb, expressions=expressions)
     if ex.status not in ("ok", "error"):
         return Check(0.0, True, ex.status, ex.reason)
+    failed = "invalid" if empty else "failed"
     if ex.outputs[0] is None:
-        return Check(0.0, True, "failed", f"f raised on this input: {ex.errors[0]}")
+        return Check(0.0, not empty, failed, f"f raised on this input: {ex.errors[0]}")
     ok, value = parse_literal(ex.outputs[0])
     _, gold = parse_literal(gold_output)
     right = ok and _values_equal(value, gold)
-    return Check(float(right), True, "passed" if right else "failed", _verdict(right))
+    return Check(float(right), right or not empty, "passed" if right else failed, _verdict(right))
 
 
 def check_induction(
