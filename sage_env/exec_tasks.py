@@ -104,8 +104,24 @@ class ExecSpec:
         )
 
     def held_out(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Induction: the inputs and outputs the solver does not see."""
-        return self.inputs[self.shown :], self.outputs[self.shown :]
+        """Induction: the inputs and outputs the solver does not see and could not look up.
+
+        A held-out input equal by value (Python's ``==``: ``1``, ``True``, ``1.0``) to a
+        shown input or to an earlier held-out one is dropped with its output, so a lookup
+        table of the shown pairs scores nothing (the proposal check already keeps inputs
+        distinct by value, :func:`sage_env.verifiers.execution.distinct_inputs`; this holds
+        for any stored task too).
+        """
+        from sage_env.verifiers.execution import distinct_inputs
+
+        shown = distinct_inputs(self.inputs[: self.shown])
+        inputs: list[str] = []
+        outputs: list[str] = []
+        for text, output in zip(self.inputs[self.shown :], self.outputs[self.shown :]):
+            if len(distinct_inputs([*shown, *inputs, text])) > len(shown) + len(inputs):
+                inputs.append(text)
+                outputs.append(output)
+        return tuple(inputs), tuple(outputs)
 
 
 def exec_mode(task: Task | None) -> str | None:

@@ -108,6 +108,12 @@ class SandboxConfig:
         open_files: ``RLIMIT_NOFILE``.
         python: Interpreter (must be executable by the dropped uid); default
             :func:`default_python`.
+        hash_seed: ``PYTHONHASHSEED`` of the job's interpreter (0 to 4294967295), so that
+            string hashing, and with it the iteration order of sets of strings, is the same
+            on every host; ``None``: a random seed per interpreter (Python's default). Jobs
+            forked from one zygote share its seed, so a pool's jobs all run under this one.
+        env: Extra environment variables of the job's interpreter, as ``(name, value)``
+            pairs (a determinism check varies ``TZ`` with them).
     """
 
     timeout_s: float = 10.0
@@ -119,6 +125,20 @@ class SandboxConfig:
     disk_mb: int = 64
     open_files: int = 64
     python: str | None = None
+    hash_seed: int | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.hash_seed is not None and not 0 <= int(self.hash_seed) <= 4294967295:
+            raise ValueError(f"hash_seed must be in [0, 4294967295], got {self.hash_seed}")
+
+    def child_env(self) -> dict[str, str]:
+        """The environment a harness starts with: a scrubbed one, plus ``PYTHONHASHSEED``."""
+        env = dict(_CHILD_ENV)
+        env.update((str(k), str(v)) for k, v in self.env)
+        if self.hash_seed is not None:
+            env["PYTHONHASHSEED"] = str(int(self.hash_seed))
+        return env
 
     def wall_limit_s(self) -> float:
         """The job's wall-clock backstop, seconds (see ``wall_s``)."""

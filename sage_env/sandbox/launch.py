@@ -18,7 +18,6 @@ from typing import Any
 
 from sage_env.sandbox.cgroups import _Cgroup, _join_cgroup_argv, cgroups_available
 from sage_env.sandbox.config import (
-    _CHILD_ENV,
     _DRAIN_GRACE_S,
     _HARNESS_OVERHEAD,
     _REPORT_CAP_BYTES,
@@ -76,8 +75,11 @@ def harness_argv(python: str, args: list[str]) -> list[str]:
     by the caller) for a one-job harness, or ``["zygote", worker_uid, harness_uid, ctl_fd]``;
     at the ``unshare`` level they start with the ``fs=`` argument of the file system view.
     The modules of :data:`HARNESS_MODULES` are read from this package once per process and
-    passed as source text (``python -I -c``), so the interpreter needs no access to this
-    repository and nothing from ``sys.path``.
+    passed as source text (``python -s -P -c``: no user site, no script directory on
+    ``sys.path``; not ``-I``, whose ``-E`` would ignore the ``PYTHONHASHSEED`` of
+    :meth:`SandboxConfig.child_env`, the only ``PYTHON*`` variable of that scrubbed
+    environment), so the interpreter needs no access to this repository and nothing from
+    ``sys.path``.
 
     Raises:
         OSError: If a harness module's file cannot be read.
@@ -89,7 +91,7 @@ def harness_argv(python: str, args: list[str]) -> list[str]:
             with open(os.path.join(here, name + ".py"), encoding="utf-8") as fh:
                 sources += [name, fh.read()]
         _SOURCES[:] = sources
-    return [python, "-I", "-c", _BOOT, str(len(HARNESS_MODULES)), *_SOURCES, *args]
+    return [python, "-s", "-P", "-c", _BOOT, str(len(HARNESS_MODULES)), *_SOURCES, *args]
 
 
 _LAUNCH_QUEUE: queue.SimpleQueue = queue.SimpleQueue()
@@ -272,7 +274,7 @@ class _Harness:
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     cwd=self.workdir,
-                    env=dict(_CHILD_ENV),
+                    env=cfg.child_env(),
                     pass_fds=(report_w,),
                     close_fds=True,
                     start_new_session=True,

@@ -52,14 +52,39 @@ def default_python() -> str:
     return sys.executable
 
 
-def _hidden_paths(workdir: str | None, python: str) -> list[str]:
-    """The directories of ``_HIDE_PATHS`` that exist, less those holding the interpreter/workdir."""
-    keep = [os.path.realpath(python)] + ([os.path.realpath(workdir)] if workdir else [])
-    return [
-        path
-        for path in _HIDE_PATHS
-        if os.path.isdir(path) and not any(k == path or k.startswith(path + "/") for k in keep)
+def gold_paths() -> list[str]:
+    """Directories that hold answers a program must not read, wherever the package sits.
+
+    The package's own data (seed answers, held-out execution outputs, validation gold:
+    ``sage_env/data``), the learners' benchmark files beside it (``learners/data``, in a
+    checkout or in ``site-packages`` alike), ``$SAGE_ENV_DATA``, the model and warm-up cache
+    (``$SAGE_ENV_CACHE`` or ``~/.cache/sage-env``) and any directory of
+    ``$SAGE_SANDBOX_HIDE`` (``:``-separated). Each existing one is covered by an empty tmpfs
+    inside the sandbox (bwrap and unshare levels); the ``rlimits`` level cannot hide files,
+    so there the static allow-list of a task program (no file reader) is the only guard.
+    """
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    cands = [
+        os.path.join(package, "data"),
+        os.path.join(os.path.dirname(package), "learners", "data"),
+        os.environ.get("SAGE_ENV_DATA", ""),
+        os.environ.get("SAGE_ENV_CACHE") or os.path.expanduser("~/.cache/sage-env"),
+        *os.environ.get("SAGE_SANDBOX_HIDE", "").split(":"),
     ]
+    return [os.path.realpath(c) for c in cands if c and os.path.isdir(c)]
+
+
+def _hidden_paths(workdir: str | None, python: str) -> list[str]:
+    """The directories to hide that exist (``_HIDE_PATHS`` and :func:`gold_paths`), less those
+    holding the interpreter or the workdir, and less those inside one already hidden."""
+    keep = [os.path.realpath(python)] + ([os.path.realpath(workdir)] if workdir else [])
+    hidden: list[str] = []
+    for path in [*_HIDE_PATHS, *gold_paths()]:
+        if not os.path.isdir(path) or any(k == path or k.startswith(path + "/") for k in keep):
+            continue
+        if not any(path == h or path.startswith(h.rstrip("/") + "/") for h in hidden):
+            hidden.append(path)
+    return hidden
 
 
 def _bwrap_argv(

@@ -50,12 +50,15 @@ def describe_event(event: dict) -> str:
 
 _SHARED_POOLS: dict[tuple, SandboxPool] = {}
 _SHARED_LOCK = threading.Lock()
-_SHARED_MAX = 8
+_SHARED_MAX = 16
 
 
 def _shared_pool(cfg: SandboxConfig) -> SandboxPool:
     """The process-wide pool :func:`run` uses for ``cfg`` (at most ``_SHARED_MAX`` are kept)."""
-    key = (cfg.timeout_s, cfg.memory_mb, cfg.max_output_bytes, cfg.max_processes, cfg.python)
+    key = (
+        cfg.timeout_s, cfg.memory_mb, cfg.max_output_bytes, cfg.max_processes, cfg.python,
+        cfg.hash_seed, tuple(cfg.env),
+    )  # fmt: skip
     with _SHARED_LOCK:
         pool = _SHARED_POOLS.pop(key, None)
         if pool is None or pool._closed:
@@ -74,6 +77,8 @@ def run(
     max_output_bytes: int = 65536,
     max_processes: int = 64,
     python: str | None = None,
+    hash_seed: int | None = None,
+    env: tuple[tuple[str, str], ...] = (),
     pool: SandboxPool | None = None,
 ) -> SandboxResult:
     """Run ``code`` as ``__main__`` in a fresh sandbox and classify the outcome.
@@ -87,6 +92,9 @@ def run(
         max_output_bytes: Cap on captured stdout and stderr, bytes each.
         max_processes: Process/thread limit of the run.
         python: Interpreter; default :func:`default_python`.
+        hash_seed: ``PYTHONHASHSEED`` of the run's interpreter (:class:`SandboxConfig`);
+            ``None``: a random one.
+        env: Extra environment variables of the run's interpreter, ``(name, value)`` pairs.
         pool: Run on this pool (its config wins over the other arguments); default a
             process-wide pool per set of limits.
 
@@ -101,6 +109,8 @@ def run(
         max_output_bytes=int(max_output_bytes),
         max_processes=int(max_processes),
         python=python,
+        hash_seed=hash_seed,
+        env=tuple(env),
     )
     job = {
         "mode": "run",

@@ -15,7 +15,6 @@ from typing import Any
 
 from sage_env.sandbox.cgroups import _Cgroup, _join_cgroup_argv, cgroups_available
 from sage_env.sandbox.config import (
-    _CHILD_ENV,
     _HARNESS_OVERHEAD,
     _REPORT_CAP_BYTES,
     HARNESS_UID,
@@ -118,7 +117,7 @@ class _Zygote:
                 stdout=subprocess.DEVNULL,
                 stderr=self._stderr,
                 cwd="/",
-                env=dict(_CHILD_ENV),
+                env=cfg.child_env(),
                 pass_fds=(child.fileno(),),
                 close_fds=True,
                 start_new_session=True,

@@ -52,6 +52,32 @@ from sage_env.verifiers.program_checks import (
 )
 
 
+TASK_HASH_SEED = 0
+"""``PYTHONHASHSEED`` of every run whose output is stored or judged, so that any host
+recomputes it (string hashing, and the iteration order of sets of strings, depend on it)."""
+
+RUN_VARIANTS: tuple[tuple[int, str], ...] = (
+    (TASK_HASH_SEED, "UTC"),
+    (1, "Pacific/Kiritimati"),
+    (2, "America/St_Johns"),
+    (3, "Asia/Kathmandu"),
+    (4, "Pacific/Marquesas"),
+    (5, "Australia/Eucla"),
+)
+"""``(hash seed, TZ)`` of each run of a program: index 0 is the stored run; the others are
+the determinism check's, each in an interpreter of its own (its own zygote, so its own
+address layout), under another hash seed, generator seed (the runner seeds :mod:`random`
+with the hash seed) and time zone. An output that depends on any of them is refused. A
+program whose output is one bit of hash- or address-dependent noise passes ``n`` runs with
+probability 2^-(n-1): 1/32 with all six."""
+
+VERDICT_RUNS = len(RUN_VARIANTS)
+"""Runs that must agree before a *passing* answer check counts (abduction, induction): the
+run that passed and ``VERDICT_RUNS - 1`` check variants (a failing check needs no repeat, so
+only right answers pay the extra runs). With 6, an answer that is right by one bit of noise
+is paid 1 time in 64 instead of 1 in 2."""
+
+
 @dataclass(frozen=True)
 class Execution:
     """What one sandboxed run of ``f`` on several inputs returned.
@@ -144,7 +170,8 @@ def _safe_repr(value: Any) -> bool:
 
 
 _RUNNER = """\
-import ast as _ast, contextlib as _cl, io as _io, json as _json
+import ast as _ast, contextlib as _cl, io as _io, json as _json, random as _random
+_random.seed({seed!r})
 _SRC = {src!r}
 _ARGS = {args!r}
 _ENTRY = {entry!r}
@@ -204,7 +231,7 @@ def execute(
     timeout_s: float = 5.0,
     memory_mb: int = 512,
     expressions: bool = False,
-    fresh: bool = False,
+    variant: int = 0,
 ) -> Execution:
     """Run ``entry(*args)`` of ``program`` for every argument tuple in one sandboxed process.
 
@@ -222,8 +249,11 @@ def execute(
         memory_mb: Memory limit, MiB.
         expressions: ``args_list`` holds argument-list *source text* that passed
             :func:`safe_input_expression`, evaluated in the program's namespace (CRUXEval-I).
-        fresh: Run in an interpreter started for this run, never forked from a zygote (whose
-            forks all share one string-hash seed and one address layout).
+        variant: Which of :data:`RUN_VARIANTS` the run uses: 0 (the default) is the one
+            whose outputs are stored and judged; 1, 2, ... are the determinism check's.
+
+    Raises:
+        IndexError: if ``variant`` is not an index of :data:`RUN_VARIANTS`.
 
     Returns:
         An :class:`Execution`; never raises on untrusted input.
@@ -244,17 +274,12 @@ def execute(
         max_chars=MAX_LITERAL_CHARS,
         nonce=nonce,
         expr=bool(expressions),
+        seed=RUN_VARIANTS[variant][0],
     )
-    if fresh:
-        pool = sandbox.SandboxPool(
-            0, sandbox.SandboxConfig(timeout_s=timeout_s, memory_mb=memory_mb), zygotes=False
-        )
-        try:
-            res = sandbox.run(code, pool=pool)
-        finally:
-            pool.close()
-    else:
-        res = sandbox.run(code, timeout_s=timeout_s, memory_mb=memory_mb)
+    hash_seed, tz = RUN_VARIANTS[variant]
+    res = sandbox.run(
+        code, timeout_s=timeout_s, memory_mb=memory_mb, hash_seed=hash_seed, env=(("TZ", tz),)
+    )
     if res.status != "passed":
         reason = res.reason
         if res.status == "failed" and "KeyError" in reason and repr(entry) in reason:
@@ -279,20 +304,23 @@ def execute(
 
 def validate_program(
     program: str,
-    inputs: Sequence[str],
+    inputs: Sequence[str | tuple[Any, ...]],
     *,
     banned: Sequence[str] = AZR_BANNED_MODULES,
+    entry: str = "f",
     timeout_s: float = 5.0,
     memory_mb: int = 512,
-    determinism_runs: int = 2,
+    determinism_runs: int = len(RUN_VARIANTS),
 ) -> Validation:
     """AZR's proposal check (arXiv 2505.03335, Sec. 3.3.3) of a program and its inputs.
 
     In order: the program parses and defines ``f``; it imports no module of ``banned``;
     every input is a comma-separated list of Python literals that round-trip; the program
     runs on every input within the limits without raising; every output round-trips as a
-    Python literal; ``determinism_runs`` independent runs (separate processes, so string
-    hashing differs) return equal values.
+    Python literal; ``determinism_runs`` runs (at most ``len(RUN_VARIANTS)``), each under its
+    own hash seed, generator seed, time zone and address layout (:data:`RUN_VARIANTS`),
+    return equal values. The outputs kept are those of the pinned run (variant 0), which any
+    host recomputes.
 
     Returns:
         A :class:`Validation` with the canonical inputs and the executor's outputs; never
@@ -304,8 +332,8 @@ def validate_program(
         ast.parse(program)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
         return Validation(False, f"program does not parse: {type(exc).__name__}", "parse")
-    if not defines_f(program):
-        return Validation(False, "program defines no top-level function f", "entry")
+    if not defines_f(program, entry):
+        return Validation(False, f"program defines no top-level function {entry}", "entry")
     hit = forbidden_import(program, banned)
     if hit:
         return Validation(False, f"program uses forbidden module {hit!r}", "forbidden")
@@ -316,16 +344,18 @@ def validate_program(
         return Validation(False, "no input", "input")
     args_list = []
     for text in inputs:
-        args = parse_args(text)
+        args = text if isinstance(text, tuple) else parse_args(text)
         if args is None or not all(round_trips(a) for a in args):
             return Validation(False, f"input is not a Python literal: {str(text)[:80]!r}", "input")
         args_list.append(args)
     runs = []
-    for n in range(max(1, determinism_runs)):
-        # every run after the first in an interpreter of its own: runs forked from one zygote
-        # share its string-hash seed and address layout, so ``list(set(s))`` or ``id(x)``
-        # would agree with each other and still differ on the solver's later run
-        ex = execute(program, args_list, timeout_s=timeout_s, memory_mb=memory_mb, fresh=n > 0)
+    for n in range(min(max(1, determinism_runs), len(RUN_VARIANTS))):
+        # each run in an interpreter of its own under another hash seed: runs forked from one
+        # zygote share its string-hash seed and address layout, so ``list(set(s))`` or
+        # ``id(x)`` would agree with each other and still differ on another host
+        ex = execute(
+            program, args_list, entry=entry, timeout_s=timeout_s, memory_mb=memory_mb, variant=n
+        )
         if ex.status != "ok":
             return Validation(False, f"program does not run ({ex.status}): {ex.reason}", "run")
         values = []
@@ -341,6 +371,31 @@ def validate_program(
         return Validation(False, "program is not deterministic (runs differ)", "deterministic")
     canonical = [format_args(a) for a in args_list]
     return Validation(True, "valid", "", canonical, [repr(v) for v in runs[0]])
+
+
+def compute_answer(
+    program: str,
+    *,
+    entry: str = "answer",
+    timeout_s: float = 5.0,
+    memory_mb: int = 512,
+    determinism_runs: int = len(RUN_VARIANTS),
+) -> Validation:
+    """Run a zero-argument function ``entry()`` of ``program`` under the proposal rules.
+
+    The math-grounding check (``math_grounding = "program"``, ours): the Challenger's program
+    computes its task's answer. The same static checks as :func:`validate_program` apply (the
+    program parses, defines ``entry``, uses only allowed modules and builtins), and the value
+    must be a Python literal that every run returns alike.
+
+    Returns:
+        A :class:`Validation` whose ``outputs`` is ``[repr(value)]`` when valid; never raises
+        on model output.
+    """
+    return validate_program(
+        program, [()], entry=entry, timeout_s=timeout_s, memory_mb=memory_mb,
+        determinism_runs=determinism_runs,
+    )
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -367,11 +422,16 @@ class Check:
     reason: str
 
 
-def check_deduction(predicted: str | None, gold_output: str) -> Check:
+def check_deduction(
+    predicted: str | None, gold_output: str, *, strict_types: bool = True
+) -> Check:
     """Deduction (AZR Sec. 3.3.4): the predicted output equals the executor's, as values.
 
     Both sides are parsed with :func:`ast.literal_eval` on the judge's side and compared
-    with ``==`` (so ``(1, 2)`` is not ``[1, 2]``, and ``1 == 1.0`` as Python has it).
+    as :func:`values_equal` does: with ``strict_types`` (the default, ours) the values and
+    their types agree at every level, so ``1`` is not ``True`` nor ``1.0``; without it
+    ``==`` as Python has it (``1 == True == 1.0``; CRUXEval's own rule), except that a tuple
+    is never a list.
     """
     if predicted is None:
         return Check(0.0, False, "invalid", "no output answer found")
@@ -381,15 +441,99 @@ def check_deduction(predicted: str | None, gold_output: str) -> Check:
     gold_ok, gold = parse_literal(gold_output)
     if not gold_ok:  # else an unparseable gold would be None, and the answer "None" right
         return Check(0.0, True, "invalid", "the gold output is not a Python literal")
-    right = _values_equal(value, gold)
+    right = values_equal(value, gold, strict_types=strict_types)
     return Check(float(right), True, "passed" if right else "failed", _verdict(right))
 
 
-def _values_equal(a: Any, b: Any) -> bool:
+def values_equal(a: Any, b: Any, *, strict_types: bool = True) -> bool:
+    """Whether two parsed literals are the same answer; never raises.
+
+    ``strict_types`` (ours; the training judge's policy): equal values of the same type at
+    every level, containers, set elements and dict keys included, so ``1``, ``True`` and
+    ``1.0`` are three answers (``f`` returned one of them, and a solver who predicts its
+    output predicts which). AZR and CRUXEval compare with ``==``, where ``1 == True``;
+    ``strict_types=False`` keeps that rule but still tells a tuple from a list.
+    """
     try:
+        if strict_types:
+            return _typed(a) == _typed(b)
         return bool(a == b) and _same_shape(a, b)
     except Exception:
         return False
+
+
+def _typed(v: Any) -> tuple:
+    """A value paired with its exact type at every level (sets and dicts stay unordered)."""
+    t = type(v)
+    if t is list or t is tuple:
+        return (t.__name__, tuple(_typed(x) for x in v))
+    if t is set or t is frozenset:
+        return (t.__name__, frozenset(_typed(x) for x in v))
+    if t is dict:
+        return ("dict", frozenset((_typed(k), _typed(x)) for k, x in v.items()))
+    return (t.__name__, v)
+
+
+def distinct_inputs(texts: Sequence[str]) -> list[str]:
+    """The canonical text of each input that is not ``==`` to an earlier one, in order.
+
+    Induction's split (ours): inputs are told apart by value, never by text, and with
+    Python's ``==`` (``1``, ``True`` and ``1.0`` are one input), so a held-out input is never
+    a shown one in another spelling and a lookup table of the shown pairs scores nothing on
+    the held-out ones. Texts that are not literal argument lists are dropped.
+    """
+    kept: list[tuple[Any, ...]] = []
+    for text in texts:
+        args = parse_args(text)
+        if args is None or not all(round_trips(a) for a in args):
+            continue
+        if not any(_loosely_equal(args, other) for other in kept):
+            kept.append(args)
+    return [format_args(a) for a in kept]
+
+
+def _loosely_equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _same_output(a: str | None, b: str | None) -> bool:
+    """Two runs' ``repr`` outputs hold the same value (a set's ``repr`` order may differ)."""
+    if a is None or b is None:
+        return False
+    ok_a, va = parse_literal(a)
+    ok_b, vb = parse_literal(b)
+    return ok_a and ok_b and values_equal(va, vb)
+
+
+def _repeats(
+    program: str,
+    args: tuple[Any, ...] | str,
+    value: Any,
+    *,
+    runs: int,
+    timeout_s: float,
+    memory_mb: int,
+    expressions: bool = False,
+) -> bool:
+    """Whether ``program`` returns ``value`` on ``args`` in ``runs - 1`` check variants too.
+
+    The repeat of a passing verdict (ours): an answer that matches only under the pinned run
+    (output noise elsewhere: another hash seed, address layout, time zone) does not count.
+    """
+    for variant in range(1, min(runs, len(RUN_VARIANTS))):
+        ex = execute(
+            program, [args], timeout_s=timeout_s, memory_mb=memory_mb,
+            expressions=expressions, variant=variant,
+        )  # fmt: skip
+        if ex.status != "ok" or ex.outputs[0] is None:
+            return False
+        ok, again = parse_literal(ex.outputs[0])
+        if not ok or not values_equal(again, value):
+            return False
+    return True
 
 
 def _same_shape(a: Any, b: Any) -> bool:
@@ -417,11 +561,17 @@ def check_abduction(
     timeout_s: float = 5.0,
     memory_mb: int = 512,
     expressions: bool = False,
+    strict_types: bool = True,
+    verdict_runs: int = VERDICT_RUNS,
 ) -> Check:
     """Abduction (AZR Sec. 3.3.4): run ``program`` on the predicted input.
 
     Right when its output equals ``gold_output`` (``p(i_pred) == p(i*)``; any input that
-    gives the output is right). The input must be Python literals (AZR), or with
+    gives the output is right; compared as :func:`values_equal` with ``strict_types``), and
+    the same output comes back in ``verdict_runs - 1`` more runs under other hash seeds and
+    environments (:data:`RUN_VARIANTS`; ours): a program that is deterministic on its
+    proposer's input and noisy elsewhere does not pay answers that match by chance (status
+    ``nondeterministic``). The input must be Python literals (AZR), or with
     ``expressions`` an argument list that passes :func:`safe_input_expression`, evaluated in
     the sandbox (CRUXEval-I's rule). An empty block is well-formed only when ``f()`` is
     right (one CRUXEval-I item), so ``mae``'s format term never pays an empty answer.
@@ -447,7 +597,12 @@ def check_abduction(
         return Check(0.0, not empty, failed, f"f raised on this input: {ex.errors[0]}")
     ok, value = parse_literal(ex.outputs[0])
     _, gold = parse_literal(gold_output)
-    right = ok and _values_equal(value, gold)
+    right = ok and values_equal(value, gold, strict_types=strict_types)
+    if right and not _repeats(
+        program, args, value, runs=verdict_runs, timeout_s=timeout_s, memory_mb=memory_mb,
+        expressions=expressions,
+    ):  # fmt: skip
+        return Check(0.0, True, "nondeterministic", "f's output on this input does not repeat")
     return Check(float(right), right or not empty, "passed" if right else failed, _verdict(right))
 
 
@@ -459,8 +614,13 @@ def check_induction(
     reward: str = "binary",
     timeout_s: float = 5.0,
     memory_mb: int = 512,
+    verdict_runs: int = VERDICT_RUNS,
 ) -> Check:
     """Induction (AZR Sec. 3.3.4): run the predicted program on the held-out inputs.
+
+    An output matches when it equals the gold as :func:`values_equal` (strict types) has it
+    and comes back alike in ``verdict_runs - 1`` more runs under other hash seeds and
+    environments (ours; a matching output that does not repeat counts as a miss).
 
     Args:
         predicted_program: The solver's program (must define ``f``), or ``None``.
@@ -482,13 +642,26 @@ def check_induction(
     ex = execute(predicted_program, args_list, timeout_s=timeout_s, memory_mb=memory_mb)
     if ex.status not in ("ok", "error"):
         return Check(0.0, True, ex.status, ex.reason)
-    hits = 0
+    matched: list[bool] = []
     for out, gold_text in zip(ex.outputs, gold_outputs):
         if out is None:
+            matched.append(False)
             continue
         ok, value = parse_literal(out)
         gold_ok, gold = parse_literal(gold_text)  # an unparseable gold matches nothing
-        hits += bool(ok and gold_ok and _values_equal(value, gold))
+        matched.append(bool(ok and gold_ok and values_equal(value, gold)))
+    if any(matched) and verdict_runs > 1:
+        for variant in range(1, min(verdict_runs, len(RUN_VARIANTS))):
+            again = execute(
+                predicted_program, args_list, timeout_s=timeout_s, memory_mb=memory_mb,
+                variant=variant,
+            )  # fmt: skip
+            if again.status not in ("ok", "error"):
+                matched = [False] * len(matched)
+                break
+            pairs = zip(matched, again.outputs, ex.outputs)
+            matched = [m and _same_output(a, b) for m, a, b in pairs]
+    hits = sum(matched)
     acc = hits / len(args_list)
     score = acc if reward == "accuracy" else float(hits == len(args_list))
     status = "passed" if score >= 1.0 else "failed"
