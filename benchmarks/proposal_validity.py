@@ -105,6 +105,7 @@ def warm_up(cfg, policy) -> dict:
         cfg.warmup.mix,
         seed=cfg.warmup.seed,
         exclude=sage_env.load_validation(),
+        math_grounding=cfg.env.math_grounding,
     )
     roles = collections.Counter(d.role for d in demos)
     return {**metrics, "demonstrations": len(demos), "roles": dict(roles)}

@@ -138,29 +138,49 @@ print(json.dumps({"rate": rate, "passed": sum(r.status == "passed" for r in res)
 """
 
 
+#: One timed round of AZR's proposal check (``validate_program``, every determinism run) on
+#: the deduction tasks of the bundled exec seeds: prints programs/s and how many were valid.
+_VALIDATE_ROUND = """
+import json, sys, time
+sys.path[:0] = [sys.argv[1]]
+from sage_env import exec_tasks
+from sage_env.verifiers import execution
+specs = [exec_tasks.ExecSpec.of(t) for t in exec_tasks.load_exec_seeds()
+         if exec_tasks.exec_mode(t) == "deduction"][:60]
+execution.validate_program(specs[0].program, list(specs[0].inputs))  # start the pools
+t = time.perf_counter()
+valid = sum(execution.validate_program(s.program, list(s.inputs)).valid for s in specs)
+print(json.dumps({"rate": len(specs) / (time.perf_counter() - t), "passed": valid}))
+"""
+
+
 def compare(args) -> dict:
-    """Interleaved before/after rounds of CodeVerifier for two trees (``--against``)."""
+    """Interleaved before/after rounds of CodeVerifier for two trees (``--against``), and of
+    the execution-task proposal check (``exec_validation``: 60 seed programs, programs/s)."""
     import subprocess
 
     trees = {"before": str(Path(args.against).resolve()), "after": str(HERE.parent)}
     out: dict = {"trees": trees, "rounds": args.rounds, "parallel": args.parallel, "levels": {}}
-    for level in args.levels.split(","):
+    for level, kind in [(lvl, k) for lvl in args.levels.split(",") for k in ("code", "exec")]:
         env = dict(os.environ, SAGE_SANDBOX_ISOLATION=level, PYTHONPATH="")
         rates: dict = {name: [] for name in trees}
         passed: dict = {}
         for _ in range(args.rounds):
             for name, tree in trees.items():
-                argv = [sys.executable, "-c", _ROUND, tree, str(DATA / "HumanEval.jsonl.gz")]
-                proc = subprocess.run(
-                    [*argv, str(args.parallel)], env=env, capture_output=True, text=True
-                )
+                if kind == "code":
+                    argv = [sys.executable, "-c", _ROUND, tree, str(DATA / "HumanEval.jsonl.gz")]
+                    argv.append(str(args.parallel))
+                else:
+                    argv = [sys.executable, "-c", _VALIDATE_ROUND, tree]
+                proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd="/tmp")
                 if proc.returncode:
                     raise RuntimeError(f"{name} round failed: {proc.stderr[-2000:]}")
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
                 rates[name].append(row["rate"])
                 passed[name] = row["passed"]
         med = {name: _median(r) for name, r in rates.items()}
-        out["levels"][level] = {
+        key = level if kind == "code" else f"{level}/exec_validation"
+        out["levels"][key] = {
             "problems_per_s_median": {k: round(v, 2) for k, v in med.items()},
             "problems_per_s_rounds": {k: [round(x, 2) for x in r] for k, r in rates.items()},
             "passed": passed,

@@ -310,6 +310,16 @@ class EnvConfig(Generic[ProtocolConfigT]):
     generate calls a round instead of 6). Rewards follow the same rules in both orders; the
     only difference in the game is that this round's question can be planned only from the
     next round on (``docs/environment.md``, "Turn order")."""
+    math_grounding: Literal["claim", "program"] = "claim"
+    """Where a generated math task's stored answer comes from. ``"claim"`` (default, the
+    paper): the Challenger's ``<answer>`` is the truth, so a wrong answer that no solver
+    matches is paid as hard (d = 1). ``"program"`` (ours, ``docs/rewards.md``, "Math
+    grounding"): the Challenger also writes ``<program>`` defining ``def answer():``, which
+    the sandbox runs under the execution tasks' rules
+    (:func:`sage_env.verifiers.execution.compute_answer`: allow-listed modules and builtins,
+    two runs must agree); the task is refused unless the program's value and the stated
+    answer agree under math-verify, and the stored answer is the program's value. Seeds keep
+    their gold either way."""
     pool_near_duplicate_threshold: float | None = 0.9
     """A generated question whose word-3-gram Jaccard similarity with a pool task of the same
     domain reaches this is rejected as a near duplicate (``None`` disables)."""
@@ -395,6 +405,10 @@ class EnvConfig(Generic[ProtocolConfigT]):
         if self.turn_order not in ("sequential", "interleaved"):
             raise ValueError(
                 f"turn_order must be 'sequential' or 'interleaved', got {self.turn_order!r}"
+            )
+        if self.math_grounding not in ("claim", "program"):
+            raise ValueError(
+                f"math_grounding must be 'claim' or 'program', got {self.math_grounding!r}"
             )
         if self.pool_admission not in ("gate", "solvable"):
             raise ValueError(

@@ -29,9 +29,12 @@ Text only; the learner does the supervised step (``learners.warmup``).
 
 from __future__ import annotations
 
+import ast
+import operator
 import random
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from sage_env import exec_tasks, prompts
 from sage_env.critic_probe import CORRUPTIONS, corrupt
@@ -84,12 +87,98 @@ def _grounded_answer(answer: str) -> bool:
     return MathVerifier().check_answer(answer).score == 1.0
 
 
-def _challenger(ref: Task, other: Task) -> Demonstration | None:
-    obs = dict(prompts.challenger(ref), prefix=DEFAULT_PREFIXES["challenge"])
+_ANNOTATION_RE = re.compile(r"<<([^<>=]{1,120})=([^<>]{0,40})>>")
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?|\.\d+")
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.USub, ast.UAdd)
+MAX_DEMO_PROGRAM_CHARS = 300
+"""Answer programs longer than this are not used in demonstrations (the reply must fit the
+``challenge`` phase's token budget)."""
+
+
+def _arith(node: ast.AST, env: dict[str, Any]) -> Any:
+    """Evaluate an arithmetic expression tree of numbers and known names, as Python would."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in env:
+        return env[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, _ARITHMETIC):
+        value = _arith(node.operand, env)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC):
+        a, b = _arith(node.left, env), _arith(node.right, env)
+        if isinstance(node.op, ast.Pow) and (abs(b) > 8 or abs(a) > 1e6):
+            raise ValueError("power too large for a demonstration")
+        ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
+        ops.update({ast.Div: operator.truediv, ast.Pow: operator.pow})
+        return ops[type(node.op)](a, b)
+    raise ValueError(f"not arithmetic: {type(node).__name__}")
+
+
+def answer_program(task: Task) -> str | None:
+    """A program ``def answer():`` that computes a GSM8K seed's answer, or ``None``.
+
+    Built from the calculator annotations of its worked solution (``<<48/2=24>>``): one line
+    per annotation, in order, and the last one returned. A number in a step that is not in
+    the question but equals an earlier step's value becomes that step's variable, so the
+    program computes the chain rather than restating its results. ``None`` unless every
+    annotation is plain arithmetic (at most 6 of them), the program is at most
+    :data:`MAX_DEMO_PROGRAM_CHARS` long, and its value, evaluated here exactly as Python
+    would, renders (:func:`sage_env.verifiers.math_grounding.render_value`) to the gold
+    answer. Used for the math Challenger's demonstrations under
+    ``math_grounding = "program"``.
+    """
+    from sage_env.verifiers.math_grounding import render_value
+
+    steps = _ANNOTATION_RE.findall(task.reference_solution or "")
+    if task.domain != "math" or not task.answer or not 1 <= len(steps) <= 6:
+        return None
+    given = {float(n) for n in _NUMBER_RE.findall(task.prompt.replace(",", ""))}
+    names = "abcdef"
+    env: dict[str, Any] = {}
+    lines = []
+    try:
+        for i, (expr, _) in enumerate(steps):
+            tree = _Substitute(env, given).visit(ast.parse(expr.strip(), mode="eval").body)
+            env[names[i]] = _arith(tree, env)
+            lines.append(f"    {names[i]} = {ast.unparse(tree)}")
+    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, TypeError):
+        return None
+    last = lines.pop().split(" = ", 1)[1]
+    program = "def answer():\n" + "".join(line + "\n" for line in lines) + f"    return {last}"
+    text, _ = render_value(env[names[len(steps) - 1]])
+    gold = task.answer.strip().replace(",", "")
+    if text != gold or len(program) > MAX_DEMO_PROGRAM_CHARS:
+        return None
+    return program
+
+
+class _Substitute(ast.NodeTransformer):
+    """Replace a number not given in the question by the latest earlier step of that value."""
+
+    def __init__(self, env: dict[str, Any], given: set[float]) -> None:
+        self.env, self.given = env, given
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:  # noqa: N802 - ast's naming
+        if type(node.value) not in (int, float) or float(node.value) in self.given:
+            return node
+        for name in reversed(list(self.env)):
+            if self.env[name] == node.value:
+                return ast.Name(id=name, ctx=ast.Load())
+        return node
+
+
+def _challenger(ref: Task, other: Task, math_grounding: str = "claim") -> Demonstration | None:
+    obs = dict(prompts.challenger(ref, math_grounding), prefix=DEFAULT_PREFIXES["challenge"])
     if ref.domain == "math":
         if not other.answer or len(other.answer) > 60 or not _grounded_answer(other.answer):
             return None
-        target = f"{other.prompt.strip()}</question>\n<answer>{other.answer.strip()}</answer>"
+        answer = f"<answer>{other.answer.strip()}</answer>"
+        if math_grounding == "program":  # only seeds whose program computes the answer
+            program = answer_program(other)
+            if program is None:
+                return None
+            answer = f"<program>\n{program}\n</program>\n{answer}"
+        target = f"{other.prompt.strip()}</question>\n{answer}"
     else:
         sol = (other.reference_solution or "").strip("\n")
         if not other.tests or not sol or other.test_setup or len(sol) > 700:
@@ -170,6 +259,7 @@ def build_demonstrations(
     mix: dict[str, float] | None = None,
     seed: int = 0,
     exclude: list[Task] | None = None,
+    math_grounding: str = "claim",
 ) -> list[Demonstration]:
     """About ``n`` demonstrations drawn from ``seeds`` in the proportions of ``mix``.
 
@@ -180,6 +270,12 @@ def build_demonstrations(
         seed: Seed of every draw.
         exclude: Tasks that must not appear (e.g. the validation split): a seed whose prompt
             equals one of theirs is dropped before drawing.
+        math_grounding: ``EnvConfig.math_grounding``. Under ``"program"`` the math
+            Challenger sees the prompt that asks for an answer program, and its targets are
+            the GSM8K seeds whose worked solution gives one (:func:`answer_program`); MATH
+            seeds still serve as references, never as targets (their solutions hold no
+            computation to turn into a program, and a program that returns the answer as a
+            literal would teach the Challenger to restate its claim).
 
     Raises:
         ValueError: on an unknown role in ``mix`` or a negative share.
@@ -201,7 +297,7 @@ def build_demonstrations(
             task = pool[rng.randrange(len(pool))]
             if role == "challenger":
                 other = rng.choice(by_domain[task.domain])
-                demo = None if other is task else _challenger(task, other)
+                demo = None if other is task else _challenger(task, other, math_grounding)
             elif role == "critic":
                 kind = "" if made % 2 == 0 else CORRUPTIONS[(made // 2) % len(CORRUPTIONS)]
                 demo = _critic(task, kind, pool[rng.randrange(len(pool))], rng)
@@ -360,7 +456,8 @@ def build_exec_demonstrations(
         seed: Seed of every draw.
         protocol: ``"azr"``: AZR's solver prompt; else SAGE's (``prompts.solver``).
         references: K, the reference triplets in a deduction/abduction proposer prompt.
-        banned: Forbidden modules named in the proposer prompt (default AZR's list).
+        banned: Modules left out of the allowed ones the proposer prompt names (default
+            AZR's list).
         n_inputs: N, the inputs an induction proposer is asked for.
         exclude_ids: ``parent_id``/``task_id`` of tasks that must not appear.
 
@@ -426,6 +523,7 @@ def demonstrations_for(
     mix: dict[str, float] | None = None,
     seed: int = 0,
     exclude: list[Task] | None = None,
+    math_grounding: str = "claim",
 ) -> list[Demonstration]:
     """The warm-up demonstrations a run of ``protocol`` over ``domains`` needs.
 
@@ -439,7 +537,8 @@ def demonstrations_for(
 
     ``seeds`` may hold ``exec`` tasks or not; the bundled execution seeds are loaded when it
     has none. ``exclude`` as in :func:`build_demonstrations` (an excluded task's id also
-    removes execution seeds built from it).
+    removes execution seeds built from it). ``math_grounding`` as in
+    :func:`build_demonstrations`.
     """
     mix = dict(mix or {"challenger": 0.4, "critic": 0.4, "planner": 0.1, "solver": 0.1})
     plain = [t for t in seeds if t.domain != "exec"]
@@ -456,7 +555,9 @@ def demonstrations_for(
             exe, n, moved, seed=seed, protocol="azr", exclude_ids=excluded
         )
     if "exec" not in domains:
-        return build_demonstrations(plain, n, mix, seed=seed, exclude=exclude)
+        return build_demonstrations(
+            plain, n, mix, seed=seed, exclude=exclude, math_grounding=math_grounding
+        )
     other = [d for d in domains if d != "exec"]
     frac = 1.0 / len(domains)
     total = sum(mix.values()) or 1.0
@@ -468,6 +569,8 @@ def demonstrations_for(
     )
     if other:
         plain = [t for t in plain if t.domain in other]
-        demos += build_demonstrations(plain, n - len(demos), mix, seed=seed, exclude=exclude)
+        demos += build_demonstrations(
+            plain, n - len(demos), mix, seed=seed, exclude=exclude, math_grounding=math_grounding
+        )
     random.Random(seed).shuffle(demos)
     return demos

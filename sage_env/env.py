@@ -412,7 +412,15 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         return env_scoring.check_verifier(self, task)
 
     def new_task(self, out: parsing.ChallengerOutput, reference: Task) -> Task:
-        """A generated :class:`Task` from a parsed proposal, with provenance."""
+        """A generated :class:`Task` from a parsed proposal, with provenance.
+
+        Under ``config.math_grounding = "program"`` a math proposal's answer program is kept
+        as ``meta["answer_program"]`` (``None`` when it wrote none), for
+        :meth:`check_verifier` and as provenance.
+        """
+        meta: dict[str, Any] = {"episode": self._episode, "protocol": self.protocol.name}
+        if reference.domain == "math" and self.config.math_grounding == "program":
+            meta["answer_program"] = out.program
         return Task(
             task_id=self.pool.new_id(),
             domain=reference.domain,
@@ -423,7 +431,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             source="generated",
             parent_id=reference.task_id,
             reference_solution=out.solution,
-            meta={"episode": self._episode, "protocol": self.protocol.name},
+            meta=meta,
         )
 
     def _log(self, line: str) -> None:

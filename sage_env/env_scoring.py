@@ -92,14 +92,19 @@ def check_verifier(env: Any, task: Task) -> dict:
     """Check a proposed task's own verifier before it is used.
 
     Math: the answer must be grounded math (:meth:`MathVerifier.check_answer`: no free
-    text, parses to a SymPy value) and math-verify must accept it against itenv. Code:
-    the tests
-    parsed already; the reference solution must pass all of them in the sandbox. Without
-    one the check fails, unless ``config.require_code_solution`` is False (then the tests
-    are accepted unchecked).
+    text, parses to a SymPy value) and math-verify must accept it against itself. Under
+    ``config.math_grounding = "program"`` the proposal's answer program
+    (``task.meta["answer_program"]``) must also compute a value that agrees with it
+    (:func:`sage_env.verifiers.math_grounding.ground_answer`); on agreement ``task.answer``
+    becomes the program's value (the stored answer) and the claim moves to
+    ``task.meta["claimed_answer"]``. Code: the tests parsed already; the reference solution
+    must pass all of them in the sandbox. Without one the check fails, unless
+    ``config.require_code_solution`` is False (then the tests are accepted unchecked).
 
     Returns:
-        ``{"status": "passed" | "failed", "reason": str}``.
+        ``{"status": "passed" | "failed", "reason": str}``, plus ``"grounding"`` (the
+        :class:`~sage_env.verifiers.math_grounding.Grounding` as a dict: program, value,
+        verdict, reason) when the answer program was checked.
     """
     if task.domain == "math":
         grounded = env.math_verifier.check_answer(task.answer or "")
@@ -108,6 +113,8 @@ def check_verifier(env: Any, task: Task) -> dict:
         res = env.math_verifier.verify(f"\\boxed{{{task.answer}}}", task.answer or "")
         if res.score < 1.0:
             return {"status": "failed", "reason": f"answer does not parse ({res.reason})"}
+        if env.config.math_grounding == "program":
+            return ground_math_task(env, task)
         return {"status": "passed", "reason": "answer parses to a math value"}
     if not task.reference_solution:
         if env.config.require_code_solution:
@@ -123,3 +130,33 @@ def check_verifier(env: Any, task: Task) -> dict:
             "reason": f"reference solution fails its tests ({res.status}: {res.reason})",
         }
     return {"status": "passed", "reason": "reference solution passes every test"}
+
+
+def ground_math_task(env: Any, task: Task) -> dict:
+    """Compute a proposed math task's answer with its program (``math_grounding="program"``).
+
+    Runs :func:`~sage_env.verifiers.math_grounding.ground_answer` on
+    ``task.meta["answer_program"]`` and ``task.answer`` (the claim) with the code limits
+    (``code_timeout_s``, ``code_memory_mb``). When they agree, ``task.answer`` becomes the
+    program's rendered value and ``task.meta`` keeps ``claimed_answer`` and ``answer_value``
+    (the value's ``repr``); otherwise the task is left as it was.
+
+    Returns:
+        The check: ``{"status": "passed" | "failed", "reason", "grounding"}``.
+    """
+    from sage_env.verifiers.math_grounding import ground_answer
+
+    claim = task.answer or ""
+    meta = task.meta if isinstance(task.meta, dict) else {}
+    grounding = ground_answer(
+        meta.get("answer_program"),
+        claim,
+        env.math_verifier,
+        timeout_s=env.config.code_timeout_s,
+        memory_mb=env.config.code_memory_mb,
+    )
+    if not grounding.agreed:
+        return {"status": "failed", "reason": grounding.reason, "grounding": grounding.to_dict()}
+    task.meta.update(claimed_answer=claim, answer_value=grounding.value)
+    task.answer = grounding.answer
+    return {"status": "passed", "reason": grounding.reason, "grounding": grounding.to_dict()}

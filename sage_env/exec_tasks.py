@@ -274,9 +274,13 @@ def proposer_prompt(
     (AZR Sec. 3.3.2). The snippets come first and the instruction last, so that a prompt cut
     to its last tokens (``SamplingConfig.max_prompt_tokens``) keeps what to write and in which
     blocks. ``reference_chars`` > 0 keeps the references, in order, while their snippets fit
-    in that many characters (the first one always). Induction: write ``n_inputs`` inputs and
-    a message for the program of ``references[0]``.
+    in that many characters (the first one always). The instruction names the modules a
+    program may import: the allow-list's (``program_checks.ALLOWED_MODULES``) less
+    ``banned``. Induction: write ``n_inputs`` inputs and a message for the program of
+    ``references[0]``.
     """
+    from sage_env.verifiers.program_checks import allowed_modules
+
     if mode == "induction":
         spec = ExecSpec.of(references[0])
         user = (
@@ -300,8 +304,9 @@ def proposer_prompt(
         f"Write a new Python function `f` and one input {goal}. Requirements: `f` takes at "
         "least one argument and returns a value; it is deterministic; no randomness, time, "
         "I/O, printing or external state; it finishes within a few seconds; imports at the "
-        f"top; do not use these modules: {', '.join(banned)}. The input is the arguments of f "
-        "as Python literals, comma-separated. Make it different from the reference snippets."
+        f"top, only of these modules: {', '.join(allowed_modules(banned))}. The input is the "
+        "arguments of f as Python literals, comma-separated. Make it different from the "
+        "reference snippets."
         "\n\nReply with the function in a ```python block and the input in an ```input block."
     )
     return {"system": EXEC_SYSTEM, "user": user}

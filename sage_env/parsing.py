@@ -143,6 +143,10 @@ class ChallengerOutput:
         tests: Code: assert statements, one per list item (each parses with ``ast``).
         entry_point: Code: the function the first test calls, or ``None``.
         solution: Optional reference solution text.
+        program: Math: the ``<program>`` content (a ```` ```python ```` fence inside is
+            dropped; without the tag, the last ```` ```python ```` block), or ``None``. Read
+            only under ``EnvConfig.math_grounding = "program"``, where it must define
+            ``def answer():`` computing the answer.
         valid: Whether every required field is present and well-formed (and, after the
             environment vetted it, not a duplicate and its own verifier passed its check).
         well_formed: Whether every required field parsed (``valid`` before vetting).
@@ -156,6 +160,7 @@ class ChallengerOutput:
     tests: list[str] = field(default_factory=list)
     entry_point: str | None = None
     solution: str | None = None
+    program: str | None = None
     valid: bool = False
     format_score: float = 0.0
     reason: str = ""
@@ -178,6 +183,38 @@ def _split_asserts(block: str) -> list[str]:
     return out
 
 
+_FENCE_LINE_RE = re.compile(r"^\s*```[a-zA-Z]*\s*$", re.MULTILINE)
+_PYTHON_TAG_RE = re.compile(r"(?:python|py)[ \t]*\n", re.IGNORECASE)
+
+
+def _last_python_fence(text: str) -> str | None:
+    """Content of the last closed ```` ```python ```` block (linear time), or ``None``."""
+    parts = text.split("```")
+    for i in range(len(parts) - 2, 0, -1):  # parts[i] is inside a fence when i is odd
+        if i % 2 == 1:
+            m = _PYTHON_TAG_RE.match(parts[i])
+            if m:
+                return parts[i][m.end() :]
+    return None
+
+
+def parse_answer_program(text: str) -> str | None:
+    """The answer program of a math proposal: ``<program>`` content, else a Python fence.
+
+    Fence lines inside the tag are dropped; without a complete ``<program>`` pair the last
+    ```` ```python ```` block counts. ``None`` when neither holds any text. Never raises.
+    """
+    if not isinstance(text, str):
+        return None
+    body = extract_tag(text, "program")
+    if body is None:
+        body = _last_python_fence(text)
+    if body is None:
+        return None
+    body = _FENCE_LINE_RE.sub("", body).strip("\n")
+    return body if body.strip() else None
+
+
 def _called_name(assert_src: str) -> str | None:
     try:
         tree = ast.parse(assert_src)
@@ -192,7 +229,9 @@ def _called_name(assert_src: str) -> str | None:
 def parse_challenger(text: str, domain: str, max_question_chars: int = 4000) -> ChallengerOutput:
     """Parse a Challenger action for a task in ``domain`` (``"math"`` or ``"code"``).
 
-    Math needs ``<question>`` and ``<answer>``; code needs ``<question>`` and ``<tests>``
+    Math needs ``<question>`` and ``<answer>`` (and may add ``<program>``, which
+    ``math_grounding = "program"`` requires: its check, not the format, refuses a proposal
+    without one); code needs ``<question>`` and ``<tests>``
     holding at least one top-level ``assert`` that calls a function, and may add
     ``<solution>``. ``format_score`` is the fraction of the two required parts that are
     well-formed (0, 0.5 or 1); ``valid`` means both are. Never raises.
@@ -213,6 +252,7 @@ def parse_challenger(text: str, domain: str, max_question_chars: int = 4000) -> 
             reasons.append("missing or overlong <answer>")
         else:
             out.answer, verifier_ok = answer, True
+        out.program = parse_answer_program(text)
     else:
         tests = _split_asserts(extract_tag(text, "tests") or "")
         entry = _called_name(tests[0]) if tests else None

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import hashlib
 import os
 import random
 import re
+import warnings
 from collections.abc import Iterable, Iterator
 
+from sage_env.exec_tasks import ExecSpec, exec_mode, solver_question
+from sage_env.novelty import PARSE_ERRORS, normalise_program
 from sage_env.tasks import Task, read_jsonl, write_jsonl
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
@@ -37,6 +42,94 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
+class _SortSets(ast.NodeTransformer):
+    """Sorts the elements of every set display (their written order is not their value)."""
+
+    def visit_Set(self, node: ast.Set) -> ast.Set:
+        self.generic_visit(node)
+        node.elts.sort(key=ast.dump)
+        return node
+
+
+def _canonical_literal(text: str) -> str:
+    """A literal argument list or value, canonicalised (layout, quoting, set order)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(f"({text},)", mode="eval")
+        return ast.dump(_SortSets().visit(tree))
+    except PARSE_ERRORS:
+        return " ".join(str(text).split())
+
+
+SAME_TASK = {
+    "deduction": "on the same input",
+    "abduction": "with the same output",
+    "induction": "on the same inputs",
+}
+"""What, beside the normalised program, makes an ``exec`` task the same task, per mode (the
+wording of :meth:`~sage_env.pool.TaskPool.duplicate_of`'s reason)."""
+
+
+def exec_task_key(task: Task) -> str | None:
+    """The identity of an ``exec`` task: two tasks with equal keys are the same question.
+
+    The key is the mode, the normal form of the program (:func:`normalise_program`) and what
+    the solver is asked about it:
+
+    - deduction: the input (the solver sees ``f`` and ``i``). The same program on another
+      input has another key, as in AZR, which deduplicates on the (program, input) text
+      (the pool's Jaccard rule may still find it near: :class:`TaskPool`);
+    - abduction: the output (the solver sees ``f`` and ``o``; another input with the same
+      output asks the same question, and the same input gives the same output);
+    - induction: the set of inputs (the solver's pairs and the held-out ones; their order
+      and the message are not part of the task).
+
+    Literals are compared canonically (layout, quoting, the order of a set's elements).
+
+    Returns:
+        A hex digest, or ``None`` when ``task`` is not an execution task.
+    """
+    mode = exec_mode(task)
+    if mode is None:
+        return None
+    try:
+        spec = ExecSpec.of(task)
+    except ValueError:
+        return None
+    program = normalise_program(spec.program)
+    if program is None:
+        program = "\x01" + " ".join(spec.program.split())
+    if mode == "deduction":
+        shown = [_canonical_literal(i) for i in spec.inputs[:1]]
+    elif mode == "abduction":
+        shown = [_canonical_literal(o) for o in spec.outputs[:1]]
+    else:
+        shown = sorted({_canonical_literal(i) for i in spec.inputs})
+    key = "\x00".join([mode, program, *shown])
+    return hashlib.sha1(key.encode("utf-8", "replace")).hexdigest()
+
+
+def normalised_question(task: Task) -> str:
+    """The text the pool's near-duplicate rule compares for ``task``.
+
+    ``task.prompt``, except that a deduction or abduction question shows its program in
+    normal form (:func:`normalise_program`), so a renamed copy is as near to its original as
+    a verbatim copy. An induction question does not show its program: its prompt is used.
+    """
+    mode = exec_mode(task)
+    if mode not in ("deduction", "abduction"):
+        return task.prompt
+    try:
+        spec = ExecSpec.of(task)
+    except ValueError:
+        return task.prompt
+    program = normalise_program(spec.program)
+    if program is None or not spec.inputs or not spec.outputs:
+        return task.prompt
+    return solver_question(dataclasses.replace(spec, program=program))
+
+
 class TaskPool:
     """Seed and generated tasks, with duplicate rejection, a size cap and JSONL persistence.
 
@@ -47,6 +140,19 @@ class TaskPool:
     lower-casing and collapsing whitespace) is rejected. A *generated* task is also rejected
     when the Jaccard similarity of its word-3-gram set with a task of the same domain is at
     least ``near_duplicate_threshold`` (seeds are only checked for exact duplicates).
+
+    Execution tasks (domain ``"exec"``) are compared on their normalised program as well
+    (DESIGN.md: novelty is judged on the normalised program, not its text): a *generated*
+    ``exec`` task is rejected when a task of the pool has the same
+    :func:`exec_task_key`: the same mode, the same program up to names,
+    layout, comments, annotations and dead code (:func:`~sage_env.novelty.normalise_program`),
+    and the same question about it (deduction: the input; abduction: the output; induction:
+    the set of inputs). The keys sit in a dict built as tasks are added or loaded, so the
+    check is one lookup. The Jaccard rule reads an ``exec`` task's question with its program
+    in normal form (:func:`normalised_question`), so renaming does not
+    evade it either. A renamed copy of a seed on the seed's input is a duplicate; the same
+    program on a new input is a near duplicate unless the input changes enough of the
+    question (AZR deduplicates only on the exact (program, input) text).
 
     Eviction: when more than ``max_generated`` generated tasks are present, the oldest
     generated task is removed first (FIFO); seeds are never evicted.
@@ -77,6 +183,7 @@ class TaskPool:
         self._tasks: list[Task] = []
         self._seen: dict[str, str] = {}  # fingerprint -> task_id
         self._shingles: dict[str, frozenset[str]] = {}  # task_id -> shingles
+        self._programs: dict[str, str] = {}  # exec_task_key -> task_id (the first with it)
         self._generated = 0
         self._ever_generated = 0
         self.evicted = 0
@@ -118,14 +225,23 @@ class TaskPool:
 
         Returns:
             A short reason naming the matching task, e.g.
-            ``"near duplicate of gen/3 (Jaccard 0.93)"``.
+            ``"near duplicate of gen/3 (Jaccard 0.93)"`` or ``"duplicate of
+            exec/mbpp/2/deduction (the same program after normalisation, on the same
+            input)"``.
         """
         match = self._seen.get(_fingerprint(task))
         if match is not None:
             return f"exact duplicate of {match}"
-        if task.source != "generated" or self.near_duplicate_threshold is None:
+        if task.source != "generated":
             return None
-        mine = shingles(task.prompt)
+        key = exec_task_key(task)
+        match = self._programs.get(key) if key is not None else None
+        if match is not None:
+            same = SAME_TASK[task.meta["exec"]["mode"]]
+            return f"duplicate of {match} (the same program after normalisation, {same})"
+        if self.near_duplicate_threshold is None:
+            return None
+        mine = shingles(normalised_question(task))
         t = self.near_duplicate_threshold
         for other in self._tasks:
             if other.domain != task.domain:
@@ -148,12 +264,18 @@ class TaskPool:
         if self.duplicate_of(task) is not None:
             return False
         self._seen[_fingerprint(task)] = task.task_id
-        self._shingles[task.task_id] = shingles(task.prompt)
+        self._shingles[task.task_id] = shingles(normalised_question(task))
+        self._index_program(task)
         self._tasks.append(task)
         if task.source == "generated":
             self._generated += 1
             self._evict()
         return True
+
+    def _index_program(self, task: Task) -> None:
+        key = exec_task_key(task)
+        if key is not None:
+            self._programs.setdefault(key, task.task_id)
 
     def _evict(self) -> None:
         if self.max_generated is None:
@@ -163,6 +285,9 @@ class TaskPool:
             old = self._tasks.pop(idx)
             self._seen.pop(_fingerprint(old), None)
             self._shingles.pop(old.task_id, None)
+            key = exec_task_key(old)
+            if key is not None and self._programs.get(key) == old.task_id:
+                del self._programs[key]
             self._generated -= 1
             self.evicted += 1
 
@@ -184,6 +309,7 @@ class TaskPool:
         self._tasks = list(snapshot._tasks)
         self._seen = dict(snapshot._seen)
         self._shingles = dict(snapshot._shingles)
+        self._programs = dict(snapshot._programs)
         self._generated = snapshot._generated
         self._ever_generated = snapshot._ever_generated
         self.evicted = snapshot.evicted
@@ -218,7 +344,8 @@ class TaskPool:
         for task in read_jsonl(path):
             pool._tasks.append(task)  # trust the saved pool: no duplicate check, no cap
             pool._seen[_fingerprint(task)] = task.task_id
-            pool._shingles[task.task_id] = shingles(task.prompt)
+            pool._shingles[task.task_id] = shingles(normalised_question(task))
+            pool._index_program(task)
             if task.source == "generated":
                 pool._generated += 1
                 num = task.task_id.rsplit("/", 1)[-1]

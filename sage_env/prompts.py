@@ -32,6 +32,22 @@ CHALLENGER_MATH = (
     "<question>the new problem</question>\n<answer>its final answer only</answer>\n\n"
     "Example reply:\n<question>" + EXAMPLE_QUESTIONS[0] + "</question>\n<answer>400</answer>"
 )
+CHALLENGER_MATH_PROGRAM = (
+    "Reference problem:\n{prompt}\n\n"
+    "Write a new, harder math problem in the same style, and a Python function answer() "
+    "that computes its answer. Reply exactly in this format:\n"
+    "<question>the new problem</question>\n"
+    "<program>\ndef answer():\n    return ...\n</program>\n"
+    "<answer>its final answer only</answer>\n\n"
+    "Example reply:\n<question>" + EXAMPLE_QUESTIONS[0] + "</question>\n"
+    "<program>\ndef answer():\n    return sum(range(1, 40, 2))\n</program>\n"
+    "<answer>400</answer>"
+)
+"""The math Challenger prompt under ``EnvConfig.math_grounding = "program"`` (ours, not the
+paper's): the reply adds ``<program>`` defining ``answer()``, which the sandbox runs; the
+task stands only when its value agrees with ``<answer>``, and the value becomes the stored
+answer (``docs/rewards.md``, "Math grounding"). The program comes before the answer, so the
+stop string ``</answer>`` still ends a complete reply."""
 CHALLENGER_CODE = (
     "Reference problem:\n{prompt}\n\n"
     "Write a new, harder Python function problem. Reply exactly in this format:\n"
@@ -85,9 +101,20 @@ def _plan_block(plan: str | None) -> str:
     return f"\n\nA plan that may help:\n{plan}" if plan else ""
 
 
-def challenger(reference: Task) -> Observation:
-    """Observation of the Challenger for a reference task (its domain picks the template)."""
-    template = CHALLENGER_MATH if reference.domain == "math" else CHALLENGER_CODE
+def challenger(reference: Task, math_grounding: str = "claim") -> Observation:
+    """Observation of the Challenger for a reference task (its domain picks the template).
+
+    Args:
+        reference: The seed task the new one is modelled on.
+        math_grounding: ``EnvConfig.math_grounding``; ``"program"`` asks a math Challenger
+            for an answer program too (:data:`CHALLENGER_MATH_PROGRAM`).
+    """
+    if reference.domain != "math":
+        template = CHALLENGER_CODE
+    elif math_grounding == "program":
+        template = CHALLENGER_MATH_PROGRAM
+    else:
+        template = CHALLENGER_MATH
     return {"system": CHALLENGER_SYSTEM, "user": template.format(prompt=reference.prompt)}
 
 

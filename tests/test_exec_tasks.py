@@ -29,7 +29,13 @@ def test_program_printing_fake_results_cannot_change_its_output():
 @pytest.mark.parametrize(
     "program, inputs, check, words",
     [
-        ("def f(a):\n    return hash('abc')", ["1"], "deterministic", "not deterministic"),
+        # hash() is refused before anything runs (not on the allow-list); set order is not
+        (
+            "def f(a):\n    return ''.join({c for c in 'abcdefgh'})",
+            ["1"],
+            "deterministic",
+            "not deterministic",
+        ),
         # OS entropy and the clock are refused before anything runs: a two-run check catches
         # them only when the runs happen to differ (``secrets.randbelow(2)`` half the time)
         (
@@ -229,7 +235,10 @@ def test_azr_deduction_round_pays_learnability_and_solver_with_penalties():
 
 
 def test_azr_invalid_proposal_gets_penalty_and_reason_and_solver_still_trains():
-    nondet = "```python\ndef f(a):\n    return hash(str(a))\n```\n```input\n1\n```"
+    # (hash() itself is refused before anything runs: it is not on the allow-list)
+    nondet = (
+        "```python\ndef f(a):\n    return ''.join({c for c in 'abcdefgh'})\n```\n```input\n1\n```"
+    )
     env = _env("abduction", k=1)
     got = _credits(env, lambda a, i, o: nondet if a == "proposer_0" else "no block")
     prop = next(last for a, p, r, last in got if a == "proposer_0")

@@ -215,3 +215,50 @@ def test_every_run_of_a_task_program_is_pinned():
     )  # fmt: skip
     assert first.outputs[0] == host.stdout.strip()
     assert not execution.validate_program(program, ["'x'"]).valid
+
+
+#: Honest proposals an AZR proposer might write: several touch string hashing (sets, dicts of
+#: strings) and are still deterministic, as the stored outputs must be.
+PROPOSALS = [
+    ("def f(s):\n    return sorted(set(s.split()))", "'b a c a b'"),
+    ("def f(s):\n    return {w: len(w) for w in s.split()}", "'to be or not'"),
+    ("def f(xs):\n    return len(set(xs)), max(xs)", "[3, 1, 3, 7]"),
+    ("def f(s):\n    return set(s) - {'a'}", "'banana'"),
+    ("def f(n):\n    return [i * i for i in range(n) if i % 2]", "9"),
+    ("def f(a, b):\n    return frozenset(a) & frozenset(b)", "'hello', 'world'"),
+    ("def f(s):\n    return ''.join(sorted(s, key=s.count))", "'mississippi'"),
+    ("def f(d):\n    return sorted(d.items(), key=lambda kv: -kv[1])", "{'x': 2, 'y': 5}"),
+]
+
+
+def test_every_accepted_task_of_a_4_step_azr_run_recomputes_in_a_fresh_interpreter():
+    import itertools
+
+    import sage_env
+    from sage_env import EnvConfig
+
+    from scripted import play_round
+
+    env = sage_env.env(EnvConfig(protocol="azr", solver_samples=2))
+    bank = itertools.cycle(PROPOSALS)
+
+    def script(agent, phase, obs, n):
+        if phase != "propose":
+            return "```output\n0\n```"
+        if "Write 10 different inputs" in str(obs):  # induction: inputs for a buffer program
+            return "".join(f"```input\n{x!r}\n```\n" for x in ["ab", "ba", "abc", 1]) + (
+                "```message\nlook at the letters\n```"
+            )
+        program, given = next(bank)
+        return f"```python\n{program}\n```\n```input\n{given}\n```"
+
+    for step in range(4):  # the demo's 4 steps of 4 rounds
+        for r in range(4):
+            play_round(env, script, seed=4 * step + r)
+    generated = [t for t in env.unwrapped.pool.tasks if t.source == "generated"]
+    assert len(generated) >= 8  # the run accepted tasks of its own
+    for task in generated:
+        spec = exec_tasks.ExecSpec.of(task)
+        assert execution.recomputes(
+            spec.program, spec.inputs, spec.outputs, hash_seed=20261203
+        ), task.task_id

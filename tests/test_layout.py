@@ -32,6 +32,11 @@ LONG_FILES = {
     "sage_env/sandbox/worker.py": "the sandbox worker: one process's whole confinement",
     "sage_env/sandbox/rewrite.py": "the assert rewriter and its evaluator: one contract",
     "sage_env/sandbox/judge.py": "the judge process (a split adds a harness module; see its top)",
+    # TODO(issue 36, the house): split by concept when the layout is planned as a whole
+    "sage_env/verifiers/execution.py": "the executor and its answer checks (AZR Sec. 3.3)",
+    "sage_env/verifiers/program_checks.py": "the allow-list and the one AST walk that applies it",
+    "sage_env/demonstrations.py": "warm-up demonstrations of every role (math answer programs)",
+    "sage_env/verifiers/math_verifier.py": "math-verify in workers, warmed before the deadline",
 }
 """Files allowed over :data:`MAX_FILE_LINES`, with the reason (or the TODO that removes it)."""
 

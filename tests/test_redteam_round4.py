@@ -308,7 +308,8 @@ def test_a_gold_output_that_is_not_a_literal_pays_nothing(gold):
     "program, inputs",
     [
         ("def f(a):\n    return ''.join(set(a))\n", ["'abcdefghij'"]),
-        ("def f(a):\n    return (id(object()) >> 12) % 100000\n", ["1"]),
+        # an address read from a repr (id() itself is refused before anything runs)
+        ("def f(a):\n    return int(repr(object()).split()[-1][:-1], 16) >> 12\n", ["1"]),
         ("def f(a):\n    return str(lambda: 0)[-10:]\n", ["1"]),
     ],
     ids=["string_hash_order", "address", "repr_with_address"],

@@ -152,12 +152,13 @@ def test_one_report_parser_for_host_and_harness():
 
 def test_harness_sources_travel_in_argv_so_no_file_must_be_readable():
     argv = harness_argv("/usr/bin/python3", ["-1", "-1", "3"])
-    assert argv[:3] == ["/usr/bin/python3", "-I", "-c"]
-    assert argv[4] == str(len(HARNESS_MODULES))
-    names = argv[5:-3:2]
+    # not -I: its -E would drop the PYTHONHASHSEED that pins task runs
+    assert argv[:4] == ["/usr/bin/python3", "-s", "-P", "-c"]
+    assert argv[5] == str(len(HARNESS_MODULES))
+    names = argv[6:-3:2]
     assert tuple(names) == HARNESS_MODULES
     assert argv[-3:] == ["-1", "-1", "3"]
-    boot_lines = argv[3].strip().splitlines()
+    boot_lines = argv[4].strip().splitlines()
     assert len(boot_lines) <= 40
 
 

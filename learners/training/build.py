@@ -171,6 +171,7 @@ def _warm_up(
         cfg.warmup.mix,
         seed=cfg.warmup.seed,
         exclude=sage_env.load_validation() + [t for t in seeds if t.task_id in probe.task_ids],
+        math_grounding=cfg.env.math_grounding,
     )
     warm_metrics: dict[str, float] = {}
     if distributed.is_main():  # several ranks: rank 0 warms up, the weights are broadcast

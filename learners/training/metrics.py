@@ -63,6 +63,7 @@ def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]
             m[f"{role}/accept_rate"] = sum(
                 bool(t.details.get("accepted", t.details["parsed"].get("valid"))) for t in props
             ) / len(props)
+            m.update(math_grounding_metrics(role, props))
             probed = [t for t in props if (t.details.get("terms") or {}).get("d") is not None]
             if probed:  # accepted and probed: solved at least once is evidence it is well posed
                 m[f"{role}/accepted_solved_rate"] = sum(
@@ -83,6 +84,34 @@ def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]
         m["rollout/generate_calls"] = float(result.calls)
     m["time/env_s"] = result.env_seconds
     return m
+
+
+def math_grounding_metrics(role: str, proposals: list[Transition]) -> dict[str, float]:
+    """How many math proposals the answer-program check refused, and why.
+
+    ``<role>/math_refused_disagree``: the program ran but its value disagreed with the stated
+    answer; ``<role>/math_refused_program``: no program, or one that failed (refused by the
+    static checks, raised, timed out, was not deterministic, returned no math value);
+    ``<role>/math_grounded``: proposals whose program agreed. Counts over the step, from
+    ``details["verifier_check"]["grounding"]`` (:mod:`sage_env.verifiers.math_grounding`);
+    empty when no proposal of the step reached the check (``math_grounding="claim"``, or
+    none parsed).
+    """
+    verdicts = [
+        (t.details.get("verifier_check") or {}).get("grounding", {}).get("verdict")
+        for t in proposals
+        if isinstance(t.details.get("verifier_check"), dict)
+        and isinstance(t.details["verifier_check"].get("grounding"), dict)
+    ]
+    if not verdicts:
+        return {}
+    return {
+        f"{role}/math_refused_disagree": float(verdicts.count("disagree")),
+        f"{role}/math_refused_program": float(
+            verdicts.count("no_program") + verdicts.count("program_failed")
+        ),
+        f"{role}/math_grounded": float(verdicts.count("agree")),
+    }
 
 
 GAP_KEYS = ("logprob_gap_mean", "logprob_gap_max")

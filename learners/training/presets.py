@@ -12,8 +12,10 @@ from sage_env import EnvConfig, RewardConfig
 DEMO_BUDGETS = {
     "challenge": 160,
     "challenge/code": 192,
+    "challenge/math": 192,
     "propose": 160,
     "propose/code": 192,
+    "propose/math": 192,
     "review_question": 40,
     "review_plan": 40,
     "judge_question": 40,
@@ -23,7 +25,9 @@ DEMO_BUDGETS = {
     "solve": 112,
 }
 """Per-phase token budgets of the ``demo`` preset: a code proposal needs room for tests and a
-solution; a critic reply is a score and one sentence."""
+solution, a math proposal for its answer program (``math_grounding="program"``: the warm-up's
+math targets are a median 112 tokens, at most 175, against 65 without one); a critic reply is
+a score and one sentence."""
 
 DEMO_STOPS: dict[str, tuple[str, ...]] = {
     "challenge": ("</answer>", "</solution>"),
@@ -64,6 +68,9 @@ PRESETS: dict[str, TrainConfig] = {
             # CPU seconds per test: the seed programs need milliseconds, and a 135M model's
             # infinite loop cost 3 tests x 10 s per answer (64 s of one 135 s demo step)
             code_timeout_s=2.0,
+            # a math proposal's answer is computed by its own program, not taken on its
+            # word (not in the paper; docs/rewards.md, "Math grounding")
+            math_grounding="program",
             rewards=RewardConfig(
                 # the critic's plan reviews are half format, half how well p predicted the
                 # solver (not in the paper: a critic whose every reply parses otherwise gets

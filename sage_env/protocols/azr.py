@@ -17,7 +17,10 @@ One round, on one of AZR's three modes (drawn uniformly from ``AZRConfig.modes``
    right); the proposer earns the learnability ``1 - acc`` when ``0 < acc < 1``, else 0.
    With ``format_penalty`` (default, as AZR trains) a response that is not passable earns
    -0.5 when well formatted and -1 when not (an invalid proposal whose blocks parse is
-   "well formatted").
+   "well formatted"). A valid proposal that the pool already holds (the same program up to
+   names and dead code on the same input, or a near duplicate:
+   :meth:`~sage_env.pool.TaskPool.duplicate_of`) is refused and earns -1, as a reply that
+   does not parse (``AZRConfig.pay_duplicates``; docs/protocols/azr.md, Duplicates).
 
 Buffers are the pool's ``exec`` tasks, seeded on the first round with AZR's identity triplet
 and the bundled seed programs (:func:`sage_env.exec_tasks.load_exec_seeds`). Actions on
@@ -74,12 +77,26 @@ class AZRConfig:
     """AZR Eq. 6: -0.5 for a well-formatted response that is not passable, -1 for one with
     formatting errors. False: both earn 0 (rewards stay in [0, 1])."""
     banned_modules: tuple[str, ...] = execution.AZR_BANNED_MODULES
-    """Modules a proposed program may not import (AZR's ``banned_words`` plus Sec. 3.3.3's
-    ``os``, ``sys``, ``shutil``)."""
-    determinism_runs: int = 2
-    """Independent runs whose outputs must be equal (AZR Sec. 3.3.3 uses 2)."""
+    """Modules refused even if on the allow-list (AZR's ``banned_words`` plus Sec. 3.3.3's
+    ``os``, ``sys``, ``shutil``, none of which is on it). A program imports only modules of
+    ``program_checks.ALLOWED_MODULES``; the proposer's prompt names those not in this list,
+    and a refusal that reaches one of these names it (``tempfile._os`` is ``'os'``)."""
+    determinism_runs: int = len(execution.RUN_VARIANTS)
+    """Runs whose outputs must be equal, each under its own hash seed, generator seed, time
+    zone and address layout (:data:`~sage_env.verifiers.execution.RUN_VARIANTS`, at most 6).
+    AZR Sec. 3.3.3 uses 2 runs; 6 (ours) let one bit of hash noise through 1 time in 32
+    instead of 1 in 2."""
     seed_programs: bool = True
     """Seed the buffers with the bundled seed programs as well as the identity triplet."""
+    pay_duplicates: bool = False
+    """False (ours): a valid proposal that the pool already holds
+    (:meth:`~sage_env.pool.TaskPool.duplicate_of`: the same program up to names, layout and
+    dead code on the same input, or a near duplicate) is refused: it is not solved, not
+    added, and earns what a reply with formatting errors earns (-1; 0 without
+    ``format_penalty``), as ``sage`` and ``mae`` give a duplicate format score 0. A copy is a
+    free, always-valid proposal, so it must earn less than an honest program that fails a
+    check (-0.5). True: AZR's own rule (a valid duplicate is solved and paid its
+    learnability, and kept out of the buffer)."""
 
     def __post_init__(self) -> None:
         self.modes = tuple(self.modes)
@@ -149,11 +166,7 @@ def vet_exec_proposal(
         fields: dict = {"inputs": blocks, "message": message}
         if not blocks:
             return False, False, "no ```input blocks", None, fields
-        kept: list[str] = []
-        for block in blocks:
-            args = execution.parse_args(block)
-            if args is not None and execution.format_args(args) not in kept:
-                kept.append(execution.format_args(args))
+        kept = execution.distinct_inputs(blocks)  # by value: ``1`` and ``True`` are one input
         if len(kept) < 2:
             return True, False, "fewer than 2 distinct literal inputs", None, fields
         check = execution.validate_program(program, kept, **limits)
@@ -237,11 +250,12 @@ def vet_exec_challenge(
 ) -> tuple[dict, dict, Task | None, float]:
     """Vet a challenger's execution-task proposal (:func:`vet_exec_proposal`, AZR defaults).
 
-    A valid task the pool already holds (a copy of a reference snippet, a repeat, a near
-    duplicate by :meth:`~sage_env.pool.TaskPool.duplicate_of`) is rejected with format
-    score 0, as a duplicate math/code proposal is (:func:`~sage_env.protocols.base.propose`):
-    the Challenger is not paid for a task that adds nothing. (The ``azr`` protocol pays a
-    valid duplicate as AZR does and only keeps it out of the buffer.)
+    A valid task the pool already holds (a copy of a reference snippet or seed, renamed or
+    padded with dead code or not, a repeat, a near duplicate by
+    :meth:`~sage_env.pool.TaskPool.duplicate_of`) is rejected with format score 0, as a
+    duplicate math/code proposal is (:func:`~sage_env.protocols.base.propose`): the
+    Challenger is not paid for a task that adds nothing. (The ``azr`` protocol refuses it
+    too, with -1, unless ``AZRConfig.pay_duplicates``.)
 
     Returns:
         ``(parsed, check, task or None, f)``: ``parsed`` the fields for ``infos`` (mode,
@@ -321,7 +335,7 @@ class ExecChallenger(Protocol):
         turn = exec_proposer_turn(env, self.reference)
         if turn is None:
             self.exec_refs = []
-            return prompts.challenger(self.reference)
+            return prompts.challenger(self.reference, env.config.math_grounding)
         self.reference, self.exec_refs, obs = turn
         return obs
 
@@ -381,9 +395,17 @@ class AZRProtocol(Protocol):
         )
 
     def on_propose(self, env: ProtocolEnv, text: str) -> None:
-        """Validate the proposal with the executor; the solver attempts it (or a buffer task)."""
+        """Validate the proposal with the executor; the solver attempts it (or a buffer task).
+
+        A valid duplicate of a pool task is refused unless ``AZRConfig.pay_duplicates``.
+        """
         cfg: AZRConfig = env.config.protocol_config
         formatted, self.valid, reason, task, fields = self._vet(env, text)
+        duplicate = None
+        if self.valid and not cfg.pay_duplicates:
+            duplicate = env.pool.duplicate_of(task)
+            if duplicate is not None:
+                self.valid, reason, task = False, duplicate, None
         self.proposal = {
             "mode": self.mode,
             "valid": self.valid,
@@ -397,9 +419,10 @@ class AZRProtocol(Protocol):
             self.proposal["added_to_buffer"] = added
             self.task = task
         else:
+            scored_as_formatted = formatted and duplicate is None  # a copy earns -1
             env.deliver(
                 "proposer_0",
-                *rewards.azr_reward(0.0, False, formatted, cfg.format_penalty),
+                *rewards.azr_reward(0.0, False, scored_as_formatted, cfg.format_penalty),
                 mode=self.mode,
                 valid=False,
                 reason=reason,

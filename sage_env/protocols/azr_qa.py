@@ -62,7 +62,12 @@ class AZRQAProtocol(Protocol):
         self.check = None
         self.task = None
         self.scores: list[float] = []
-        env.select("proposer_0", "propose", self.reference, prompts.challenger(self.reference))
+        env.select(
+            "proposer_0",
+            "propose",
+            self.reference,
+            prompts.challenger(self.reference, env.config.math_grounding),
+        )
 
     def on_propose(self, env: ProtocolEnv, text: str) -> None:
         """Vet the proposal; the solver attempts it (or a pool task when invalid)."""

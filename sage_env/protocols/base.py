@@ -140,7 +140,7 @@ class Protocol:
         """
         from sage_env.protocols import scripted
 
-        return scripted.replies(self.phase_kind(phase, observation), task)
+        return scripted.replies(self.phase_kind(phase, observation), task, observation)
 
     def prefix(self, phase: str, task: Task) -> str:
         """The start of the reply the environment asks for in ``phase`` on ``task``.
@@ -182,7 +182,9 @@ def propose(
 
     A well-formed proposal becomes a candidate :class:`Task`; it is then rejected when the
     pool already holds it (format score 0) or when its own verifier fails
-    :meth:`raw_env.check_verifier` (format score 0.5, the question part was fine).
+    :meth:`raw_env.check_verifier` (format score 0.5, the question part was fine). Under
+    ``math_grounding = "program"`` that check runs a math proposal's answer program, and the
+    candidate's answer becomes the program's value (``docs/rewards.md``, "Math grounding").
 
     Returns:
         ``(parsed, candidate or None, verifier check or None)``.
@@ -294,6 +296,7 @@ def public(out: parsing.ChallengerOutput | None) -> dict:
         "answer": out.answer,
         "tests": out.tests,
         "entry_point": out.entry_point,
+        "program": out.program,
         "valid": out.valid,
         "well_formed": out.well_formed,
         "format_score": out.format_score,

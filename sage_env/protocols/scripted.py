@@ -50,6 +50,13 @@ PROPOSAL_MATH = (
     "4 notebooks at 5 dollars each cost?</question>\n<answer>71</answer>"
 )
 """A valid math proposal (its answer is right and parses)."""
+PROPOSAL_MATH_PROGRAM = (
+    "<question>A shop sells pens at 3 dollars each. How much do 17 pens and "
+    "4 notebooks at 5 dollars each cost?</question>\n<program>\ndef answer():\n"
+    "    return 17 * 3 + 4 * 5\n</program>\n<answer>71</answer>"
+)
+""":data:`PROPOSAL_MATH` with the program that computes its answer, for a prompt that asks
+for one (``EnvConfig.math_grounding = "program"``)."""
 PROPOSAL_CODE = (
     "<question>Write a function sum_squares(n) returning 1^2 + ... + n^2."
     "</question>\n<tests>\nassert sum_squares(1) == 1\nassert sum_squares(3) == 14"
@@ -82,9 +89,16 @@ def infer_kind(observation: dict | None) -> str | None:
     return next((k for tag, k in _PREFIX_KINDS.items() if prefix.startswith(tag)), None)
 
 
-def proposal(domain: str) -> str:
-    """A valid proposal for a reference task in ``domain``."""
-    return PROPOSAL_MATH if domain == "math" else PROPOSAL_CODE
+def proposal(domain: str, observation: dict | None = None) -> str:
+    """A valid proposal for a reference task in ``domain``.
+
+    On math, with an answer program (:data:`PROPOSAL_MATH_PROGRAM`) when ``observation``'s
+    prompt asks for ``<program>`` (``math_grounding = "program"``).
+    """
+    if domain != "math":
+        return PROPOSAL_CODE
+    asks = "<program>" in str((observation or {}).get("user", ""))
+    return PROPOSAL_MATH_PROGRAM if asks else PROPOSAL_MATH
 
 
 def gold_answer(task: Task | None) -> str | None:
@@ -109,10 +123,14 @@ def wrong_answer(task: Task | None) -> str:
     return "The answer is \\boxed{0}."
 
 
-def replies(kind: str | None, task: Task | None) -> list[str]:
-    """The scripted replies of a phase of ``kind`` on ``task`` (list above); ``[]`` if unknown."""
+def replies(kind: str | None, task: Task | None, observation: dict | None = None) -> list[str]:
+    """The scripted replies of a phase of ``kind`` on ``task`` (list above); ``[]`` if unknown.
+
+    ``observation`` (the acting agent's) lets a proposal follow the prompt's format
+    (:func:`proposal`).
+    """
     if kind == "propose":
-        return [proposal(task.domain if task is not None else "math")]
+        return [proposal(task.domain if task is not None else "math", observation)]
     if kind == "review":
         return [REVIEW_PASS, REVIEW_FAIL]
     if kind == "plan":

@@ -12,8 +12,9 @@ executor and the judge around it:
 * :func:`parse_args` / :func:`parse_literal` parse model-written inputs and outputs as Python
   literals on the judge's side (never ``eval``).
 * :func:`validate_program` is AZR's proposal check (Sec. 3.3.3): the program parses, defines
-  ``f``, imports no forbidden module (and has no :func:`escape_hatch`), runs within the
-  limits on every input, is deterministic (two independent runs give equal values), and
+  ``f``, keeps to the allow-list (:func:`program_refusal`), runs within the limits on every
+  input, is deterministic (six runs under the hash seeds, time zones and interpreters of
+  :data:`RUN_VARIANTS` give equal values; the pinned run's outputs are stored), and
   its inputs and outputs are Python literals that round-trip (``literal_eval(repr(v)) == v``).
 * :func:`check_deduction`, :func:`check_abduction`, :func:`check_induction` are AZR's answer
   checks (Sec. 3.3.4): value equality of the predicted output; ``p(i_pred) == o`` by running
@@ -23,7 +24,7 @@ Values are compared by Python ``==`` on the host after parsing both sides with
 :func:`ast.literal_eval`; the sandboxed process only ever reports a ``repr`` string, which is
 worth no more than a value the program could have returned.
 
-The static checks of a program's source (:func:`escape_hatch`, :func:`forbidden_import`,
+The static checks of a program's source (:func:`program_refusal`, :func:`forbidden_import`,
 :func:`defines_f`, :func:`safe_input_expression`) and their lists live in
 :mod:`sage_env.verifiers.program_checks` and are re-exported here.
 """
@@ -39,15 +40,14 @@ from typing import Any
 
 from sage_env import sandbox
 from sage_env.verifiers.program_checks import (
+    ALLOWED_BUILTINS,  # noqa: F401 - re-exported
+    ALLOWED_MODULES,  # noqa: F401 - re-exported
     AZR_BANNED_MODULES,
-    ESCAPE_ATTRIBUTES,  # noqa: F401 - re-exported
-    ESCAPE_GETTERS,  # noqa: F401 - re-exported
-    ESCAPE_MODULES,  # noqa: F401 - re-exported
-    ESCAPE_NAMES,  # noqa: F401 - re-exported
     MAX_LITERAL_CHARS,
     defines_f,
-    escape_hatch,
-    forbidden_import,
+    escape_hatch,  # noqa: F401 - re-exported
+    forbidden_import,  # noqa: F401 - re-exported
+    program_refusal,
     safe_input_expression,
 )
 
@@ -171,6 +171,7 @@ def _safe_repr(value: Any) -> bool:
 
 _RUNNER = """\
 import ast as _ast, contextlib as _cl, io as _io, json as _json, random as _random
+import sys as _sys, types as _types
 _random.seed({seed!r})
 _SRC = {src!r}
 _ARGS = {args!r}
@@ -196,14 +197,25 @@ def _plain(v, type=type, len=len, list=list, tuple=tuple, dict=dict, set=set, fr
         else:
             return False
     return True
+def _load(code):
+    # a module of its own (``dataclasses`` looks the class's module up), loaded afresh for
+    # every input so that no state a call leaves in the program carries to the next input
+    mod = _types.ModuleType("__azr_program__")
+    _sys.modules[mod.__name__] = mod
+    exec(code, mod.__dict__)
+    return mod.__dict__
 def _main(repr=repr, print=print, dumps=_json.dumps, plain=_plain, Exception=Exception):
-    ns = {{"__name__": "__azr_program__"}}
     results = []
     with _cl.redirect_stdout(_io.StringIO()), _cl.redirect_stderr(_io.StringIO()):
-        exec(compile(_SRC, "<program>", "exec"), ns)
+        # dont_inherit: the harness's ``from __future__`` flags are not the program's
+        code = compile(_SRC, "<program>", "exec", dont_inherit=True)
+        ns = _load(code)
         fn = ns[_ENTRY]
-        for text in _ARGS:
+        for n, text in enumerate(_ARGS):
             try:
+                if n:
+                    ns = _load(code)
+                    fn = ns[_ENTRY]
                 if _EXPR:
                     ns["_azr_collect"] = lambda *a, **k: (a, k)
                     call = compile("_azr_collect(" + text + ")", "<input>", "eval")
@@ -223,6 +235,20 @@ _main()
 """
 
 
+def _run_variant(
+    code: str, variant: int, fresh_hash_seed: int | None, timeout_s: float, memory_mb: int
+) -> sandbox.SandboxResult:
+    """Run ``code`` under :data:`RUN_VARIANTS` ``[variant]``, or fresh under a given seed."""
+    if fresh_hash_seed is None:
+        hash_seed, tz = RUN_VARIANTS[variant]
+        return sandbox.run(
+            code, timeout_s=timeout_s, memory_mb=memory_mb, hash_seed=hash_seed, env=(("TZ", tz),)
+        )
+    cfg = sandbox.SandboxConfig(timeout_s=timeout_s, memory_mb=memory_mb, hash_seed=fresh_hash_seed)
+    with sandbox.SandboxPool(0, cfg, zygotes=False) as pool:
+        return sandbox.run(code, pool=pool)
+
+
 def execute(
     program: str,
     args_list: Sequence[tuple[Any, ...]],
@@ -232,6 +258,7 @@ def execute(
     memory_mb: int = 512,
     expressions: bool = False,
     variant: int = 0,
+    fresh_hash_seed: int | None = None,
 ) -> Execution:
     """Run ``entry(*args)`` of ``program`` for every argument tuple in one sandboxed process.
 
@@ -251,6 +278,9 @@ def execute(
             :func:`safe_input_expression`, evaluated in the program's namespace (CRUXEval-I).
         variant: Which of :data:`RUN_VARIANTS` the run uses: 0 (the default) is the one
             whose outputs are stored and judged; 1, 2, ... are the determinism check's.
+        fresh_hash_seed: Instead of a variant, run in an interpreter started for this run
+            (no zygote) under this hash seed: an audit that a stored output is recomputed
+            by another interpreter (:func:`recomputes`).
 
     Raises:
         IndexError: if ``variant`` is not an index of :data:`RUN_VARIANTS`.
@@ -276,10 +306,7 @@ def execute(
         expr=bool(expressions),
         seed=RUN_VARIANTS[variant][0],
     )
-    hash_seed, tz = RUN_VARIANTS[variant]
-    res = sandbox.run(
-        code, timeout_s=timeout_s, memory_mb=memory_mb, hash_seed=hash_seed, env=(("TZ", tz),)
-    )
+    res = _run_variant(code, variant, fresh_hash_seed, timeout_s, memory_mb)
     if res.status != "passed":
         reason = res.reason
         if res.status == "failed" and "KeyError" in reason and repr(entry) in reason:
@@ -334,12 +361,9 @@ def validate_program(
         return Validation(False, f"program does not parse: {type(exc).__name__}", "parse")
     if not defines_f(program, entry):
         return Validation(False, f"program defines no top-level function {entry}", "entry")
-    hit = forbidden_import(program, banned)
-    if hit:
-        return Validation(False, f"program uses forbidden module {hit!r}", "forbidden")
-    hatch = escape_hatch(program)
-    if hatch:
-        return Validation(False, f"program {hatch}, which could reach its judge", "forbidden")
+    refusal = program_refusal(program, banned)
+    if refusal:
+        return Validation(False, f"program {refusal}", "forbidden")
     if not inputs:
         return Validation(False, "no input", "input")
     args_list = []
@@ -371,6 +395,30 @@ def validate_program(
         return Validation(False, "program is not deterministic (runs differ)", "deterministic")
     canonical = [format_args(a) for a in args_list]
     return Validation(True, "valid", "", canonical, [repr(v) for v in runs[0]])
+
+
+def recomputes(
+    program: str,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    *,
+    hash_seed: int,
+    timeout_s: float = 5.0,
+    memory_mb: int = 512,
+) -> bool:
+    """Whether a fresh interpreter under ``hash_seed`` computes the stored ``outputs`` again.
+
+    The audit of a stored task (issue 33): every output, parsed, equals the stored one as
+    :func:`values_equal` has it (a set's ``repr`` order may differ, its value may not).
+    Never raises on stored data; an input that does not parse fails the audit.
+    """
+    args_list = [parse_args(text) for text in inputs]
+    if not args_list or any(a is None for a in args_list) or len(outputs) != len(args_list):
+        return False
+    ex = execute(
+        program, args_list, timeout_s=timeout_s, memory_mb=memory_mb, fresh_hash_seed=hash_seed
+    )
+    return ex.status == "ok" and all(_same_output(a, b) for a, b in zip(ex.outputs, outputs))
 
 
 def compute_answer(
@@ -633,7 +681,7 @@ def check_induction(
     """
     if predicted_program is None or not defines_f(predicted_program):
         return Check(0.0, False, "invalid", "no Python program defining f found")
-    hit = forbidden_import(predicted_program) or escape_hatch(predicted_program)
+    hit = program_refusal(predicted_program)
     if hit:
         return Check(0.0, True, "blocked", f"program refused: {hit}")
     args_list = [parse_args(t) for t in inputs]

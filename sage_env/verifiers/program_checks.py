@@ -1,15 +1,28 @@
 """Static checks of a model-written program's source, on the judge's side (no code runs).
 
-Owns AZR's banned-module list (:data:`AZR_BANNED_MODULES`) and :func:`forbidden_import`, the
-escape-hatch lists and :func:`escape_hatch`, :func:`defines_f`, the literal size limit
-:data:`MAX_LITERAL_CHARS` and :func:`safe_input_expression`. Parsed with :mod:`ast` only;
-:mod:`sage_env.verifiers.execution` runs the programs and re-exports these names.
+A program may use only an allow-list: the purely computational standard-library modules of
+:data:`ALLOWED_MODULES` (and, of each, the public members of :data:`MODULE_MEMBERS`), the
+builtins of :data:`ALLOWED_BUILTINS`, and attributes that lead to no interpreter internal.
+:func:`program_refusal` gives the first reason a program breaks the list; :func:`escape_hatch`
+and :func:`forbidden_import` are views of it. Also :func:`defines_f`, the literal size limit
+:data:`MAX_LITERAL_CHARS` and :func:`safe_input_expression`. Parsed with :mod:`ast` (and
+:mod:`symtable` when a refused builtin's name occurs, to see whether the program bound it);
+:mod:`sage_env.verifiers.execution` runs the programs and re-exports these names. The
+argument why the list is pure, and how it was derived, is in ``docs/protocols/azr.md``
+("The allow-list").
 """
 
 from __future__ import annotations
 
+import _string  # the parser of str.format templates (what string.Formatter uses)
 import ast
-from collections.abc import Sequence
+import builtins
+import importlib
+import re
+import symtable
+import types
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 AZR_BANNED_MODULES: tuple[str, ...] = (
@@ -30,14 +43,11 @@ AZR_BANNED_MODULES: tuple[str, ...] = (
     "calendar",
     "importlib",
 )
-"""Modules a proposed program may not import.
-
-AZR's ``banned_words`` (``azr.data_selection_strategy.banned_words`` in
+"""AZR's banned modules: ``banned_words`` (``azr.data_selection_strategy.banned_words`` in
 ``absolute_zero_reasoner/configs/azr_ppo_trainer.yaml``) plus the paper's Sec. 3.3.3 list
-(``os.sys``, ``sys``, ``shutil``); AZR's dotted entries (``os.sys``, ``os.path``,
-``sys.exit``, ``os.environ``) are matched here by their top module (``os``, ``sys``), as a
-module check sees them, and ``importlib`` is added so ``import_module`` cannot bypass the
-list. A call of ``__import__`` is refused too."""
+(``os.sys``, ``sys``, ``shutil``), dotted entries matched by their top module. None is on
+:data:`ALLOWED_MODULES`; a ``banned`` list refuses its modules even if they were, and a
+refusal that reaches one (``tempfile._os``, ``import _random``) names it."""
 
 MODULE_ALIASES: dict[str, str] = {
     "posix": "os",
@@ -46,102 +56,155 @@ MODULE_ALIASES: dict[str, str] = {
     "_thread": "threading",
     "_strptime": "time",
 }
-"""Modules that are another module under a different name (``posix`` holds ``os.system``).
-Any other name is also matched with its leading underscores stripped (``_datetime``,
-``_random``, ``_os`` as ``tempfile`` imports it)."""
+"""Modules that are another module under a different name (``posix`` holds ``os.system``),
+used to name a refusal. Any other name is also matched with its leading underscores
+stripped (``_datetime``, ``_random``, ``_os`` as ``tempfile`` imports it)."""
 
-NONDETERMINISTIC_MODULES = frozenset(
+ALLOWED_MODULES: tuple[str, ...] = (
+    "__future__",
+    "bisect",
+    "cmath",
+    "collections",
+    "collections.abc",
+    "copy",
+    "dataclasses",
+    "decimal",
+    "enum",
+    "fractions",
+    "functools",
+    "heapq",
+    "itertools",
+    "math",
+    "numbers",
+    "operator",
+    "re",
+    "statistics",
+    "string",
+    "typing",
+)
+"""The modules a program may import: each computes on values it is given and reads no file,
+clock, entropy, process or host state (``docs/protocols/azr.md``, "The allow-list"). A
+program reads only their members of :data:`MODULE_MEMBERS`."""
+
+EXCLUDED_MEMBERS: dict[str, frozenset[str]] = {
+    # singledispatch*: eval string annotations (typing.get_type_hints); update_wrapper,
+    # wraps: read and write the attributes they are given by name (assigned=('gi_frame',));
+    # RLock: a thread lock; get_cache_token: a count of ABC registrations in the process
+    "functools": frozenset(
+        {"singledispatch", "singledispatchmethod", "update_wrapper", "wraps"}
+        | {"RLock", "get_cache_token"}
+    ),
+    # get_type_hints, ForwardRef: eval string annotations; io, re: module-like namespaces
+    "typing": frozenset({"get_type_hints", "ForwardRef", "io", "re"}),
+    "enum": frozenset({"global_enum"}),  # writes into the module its class names by string
+    "operator": frozenset({"attrgetter", "methodcaller"}),  # read attributes named by strings
+    "string": frozenset({"Formatter"}),  # get_field reads attribute paths named by strings
+    "statistics": frozenset({"NormalDist"}),  # NormalDist.samples draws from OS entropy
+    "copy": frozenset({"dispatch_table"}),  # copyreg's process-wide reducer table
+    "dataclasses": frozenset({"FunctionType"}),  # builds a function from a code object
+    # limits of the build (32- or 64-bit, threads): host facts, not computations
+    "decimal": frozenset(
+        {"HAVE_CONTEXTVAR", "HAVE_THREADS", "MAX_EMAX", "MAX_PREC", "MIN_EMIN", "MIN_ETINY"}
+    ),
+}
+"""Public members of allowed modules that a program may not read, each with its reason."""
+
+
+def _members(name: str) -> frozenset[str]:
+    mod = importlib.import_module(name)
+    public = (n for n in dir(mod) if not n.startswith("_"))
+    keep = {n for n in public if not isinstance(getattr(mod, n), types.ModuleType)}
+    return frozenset(keep - EXCLUDED_MEMBERS.get(name, frozenset()))
+
+
+MODULE_MEMBERS: dict[str, frozenset[str]] = {m: _members(m) for m in ALLOWED_MODULES}
+"""What a program may read of each allowed module (``re.sub``, ``from math import pi``):
+its public names that are not themselves modules (``statistics.random``, ``re.enum``,
+``fractions.sys`` are modules an allowed module imported), less :data:`EXCLUDED_MEMBERS`.
+Computed from the judge's interpreter, whose version the sandbox's must match."""
+
+
+def _star_ok(name: str) -> bool:
+    mod = importlib.import_module(name)
+    exported = getattr(mod, "__all__", None)
+    if exported is None:
+        exported = [n for n in dir(mod) if not n.startswith("_")]
+    return set(exported) <= MODULE_MEMBERS[name]
+
+
+_STAR_OK = frozenset(m for m in ALLOWED_MODULES if _star_ok(m))
+"""Modules whose ``import *`` brings only allowed members (``math``, ``heapq``, ...)."""
+
+ALLOWED_BUILTINS: frozenset[str] = frozenset(
     {
-        "secrets", "uuid", "email", "http", "gzip", "tarfile", "zipfile", "timeit", "sched",
-        "mailbox", "ssl", "asyncio", "concurrent", "pipes", "webbrowser", "pkgutil", "pydoc",
-        "imp", "zipimport", "modulefinder", "sysconfig", "site",
+        "abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "callable", "chr",
+        "classmethod", "complex", "dict", "divmod", "enumerate", "filter", "float", "format",
+        "frozenset", "hex", "int", "isinstance", "issubclass", "iter", "len", "list", "map",
+        "max", "min", "next", "object", "oct", "ord", "pow", "print", "property", "range",
+        "repr", "reversed", "round", "set", "slice", "sorted", "staticmethod", "str", "sum",
+        "super", "tuple", "type", "zip", "Ellipsis", "NotImplemented", "None", "True", "False",
+        "__name__",
+    }
+    | {
+        n
+        for n, v in vars(builtins).items()
+        if isinstance(v, type) and issubclass(v, BaseException)
     }
 )  # fmt: skip
-"""Modules refused besides the ``banned`` ones, whatever the list: they read OS entropy or
-the wall clock (``secrets``, ``uuid``; ``email.utils.formatdate``, ``gzip``'s header time),
-start processes or threads (``asyncio``, ``concurrent``, ``pipes``, ``webbrowser``) or load
-a module by name (``pkgutil.resolve_name``, ``pydoc.locate``). A two-run determinism check
-catches a clock only when its two runs straddle a tick, and OS entropy only when the two
-draws differ; these are refused before anything runs."""
+"""Builtins a program may name: the value types and the functions of values, and every
+exception class. Not: ``open``, ``input`` (I/O); ``eval``, ``exec``, ``compile``,
+``__import__``, ``__build_class__`` (code by name); ``globals``, ``locals``, ``vars``,
+``dir``, ``getattr``, ``setattr``, ``delattr``, ``hasattr`` (namespaces, attributes by
+name); ``id``, ``hash`` (addresses, hash seed); ``help``, ``license``, ``copyright``,
+``credits``, ``exit``, ``quit``, ``breakpoint`` (the site's helpers: files, the process);
+``memoryview``, ``aiter``, ``anext``. ``print`` is allowed: the runner sends the program's
+stdout to a buffer it throws away. A refused name the program binds itself (``def
+f(input):``) is the program's own variable and allowed."""
+
+REFUSED_BUILTINS: frozenset[str] = frozenset(dir(builtins)) - ALLOWED_BUILTINS
+"""Every other name of :mod:`builtins` (computed, so a builtin added later is refused)."""
+
+_BUILTIN_FUNCTIONS = frozenset(
+    n for n in ALLOWED_BUILTINS if isinstance(getattr(builtins, n, None), types.BuiltinFunctionType)
+)  # ``len.__self__`` is the builtins module
+
+ALLOWED_DUNDER_ATTRIBUTES: frozenset[str] = frozenset({"__init__", "__name__"})
+"""The only ``__dunder__`` attributes a program may read (``super().__init__()``,
+``type(x).__name__``): neither leads anywhere but a method of the program's own class or a
+name. Every other (``__class__``, ``__globals__``, ``__dict__``, ``__subclasses__``,
+``__self__``, ``__traceback__``, ``__doc__`` ...) is refused: they are the paths from a
+value to the interpreter, and ``__doc__`` texts change with the interpreter's version."""
+
+NAMEDTUPLE_ATTRIBUTES: frozenset[str] = frozenset(
+    {"_asdict", "_fields", "_field_defaults", "_make", "_replace"}
+)
+"""Underscore attributes that are public API (:func:`collections.namedtuple`); every other
+``_private`` attribute is refused, the program's own included (``self._seen``): private
+names of the allowed modules and classes (``collections._sys``, ``Enum._convert_``, which
+reads a module named by a string) could not be told from the program's own."""
+
+INTERNAL_ATTRIBUTES: frozenset[str] = frozenset(
+    n
+    for t in (
+        types.FrameType, types.CodeType, types.TracebackType, types.GeneratorType,
+        types.CoroutineType, types.AsyncGeneratorType, types.CellType,
+    )
+    for n in dir(t)
+    if not n.startswith("_")
+) - {"clear", "replace", "send", "throw", "close", "asend", "athrow", "aclose"}  # fmt: skip
+"""Public attributes of frames, code objects, tracebacks, generators, coroutines and cells
+(``gi_frame``, ``f_back``, ``f_globals``, ``tb_frame``, ``co_consts``, ``cell_contents``
+...): a generator's frame leads to the runner's frame and its globals. Refused in code and in
+templates; the names these types share with plain values (``clear``, ``replace``, ``send``
+...) are not in the set."""
 
 MAX_LITERAL_CHARS = 2_000
 """Inputs and outputs (as ``repr``) longer than this are refused (the prompt must stay short)."""
 
-
-ESCAPE_NAMES = frozenset(
-    {
-        "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
-        "delattr", "breakpoint", "__import__", "__builtins__", "__loader__", "__spec__",
-    }
-)  # fmt: skip
-"""Names a program may not use: they reach code or objects outside its own values."""
-ESCAPE_ATTRIBUTES = frozenset(
-    {
-        "__class__", "__base__", "__bases__", "__mro__", "__subclasses__", "__globals__",
-        "__builtins__", "__code__", "__dict__", "__closure__", "__func__", "__self__",
-        "__module__", "__loader__", "__spec__", "__reduce__", "__reduce_ex__",
-        "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame", "cr_frame", "ag_frame",
-        "tb_frame", "co_consts", "__getattribute__",
-    }
-)  # fmt: skip
-"""Attributes a program may not read: the ways from a value to the interpreter's internals."""
-ESCAPE_MODULES = frozenset(
-    {
-        "builtins", "__main__", "ctypes", "gc", "inspect", "io", "_io", "posix", "pty",
-        "signal", "socket", "fcntl", "mmap", "resource", "pickle", "marshal", "types",
-        "code", "codeop", "runpy", "pathlib", "tempfile", "atexit", "faulthandler",
-    }
-)  # fmt: skip
-"""Modules a program may not import besides the banned ones: they reach the process's
-files, memory or interpreter."""
-ESCAPE_GETTERS = frozenset({"attrgetter", "methodcaller", "get_field", "Formatter"})
-"""Callables that read an attribute named by a string (``operator.attrgetter('f_back')``,
-``string.Formatter().get_field``): a name or attribute of these is refused like ``getattr``."""
-
-
-def _escape_text(text: str) -> str | None:
-    # an attribute named in a string (a getter's argument, a format string '{0.__globals__}')
-    for name in ESCAPE_ATTRIBUTES | {n for n in ESCAPE_NAMES if n.startswith("__")}:
-        if name in text:
-            return name
-    return None
-
-
-def escape_hatch(program: str) -> str | None:
-    """The first construct by which ``program`` could reach its judge, else ``None``.
-
-    The sandboxed process reports its outputs on its own stdout, so a program that could
-    reach the process's I/O or the harness could forge a verdict. The judge refuses
-    programs that import :data:`ESCAPE_MODULES`, use a name of :data:`ESCAPE_NAMES` or read
-    an attribute of :data:`ESCAPE_ATTRIBUTES`, also by name: through a getter of
-    :data:`ESCAPE_GETTERS` or a string that names such an attribute (a defence in depth
-    beside the sandbox, which is what makes a forgery worthless: the result line holds only
-    values the program could have returned; a program that does not parse returns ``None``).
-    """
-    try:
-        tree = ast.parse(program)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and (node.id in ESCAPE_NAMES or node.id in ESCAPE_GETTERS):
-            return f"uses {node.id!r}"
-        if isinstance(node, ast.Attribute) and node.attr in ESCAPE_ATTRIBUTES | ESCAPE_GETTERS:
-            return f"reads .{node.attr}"
-        if isinstance(node, ast.alias) and node.name in ESCAPE_NAMES | ESCAPE_GETTERS:
-            return f"imports {node.name!r}"
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            hit = _escape_text(node.value)
-            if hit:
-                return f"names {hit!r} in a string"
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""]
-        for name in names:
-            if name.split(".")[0] in ESCAPE_MODULES:
-                return f"imports {name!r}"
-    return None
+_PARSE_ERRORS = (SyntaxError, ValueError, MemoryError, RecursionError)
+_STRING_DUNDERS = ALLOWED_DUNDER_ATTRIBUTES | {"__main__"}
+_WORD = re.compile(r"\w+")
+_TEMPLATE_METHODS = frozenset({"format", "format_map"})
 
 
 def _module_name(part: str) -> str:
@@ -149,41 +212,348 @@ def _module_name(part: str) -> str:
     return MODULE_ALIASES.get(part, part.lstrip("_") or part)
 
 
-def forbidden_import(program: str, banned: Sequence[str] = AZR_BANNED_MODULES) -> str | None:
-    """The first forbidden module ``program`` reaches (or ``"__import__"``), else ``None``.
+def _is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__") and bool(name.strip("_"))
 
-    AZR's check (``contains_banned_imports``): every ``import a.b`` / ``from a.b import c``
-    whose dotted name has a component in ``banned``; here also in
-    :data:`NONDETERMINISTIC_MODULES`, each name read through :data:`MODULE_ALIASES` and
-    without its leading underscores (``import posix``, ``import _datetime``), and an
-    attribute named as a banned module (``posixpath.os.system``, ``tempfile._os``,
-    ``collections._sys``: many modules hold ``os`` or ``sys`` as an attribute, so an import
-    check alone is bypassed through them). A program that does not parse returns ``None``
-    (the parse check reports it).
+
+def allowed_modules(banned: Sequence[str] = ()) -> tuple[str, ...]:
+    """The top-level modules of :data:`ALLOWED_MODULES` not in ``banned``, for a prompt."""
+    return tuple(
+        m for m in ALLOWED_MODULES if "." not in m and m != "__future__" and m not in banned
+    )
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    reason: str
+    module: str | None = None  # the module the refusal reaches, when it is about a module
+
+
+class _Judge:
+    """One pass over a parsed program; :meth:`refusal` gives the verdict."""
+
+    def __init__(self, tree: ast.AST, program: str, banned: frozenset[str]) -> None:
+        self.tree, self.program, self.banned = tree, program, banned
+        self.first: _Refusal | None = None
+        self.named: _Refusal | None = None  # the first refusal that reaches a banned module
+        self.modules: dict[str, str] = {}  # name bound by an import -> module
+        self.bases: set[int] = set()  # ids of the .value of attribute reads
+        self.callees: set[int] = set()  # ids of the .func of calls
+        self.names: list[ast.Name] = []
+        self.attributes: list[ast.Attribute] = []
+        self.functions: set[str] = set()  # names of the program's defs
+        self.template_from_value: ast.Attribute | None = None  # x.format(...), x not literal
+        self.carriers: list[str] = []  # values a computed template could walk from
+        self.imports = False  # any import but __future__'s
+
+    # -- recording -----------------------------------------------------------------------
+    def refuse(self, reason: str, module: str | None = None) -> None:
+        """Record a refusal; ``module``: the (dotted) module it reaches, named when banned."""
+        hit = None
+        if module is not None:
+            parts = (_module_name(p) for p in module.split("."))
+            hit = next((p for p in parts if p in self.banned), None)
+            if hit is not None and repr(hit) not in reason:
+                reason += f" (module {hit!r})"
+        refusal = _Refusal(reason, hit or module)
+        if self.first is None:
+            self.first = refusal
+        if hit is not None and self.named is None:
+            self.named = refusal
+
+    def check_module(self, name: str) -> bool:
+        """Refuse ``import name`` unless it and its packages are allowed; True if allowed."""
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:i])
+            if _module_name(parts[i - 1]) in self.banned:
+                self.refuse(f"imports {prefix!r}, a banned module", prefix)
+                return False
+            if prefix not in MODULE_MEMBERS:
+                self.refuse(f"imports {prefix!r}, which is not on the allow-list", prefix)
+                return False
+        return True
+
+    # -- the walk ------------------------------------------------------------------------
+    def walk(self) -> None:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name):
+                self.visit_name(node)
+            elif isinstance(node, ast.Attribute):
+                self.visit_attribute(node)
+            elif isinstance(node, ast.Call):
+                self.callees.add(id(node.func))
+            elif isinstance(node, ast.Constant):
+                if isinstance(node.value, str):
+                    self.visit_string(node.value)
+            elif isinstance(node, ast.Import):
+                self.visit_import(node)
+            elif isinstance(node, ast.ImportFrom):
+                self.visit_import_from(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.add(node.name)
+                if isinstance(node, ast.AsyncFunctionDef):
+                    self.carriers.append("defines a coroutine")
+            elif isinstance(node, ast.ClassDef):
+                self.carriers.append(f"defines class {node.name!r}")
+            elif isinstance(node, ast.MatchClass):
+                for attr in node.kwd_attrs:  # case C(attr=...) reads x.attr
+                    self.check_attribute_name(attr, " in a class pattern")
+            elif isinstance(node, ast.Lambda):
+                self.carriers.append("has a lambda")
+            elif isinstance(node, (ast.GeneratorExp, ast.Yield, ast.YieldFrom, ast.Await)):
+                self.carriers.append("makes a generator")
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                self.carriers.append(f"binds an exception ('as {node.name}')")
+            elif isinstance(node, ast.Raise) and node.exc is not None:
+                exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+                if not (isinstance(exc, ast.Name) and exc.id in ALLOWED_BUILTINS):
+                    self.carriers.append("raises an exception it holds")
+
+    def visit_name(self, node: ast.Name) -> None:
+        # reading a dunder name (``__builtins__``, ``__loader__``, ``__import__``) is refused;
+        # a class body may set its own (``__slots__ = ...``, ``__hash__ = None``)
+        if (
+            _is_dunder(node.id)
+            and node.id not in ALLOWED_BUILTINS
+            and (not isinstance(node.ctx, ast.Store) or node.id == "__builtins__")
+        ):
+            self.refuse(f"uses {node.id!r}", "__import__" if node.id == "__import__" else None)
+        self.names.append(node)
+
+    def visit_attribute(self, node: ast.Attribute) -> None:
+        self.bases.add(id(node.value))
+        self.attributes.append(node)
+        if node.attr in _TEMPLATE_METHODS and not (
+            isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        ):
+            self.template_from_value = self.template_from_value or node
+
+    def check_attribute_name(self, attr: str, where: str = "") -> None:
+        """Refuse a dunder, private or interpreter-internal attribute name."""
+        if attr in INTERNAL_ATTRIBUTES:
+            self.refuse(f"reads .{attr}{where}, an interpreter internal")
+        elif attr.startswith("_") and not (
+            attr in ALLOWED_DUNDER_ATTRIBUTES or attr in NAMEDTUPLE_ATTRIBUTES
+        ):
+            self.refuse(
+                f"reads .{attr}{where}, a {'dunder' if _is_dunder(attr) else 'private'} attribute"
+            )
+
+    def visit_string(self, text: str) -> None:
+        if "__" in text:
+            for word in _WORD.findall(text):
+                if _is_dunder(word) and word not in _STRING_DUNDERS:
+                    self.refuse(f"names {word!r} in a string")
+                    return
+        if "{" in text:
+            for attr in _template_attributes(text):
+                self.check_attribute_name(attr, " in a format template")
+
+    def visit_import(self, node: ast.Import) -> None:
+        self.imports = True
+        for alias in node.names:
+            self.check_module(alias.name)
+            top = alias.name.split(".")[0]
+            self.modules[alias.asname or top] = alias.name if alias.asname else top
+
+    def visit_import_from(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            self.refuse("has a relative import")
+            return
+        mod = node.module or ""
+        self.imports = self.imports or mod != "__future__"
+        allowed = self.check_module(mod)
+        for alias in node.names:
+            sub = f"{mod}.{alias.name}"
+            if alias.name == "*":
+                if allowed and mod not in _STAR_OK:
+                    self.refuse(f"imports * from {mod!r}, more than its allowed members", mod)
+            elif sub in MODULE_MEMBERS:
+                self.modules[alias.asname or alias.name] = sub
+            elif _module_name(alias.name) in self.banned or (
+                allowed and alias.name not in MODULE_MEMBERS[mod]
+            ):
+                self.refuse(f"imports {sub!r}, which is not an allowed member of {mod!r}", sub)
+
+    # -- after the walk ------------------------------------------------------------------
+    def module_of(self, node: ast.expr) -> str | None:
+        """The module an expression names (``re``, ``collections.abc``), else ``None``."""
+        if isinstance(node, ast.Name):
+            return self.modules.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.module_of(node.value)
+            if base is not None and f"{base}.{node.attr}" in MODULE_MEMBERS:
+                return f"{base}.{node.attr}"
+        return None
+
+    def finish(self) -> None:
+        for node in self.attributes:
+            base = self.module_of(node.value)
+            if base is not None:
+                self.check_module_read(node, base)
+            else:
+                self.check_attribute_name(node.attr)
+        builtin_names = set()
+        for node in self.names:
+            if isinstance(node.ctx, ast.Load) and node.id in self.modules:
+                if id(node) not in self.bases:
+                    self.refuse(f"uses module {self.modules[node.id]!r} as a value")
+            elif isinstance(node.ctx, ast.Load) and node.id in REFUSED_BUILTINS:
+                builtin_names.add(node.id)
+        if builtin_names:
+            hit = _global_use(self.program, builtin_names)
+            if hit:
+                self.refuse(f"uses builtin {hit!r}, which is not on the allow-list")
+        if self.template_from_value is not None:
+            self.check_data_only()
+
+    def check_module_read(self, node: ast.Attribute, base: str) -> None:
+        dotted = f"{base}.{node.attr}"
+        if dotted in MODULE_MEMBERS:  # a submodule on the list: it must be read further
+            if id(node) not in self.bases:
+                self.refuse(f"uses module {dotted!r} as a value")
+            return
+        if base not in MODULE_MEMBERS:
+            self.refuse(f"reads {dotted!r}, of a module not on the allow-list", dotted)
+        elif node.attr not in MODULE_MEMBERS[base]:
+            self.refuse(f"reads {dotted!r}, which is not an allowed member of {base!r}", dotted)
+        elif not isinstance(node.ctx, ast.Load):
+            self.refuse(f"assigns {dotted!r}, a member of a module")
+
+    def check_data_only(self) -> None:
+        """Refuse a computed template (``text.format(...)``) unless the program is plain data.
+
+        Such a template reads whatever attributes it names, so nothing in the program may
+        lead from a value to the interpreter: no import, class, lambda, generator, caught
+        or held exception, and no function as a value (``len.__self__`` is :mod:`builtins`;
+        a Python function has ``__globals__``). Plain values and their C types lead nowhere.
+        """
+        what = self.template_from_value
+        assert what is not None
+        carriers = (["imports a module"] if self.imports else []) + self.carriers
+        for node in self.names:
+            if (
+                isinstance(node.ctx, ast.Load)
+                and id(node) not in self.callees
+                and id(node) not in self.bases
+                and (node.id in self.functions or node.id in _BUILTIN_FUNCTIONS)
+            ):
+                carriers.append(f"uses function {node.id!r} as a value")
+        if carriers:
+            self.refuse(
+                f"formats a template it computes (.{what.attr} on a value) and {carriers[0]}: "
+                "the template could walk its attributes to the interpreter"
+            )
+
+    def refusal(self) -> _Refusal | None:
+        return self.named or self.first
+
+
+def _template_attributes(text: str, depth: int = 0) -> Iterator[str]:
+    """The attribute names the replacement fields of ``text`` read, as ``str.format`` would.
+
+    ``'{0.real}'`` gives ``real``; fields nested in a format spec count too; a text that is
+    not a template gives none.
     """
     try:
-        tree = ast.parse(program)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    banned_set = set(banned)
-    refused = banned_set | NONDETERMINISTIC_MODULES
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""] + [a.name for a in node.names]
-        elif isinstance(node, ast.Name) and node.id == "__import__":
-            return "__import__"
-        elif isinstance(node, ast.Attribute) and _module_name(node.attr) in banned_set:
-            return _module_name(node.attr)
-        for name in names:
-            for part in name.split("."):
-                if part in refused:
-                    return part
-                if _module_name(part) in refused:
-                    return _module_name(part)
+        for _literal, field, spec, _conv in _string.formatter_parser(text):
+            if field:
+                _first, rest = _string.formatter_field_name_split(field)
+                for is_attr, key in rest:
+                    if is_attr:
+                        yield str(key)
+            if spec and "{" in spec and depth < 2:
+                yield from _template_attributes(spec, depth + 1)
+    except ValueError:
+        return
+
+
+def _global_use(program: str, names: set[str]) -> str | None:
+    """The first of ``names`` (refused builtins) that ``program`` reads as the builtin.
+
+    A read at module or class level falls back to the builtins; in a function, one that is
+    not the function's own variable (a parameter, a local, a variable of an enclosing
+    function) does. ``None`` if every read is of the program's own variable.
+    """
+    try:
+        top = symtable.symtable(program, "<program>", "exec")
+    except _PARSE_ERRORS:
+        return next(iter(sorted(names)))
+    stack = [top]
+    while stack:
+        table = stack.pop()
+        for sym in table.get_symbols():
+            if sym.get_name() not in names or not sym.is_referenced():
+                continue
+            if table.get_type() == "function":
+                if sym.is_global():
+                    return sym.get_name()
+            elif not sym.is_free():  # module and class bodies fall back to builtins
+                return sym.get_name()
+        stack.extend(table.get_children())
     return None
+
+
+def _judge(program: str, banned: Sequence[str]) -> _Refusal | None:
+    try:
+        tree = ast.parse(program)
+    except _PARSE_ERRORS:
+        return None
+    judge = _Judge(tree, program, frozenset(_module_name(b) for b in banned) | frozenset(banned))
+    judge.walk()
+    judge.finish()
+    return judge.refusal()
+
+
+def program_refusal(program: str, banned: Sequence[str] = AZR_BANNED_MODULES) -> str | None:
+    """The first reason ``program`` breaks the allow-list, else ``None``.
+
+    In one :func:`ast.walk`: every import names a module of :data:`ALLOWED_MODULES` (and
+    not of ``banned``); a module is only read from (``re.sub``), never used as a value, and
+    only for a member of :data:`MODULE_MEMBERS` (not ``statistics.random``,
+    ``collections._sys``, ``operator.attrgetter``); a builtin the program reads is one of
+    :data:`ALLOWED_BUILTINS` unless the program binds that name itself; no ``__dunder__``
+    name or attribute outside :data:`ALLOWED_DUNDER_ATTRIBUTES`, no ``_private`` attribute
+    outside :data:`NAMEDTUPLE_ATTRIBUTES`, no attribute of :data:`INTERNAL_ATTRIBUTES`
+    (in code, in a class pattern or in a constant format template such as
+    ``'{0.gi_frame}'``); no string names a ``__dunder__`` (but ``'__main__'``); a template
+    the program computes (``text.format(x)``) only in a program of plain data
+    (:meth:`_Judge.check_data_only`). A refusal that reaches a module of ``banned``
+    (``tempfile._os``, ``import _random``) is reported first, naming it. A program that does
+    not parse returns ``None`` (the parse check reports it).
+
+    Returns:
+        A reason such as ``"imports 'os', a banned module"``, ``"uses builtin 'open', which is
+        not on the allow-list"``, ``"reads .__class__, a dunder attribute"``, ``"names
+        '__globals__' in a string"``; ``None`` if the program passes.
+    """
+    refusal = _judge(program, banned)
+    return None if refusal is None else refusal.reason
+
+
+def forbidden_import(program: str, banned: Sequence[str] = AZR_BANNED_MODULES) -> str | None:
+    """The module ``program`` is refused for reaching, or ``"__import__"``, else ``None``.
+
+    The module of :func:`program_refusal`'s refusal when that refusal is about a module: an
+    import off the list (``'secrets'``), a banned module however reached (``'os'`` for
+    ``import posix``, ``posixpath.os``, ``tempfile._os``; ``'random'`` for ``import
+    _random``), a module member off the list (``'statistics.random'``). ``None`` when the
+    program passes or is refused for something else (:func:`escape_hatch` reports that).
+    """
+    refusal = _judge(program, banned)
+    return None if refusal is None else refusal.module
+
+
+def escape_hatch(program: str) -> str | None:
+    """The first construct by which ``program`` leaves the allow-list, else ``None``.
+
+    :func:`program_refusal` with AZR's banned modules: the sandboxed process reports its
+    outputs on its own stdout, so a program that reached the process's I/O, the harness or
+    the host could forge a verdict or store a value another host does not recompute. A
+    program that does not parse returns ``None``.
+    """
+    return program_refusal(program)
 
 
 def defines_f(program: str, name: str = "f") -> bool:
@@ -203,7 +573,9 @@ _UNSAFE_NAMES = frozenset(
         "delattr", "print", "input", "breakpoint", "exit", "quit", "help", "memoryview",
         "classmethod", "staticmethod", "property", "super", "type", "object",
     }
-)  # fmt: skip
+) | REFUSED_BUILTINS  # fmt: skip
+"""Names an input expression may not use: the I/O and introspection builtins above and every
+builtin a task program may not call (``id``, ``hash``, ``dir``, ``hasattr`` ...)."""
 
 
 def safe_input_expression(text: Any) -> str | None:

@@ -1,0 +1,186 @@
+r"""Math grounding (ours, not in the paper): a proposed math task's answer, computed by a program.
+
+In SAGE (arXiv 2603.15255) a generated math task's answer is the Challenger's claim: a
+Challenger that proposes "What is 2+2?" with answer 5 earns d = 1 (no solver matches 5) and
+its task joins the pool. Under ``EnvConfig.math_grounding = "program"`` the Challenger also
+writes a program defining ``def answer():``; :func:`ground_answer` runs it in the sandbox
+under the execution tasks' rules (:func:`sage_env.verifiers.execution.compute_answer`: the
+static allow-list of modules and builtins, two runs in separate interpreters must return the
+same value) and compares its value with the stated answer under math-verify. The task stands
+only when they agree, and its stored answer is then the program's value, rendered as text by
+:func:`render_value`, never the claim (``docs/rewards.md``, "Math grounding").
+
+The program's value is a Python literal parsed on the judge's side; rendering and comparing
+happen here, in the trusted process.
+"""
+
+from __future__ import annotations
+
+import ast
+import decimal
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sage_env.verifiers.execution import compute_answer, parse_literal
+
+MAX_PROGRAM_CHARS = 4000
+"""An answer program longer than this is refused unrun."""
+MAX_ANSWER_CHARS = 200
+"""A rendered value longer than this is refused (the parser's limit on a stated answer)."""
+ENTRY = "answer"
+"""The zero-argument function an answer program defines."""
+VERDICTS = ("agree", "disagree", "no_program", "program_failed")
+"""Outcomes of :func:`ground_answer`: the task stands only on ``"agree"``."""
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """Outcome of :func:`ground_answer`, as ``infos`` show it (``to_dict``).
+
+    Attributes:
+        verdict: One of :data:`VERDICTS`.
+        reason: Short explanation (why the task was refused, or what the program computed).
+        program: The answer program (``None`` when the proposal had none).
+        claim: The stated ``<answer>``.
+        value: ``repr`` of the program's return value, as the sandbox reported it.
+        answer: The value rendered as answer text (:func:`render_value`); the stored answer
+            when the verdict is ``"agree"``.
+    """
+
+    verdict: str
+    reason: str
+    program: str | None
+    claim: str
+    value: str | None = None
+    answer: str | None = None
+
+    @property
+    def agreed(self) -> bool:
+        """Whether the program ran and its value agrees with the claim."""
+        return self.verdict == "agree"
+
+    def to_dict(self) -> dict:
+        """A JSON-safe dict of the fields."""
+        return asdict(self)
+
+
+def render_value(value: Any) -> tuple[str | None, str]:
+    r"""The text of a program's return value as a math answer.
+
+    ``int`` -> its digits; ``float`` -> positional decimal notation (``1e-05`` ->
+    ``0.00001``: math-verify reads ``1e-05`` as ``e - 5``), an integral float without its
+    ``.0``; ``str`` -> stripped, with Python's ``**`` written as ``^`` (math-verify reads
+    ``x**2`` as something else), e.g. ``"3/4"``, ``"\\frac{3}{4}"``, ``"2\\sqrt{2}"``.
+    Anything else (``bool``, ``complex``, containers, ``None``), a non-finite float, an empty
+    string or text longer than :data:`MAX_ANSWER_CHARS` is refused.
+
+    Returns:
+        ``(text, "")`` or ``(None, why)``; never raises.
+    """
+    if isinstance(value, bool) or value is None:
+        return None, f"returned {value!r}; return an int, a float or a string"
+    if isinstance(value, int):
+        text = str(value) if value.bit_length() <= 700 else ""
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            return None, f"returned {value!r}, which is not a finite number"
+        if value.is_integer() and abs(value) < 1e15:
+            text = str(int(value))
+        else:
+            text = format(decimal.Decimal(repr(value)), "f")
+    elif isinstance(value, str):
+        text = value.strip().replace("**", "^")
+        if not text:
+            return None, "returned an empty string"
+    else:
+        return None, f"returned a {type(value).__name__}; return an int, a float or a string"
+    if not text or len(text) > MAX_ANSWER_CHARS:
+        return None, f"returned a value longer than {MAX_ANSWER_CHARS} characters"
+    return text, ""
+
+
+def ground_answer(
+    program: str | None,
+    claim: str,
+    math_verifier: Any,
+    *,
+    timeout_s: float = 5.0,
+    memory_mb: int = 512,
+) -> Grounding:
+    r"""Run a math proposal's answer program and compare its value with the stated answer.
+
+    In order: there is a program (at most :data:`MAX_PROGRAM_CHARS`); it passes
+    :func:`~sage_env.verifiers.execution.compute_answer` (parses, defines ``answer``, uses
+    only allowed modules and builtins, runs within the limits, returns a literal, the same in
+    two runs); its value renders (:func:`render_value`) to grounded math
+    (``math_verifier.check_answer``); and ``\boxed{claim}`` scores 1 against that text as the
+    gold (``math_verifier.verify``: math-verify, so ``0.75`` agrees with ``3/4``).
+
+    Args:
+        program: The answer program, untrusted (``None`` when missing).
+        claim: The stated answer.
+        math_verifier: A :class:`~sage_env.verifiers.MathVerifier`.
+        timeout_s: Wall-clock limit of each sandboxed run, seconds.
+        memory_mb: Memory limit of each run, MiB.
+
+    Returns:
+        A :class:`Grounding`; never raises on model output.
+    """
+    claim = claim if isinstance(claim, str) else ""
+    if not isinstance(program, str) or not program.strip():
+        return Grounding("no_program", "no <program> defining answer() was given", None, claim)
+    if len(program) > MAX_PROGRAM_CHARS:
+        why = f"answer program longer than {MAX_PROGRAM_CHARS} characters"
+        return Grounding("program_failed", why, program[:MAX_PROGRAM_CHARS], claim)
+    if _returns_a_constant(program):
+        why = "answer() only returns a constant: compute the answer, do not restate it"
+        return Grounding("program_failed", why, program, claim)
+    run = compute_answer(program, entry=ENTRY, timeout_s=timeout_s, memory_mb=memory_mb)
+    if not run.valid or len(run.outputs) != 1:
+        reason = f"answer program refused ({run.check or 'run'}): {run.reason}"
+        return Grounding("program_failed", reason[:300], program, claim)
+    value_repr = run.outputs[0]
+    ok, value = parse_literal(value_repr)
+    text, why = render_value(value) if ok else (None, "returned no Python literal")
+    if text is None:
+        return Grounding("program_failed", f"answer program {why}", program, claim, value_repr)
+    grounded = math_verifier.check_answer(text)
+    if grounded.score < 1.0:
+        why = f"the program's value is not math ({grounded.reason})"
+        return Grounding("program_failed", why, program, claim, value_repr, text)
+    same = math_verifier.verify("\\boxed{" + claim + "}", text)
+    if same.score < 1.0:
+        how = "disagrees with"
+        if same.status != "failed":
+            how = f"was not shown ({same.status}) to agree with"
+        why = f"the stated answer {claim[:60]!r} {how} the program's value {text[:60]!r}"
+        return Grounding("disagree", why, program, claim, value_repr, text)
+    why = f"the program computes {text[:60]!r}, which agrees with the stated answer"
+    return Grounding("agree", why, program, claim, value_repr, text)
+
+
+def _returns_a_constant(program: str) -> bool:
+    """Whether ``answer()`` computes nothing: no operator, call, comparison, subscript,
+    comprehension, loop or formatted string anywhere in its body.
+
+    Such a program restates a claim rather than computing it (``return 5``, or ``x = 5`` then
+    ``return x``, for "What is 2+2?"), so grounding it would ground nothing. Any computation,
+    even ``return 2 + 3``, passes; the critic still judges whether it is the question's.
+    """
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == ENTRY:
+            return not any(isinstance(n, _COMPUTING) for n in ast.walk(node))
+    return False
+
+
+_COMPUTING = (
+    ast.BinOp, ast.BoolOp, ast.Compare, ast.Call, ast.Subscript, ast.IfExp, ast.Lambda,
+    ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.FormattedValue,
+    ast.For, ast.While, ast.AugAssign,
+)  # fmt: skip
+"""AST nodes that compute something (a ``-5`` or a name alone does not)."""
