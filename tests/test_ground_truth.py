@@ -42,6 +42,9 @@ HOST_DEPENDENT = {
     "address in a lambda's repr": "def f(a):\n    return repr(lambda: a)[-8:]",
     "set order of strings": "def f(s):\n    return ''.join({c for c in s})",
     "dict keyed by set order": "def f(s):\n    return {c: i for i, c in enumerate(set(s))}",
+    # the low bits of an address agree in every zygote's fork; a fresh interpreter moves them
+    "low bits of an address": "def f(s):\n    return repr(object())[-4:-1]",
+    "low bits of a function's address": "def g():\n    return 0\ndef f(s):\n    return str(g)[-4:-1]",
 }
 HONEST = {
     "sorted set": "def f(s):\n    return sorted(set(s))",
@@ -171,7 +174,7 @@ def test_gold_is_unreadable_from_a_copy_installed_outside_the_hidden_folders(lev
 
 def test_scalar_types_are_part_of_the_answer():
     for predicted, gold in [("1", "True"), ("1.0", "1"), ("[1]", "[True]"), ("{1}", "{True}"),
-                            ("{1: 'a'}", "{True: 'a'}"), ("(0,)", "(False,)")]:  # fmt: skip
+                            ("{1: 'a'}", "{True: 'a'}"), ("(0,)", "(False,)"), ("0.0", "-0.0"), ("[0j]", "[-0j]")]:  # fmt: skip
         assert execution.check_deduction(predicted, gold).score == 0.0, (predicted, gold)
         # CRUXEval's rule (``==``) is kept for that benchmark
         assert execution.check_deduction(predicted, gold, strict_types=False).score == 1.0
@@ -262,3 +265,69 @@ def test_every_accepted_task_of_a_4_step_azr_run_recomputes_in_a_fresh_interpret
         assert execution.recomputes(
             spec.program, spec.inputs, spec.outputs, hash_seed=20261203
         ), task.task_id
+
+
+#: Escapes a red-team helper found in the first allow-list (each reached ``os`` or the format
+#: machinery): a metaclass makes ``case G(g)`` match anything and read the attribute that
+#: ``__match_args__`` names, built at run time; a class pattern fetches ``str.format``.
+ESCAPES = {
+    "metaclass and __match_args__": (
+        "class M(type):\n    def __instancecheck__(cls, x):\n        return True\n"
+        "class G(metaclass=M):\n    __match_args__ = ('_' * 2 + 'globals' + '_' * 2,)\n"
+        "def f(x):\n    match f:\n        case G(g):\n            return len(g)\n"
+    ),
+    "__match_args__ alone": (
+        "class G:\n    __match_args__ = ('_' * 2 + 'class' + '_' * 2,)\n"
+        "def f(x):\n    match G():\n        case G(c):\n            return 1\n"
+    ),
+    "instancecheck without a metaclass keyword": (
+        "class G:\n    def __instancecheck__(cls, x):\n        return True\n"
+        "def f(x):\n    return 1\n"
+    ),
+    "format method from a class pattern": (
+        "import collections\ndef f(n):\n    t = '{0.' + '_' * 2 + 'globals' + '_' * 2 + '}'\n"
+        "    match t:\n        case str(format=fm):\n            return fm(collections.namedtuple)[:n]\n"
+    ),
+    "class from a computed namespace": (
+        "def f(x):\n    C = type('C', (), {'_' * 2 + 'match_args' + '_' * 2: ('a',)})\n    return 1\n"
+    ),
+    "frame attribute named in a string": "def f(x):\n    return len('gi_frame')\n",
+}
+
+
+def test_allow_list_escapes_found_by_red_team_are_refused_before_anything_runs():
+    for name, program in ESCAPES.items():
+        refusal = execution.program_refusal(program)
+        assert refusal is not None, name
+        got = execution.validate_program(program, ["1"])
+        assert (got.valid, got.check) == (False, "forbidden"), (name, got)
+    # honest classes keep their special methods and patterns
+    honest = (
+        "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\n    y: int = 2\n"
+        "    def __lt__(self, other):\n        return self.x < other.x\n"
+        "def f(a):\n    match P(a):\n        case P(x, y):\n            return x + y\n"
+    )
+    assert execution.program_refusal(honest) is None
+    assert execution.validate_program(honest, ["1"]).outputs == ["3"]
+
+
+def test_a_cruxeval_input_cannot_reach_the_builtins_through_a_generator_frame():
+    attack = (
+        "[g.gi_frame.f_globals['__builtins__']['setattr'](f, '__code__', (lambda *a: 'x')) "
+        "for g in [(x for x in [0])]][0]"
+    )
+    check = execution.check_abduction(
+        attack, "def f(x):\n    return len(x) % 2", "'x'", expressions=True,
+        strict_types=False, verdict_runs=1,
+    )  # fmt: skip
+    assert (check.score, check.status) == (0.0, "invalid")
+
+
+def test_recursion_depth_is_the_same_in_a_zygote_and_a_fresh_interpreter():
+    program = (
+        "def g(k):\n    try:\n        return g(k + 1)\n    except RecursionError:\n"
+        "        return k\ndef f(n):\n    return g(0)\n"
+    )
+    got = execution.validate_program(program, ["1"])
+    assert got.valid
+    assert execution.recomputes(program, got.inputs, got.outputs, hash_seed=77)

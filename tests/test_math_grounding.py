@@ -307,3 +307,25 @@ def test_answer_program_chains_the_worked_solution():
     assert answer_program(task) == "def answer():\n    a = 48 / 2\n    return 48 + a"
     task.answer = "73"  # the program must compute the gold
     assert answer_program(task) is None
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        'str(2 + 2) + " \\\\implies 5"',
+        'str(2 + 2) + " $5$"',
+        '"\\\\boxed{5} " + str(2 + 2)',
+        'str(2 + 2) + " \\\\lor 5"',
+        'str(5) + "\\\\%"',
+    ],
+)
+def test_a_string_value_cannot_launder_a_claim_the_program_did_not_compute(expr):
+    """math-verify reads the last expression: ``4 \\implies 5`` would be stored, graded as 5."""
+    run = ground_answer(f"def answer():\n    return {expr}", "5", MathVerifier())
+    assert run.verdict == "program_failed" and "return one value" in run.reason, run.reason
+
+
+def test_the_last_definition_of_answer_is_the_one_judged():
+    program = "def answer():\n    return 2 + 2\ndef answer():\n    return 5"
+    run = ground_answer(program, "5", MathVerifier())
+    assert run.verdict == "program_failed" and "constant" in run.reason

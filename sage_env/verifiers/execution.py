@@ -67,9 +67,15 @@ RUN_VARIANTS: tuple[tuple[int, str], ...] = (
 """``(hash seed, TZ)`` of each run of a program: index 0 is the stored run; the others are
 the determinism check's, each in an interpreter of its own (its own zygote, so its own
 address layout), under another hash seed, generator seed (the runner seeds :mod:`random`
-with the hash seed) and time zone. An output that depends on any of them is refused. A
+with the hash seed) and time zone; the last (:data:`FRESH_VARIANT`) in an interpreter
+started for the run, not forked from a zygote: forks of zygotes that started alike share
+their heap layout, so the low bits of an object's address agree in all of them and differ
+only in a fresh interpreter, as on another host. An output that depends on any of them is refused. A
 program whose output is one bit of hash- or address-dependent noise passes ``n`` runs with
 probability 2^-(n-1): 1/32 with all six."""
+
+FRESH_VARIANT = len(RUN_VARIANTS) - 1
+"""The variant that runs in a fresh interpreter rather than a zygote's fork."""
 
 VERDICT_RUNS = len(RUN_VARIANTS)
 """Runs that must agree before a *passing* answer check counts (abduction, induction): the
@@ -209,6 +215,12 @@ def _main(repr=repr, print=print, dumps=_json.dumps, plain=_plain, Exception=Exc
     with _cl.redirect_stdout(_io.StringIO()), _cl.redirect_stderr(_io.StringIO()):
         # dont_inherit: the harness's ``from __future__`` flags are not the program's
         code = compile(_SRC, "<program>", "exec", dont_inherit=True)
+        # the same recursion budget however deep the harness called us (a zygote's fork and a
+        # fresh interpreter differ by a few frames, which a depth-counting program would see)
+        depth, frame = 0, _sys._getframe()
+        while frame is not None:
+            depth, frame = depth + 1, frame.f_back
+        _sys.setrecursionlimit(depth + 1000)
         ns = _load(code)
         fn = ns[_ENTRY]
         for n, text in enumerate(_ARGS):
@@ -239,12 +251,16 @@ def _run_variant(
     code: str, variant: int, fresh_hash_seed: int | None, timeout_s: float, memory_mb: int
 ) -> sandbox.SandboxResult:
     """Run ``code`` under :data:`RUN_VARIANTS` ``[variant]``, or fresh under a given seed."""
-    if fresh_hash_seed is None:
-        hash_seed, tz = RUN_VARIANTS[variant]
+    hash_seed, tz = RUN_VARIANTS[variant]
+    if fresh_hash_seed is None and variant != FRESH_VARIANT:
         return sandbox.run(
             code, timeout_s=timeout_s, memory_mb=memory_mb, hash_seed=hash_seed, env=(("TZ", tz),)
         )
-    cfg = sandbox.SandboxConfig(timeout_s=timeout_s, memory_mb=memory_mb, hash_seed=fresh_hash_seed)
+    if fresh_hash_seed is not None:
+        hash_seed, tz = fresh_hash_seed, "UTC"
+    cfg = sandbox.SandboxConfig(
+        timeout_s=timeout_s, memory_mb=memory_mb, hash_seed=hash_seed, env=(("TZ", tz),)
+    )
     with sandbox.SandboxPool(0, cfg, zygotes=False) as pool:
         return sandbox.run(code, pool=pool)
 
@@ -519,6 +535,8 @@ def _typed(v: Any) -> tuple:
         return (t.__name__, frozenset(_typed(x) for x in v))
     if t is dict:
         return ("dict", frozenset((_typed(k), _typed(x)) for k, x in v.items()))
+    if t is float or t is complex:
+        return (t.__name__, repr(v))  # -0.0 is not 0.0 (their reprs differ, as f's did)
     return (t.__name__, v)
 
 

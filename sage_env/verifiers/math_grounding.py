@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import decimal
 import math
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -93,11 +94,37 @@ def render_value(value: Any) -> tuple[str | None, str]:
         text = value.strip().replace("**", "^")
         if not text:
             return None, "returned an empty string"
+        bad = _unsafe_math_text(text)
+        if bad:
+            return None, f"returned a string with {bad}; return one value"
     else:
         return None, f"returned a {type(value).__name__}; return an int, a float or a string"
     if not text or len(text) > MAX_ANSWER_CHARS:
         return None, f"returned a value longer than {MAX_ANSWER_CHARS} characters"
     return text, ""
+
+
+_MATH_COMMANDS = frozenset(
+    {"frac", "dfrac", "tfrac", "sqrt", "pi", "cdot", "times", "div", "infty", "pm", "left",
+     "right", "circ"}
+)  # fmt: skip
+"""LaTeX commands a string value may hold: those of one number or expression."""
+_MATH_TEXT = re.compile(r"[0-9A-Za-z+\-*/^()\[\]{}.,\\ ]*")
+
+
+def _unsafe_math_text(text: str) -> str | None:
+    r"""What in ``text`` is not part of one math value, else ``None``.
+
+    math-verify reads the last expression of a text, so ``"4 \implies 5"`` or ``"4 $5$"``
+    would store ``4`` but grade as ``5``: only digits, letters, ``+-*/^()[]{}.,`` and the
+    commands of :data:`_MATH_COMMANDS` are allowed (no ``$``, ``=``, ``%``, ``\boxed``).
+    """
+    if not _MATH_TEXT.fullmatch(text):
+        return "a character outside one math value"
+    for command in re.findall(r"\\([A-Za-z]+)", text):
+        if command not in _MATH_COMMANDS:
+            return f"the command \\{command}"
+    return None
 
 
 def ground_answer(
@@ -150,6 +177,8 @@ def ground_answer(
         why = f"the program's value is not math ({grounded.reason})"
         return Grounding("program_failed", why, program, claim, value_repr, text)
     same = math_verifier.verify("\\boxed{" + claim + "}", text)
+    if same.score >= 1.0:  # and the other way round, so neither side reads as a subset
+        same = math_verifier.verify("\\boxed{" + text + "}", claim)
     if same.score < 1.0:
         how = "disagrees with"
         if same.status != "failed":
@@ -172,7 +201,7 @@ def _returns_a_constant(program: str) -> bool:
         tree = ast.parse(program)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
-    for node in tree.body:
+    for node in reversed(tree.body):  # the last definition is the one that binds
         if isinstance(node, ast.FunctionDef) and node.name == ENTRY:
             return not any(isinstance(n, _COMPUTING) for n in ast.walk(node))
     return False

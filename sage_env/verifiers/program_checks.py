@@ -175,6 +175,27 @@ name. Every other (``__class__``, ``__globals__``, ``__dict__``, ``__subclasses_
 ``__self__``, ``__traceback__``, ``__doc__`` ...) is refused: they are the paths from a
 value to the interpreter, and ``__doc__`` texts change with the interpreter's version."""
 
+ALLOWED_DUNDER_METHODS: frozenset[str] = frozenset(
+    {
+        "__init__", "__repr__", "__str__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
+        "__ge__", "__hash__", "__len__", "__bool__", "__iter__", "__next__", "__contains__",
+        "__getitem__", "__setitem__", "__delitem__", "__call__", "__add__", "__radd__",
+        "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__floordiv__", "__mod__",
+        "__pow__", "__neg__", "__pos__", "__abs__", "__and__", "__or__", "__xor__",
+        "__invert__", "__lshift__", "__rshift__", "__iadd__", "__isub__", "__imul__",
+        "__index__", "__int__", "__float__", "__enter__", "__exit__",
+    }
+)  # fmt: skip
+"""Special methods a program's class may define: those of ordinary values (comparison,
+arithmetic, containers). The ones that change how the interpreter finds attributes or
+classes (``__getattr__``, ``__instancecheck__``, ``__subclasshook__``, ``__init_subclass__``,
+``__set_name__``, ``__class_getitem__``, ``__new__``, ``__prepare__`` ...) are refused: with
+them ``isinstance`` matches any object and a class pattern reads what it likes."""
+
+ALLOWED_DUNDER_STORES: frozenset[str] = frozenset({"__slots__", "__hash__"})
+"""Dunder names a class body may assign (``__hash__ = None``). ``__match_args__`` is not one:
+a class pattern ``case C(x)`` reads the attributes it names."""
+
 NAMEDTUPLE_ATTRIBUTES: frozenset[str] = frozenset(
     {"_asdict", "_fields", "_field_defaults", "_make", "_replace"}
 )
@@ -235,6 +256,7 @@ class _Judge:
     def __init__(self, tree: ast.AST, program: str, banned: frozenset[str]) -> None:
         self.tree, self.program, self.banned = tree, program, banned
         self.first: _Refusal | None = None
+        self.last_resort: _Refusal | None = None  # reported only when nothing else is
         self.named: _Refusal | None = None  # the first refusal that reaches a banned module
         self.modules: dict[str, str] = {}  # name bound by an import -> module
         self.bases: set[int] = set()  # ids of the .value of attribute reads
@@ -283,6 +305,12 @@ class _Judge:
                 self.visit_attribute(node)
             elif isinstance(node, ast.Call):
                 self.callees.add(id(node.func))
+                if (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id == "type"
+                    and (len(node.args) != 1 or node.keywords)
+                ):  # type(name, bases, namespace) makes a class from computed names
+                    self.refuse("calls type() with a class namespace")
             elif isinstance(node, ast.Constant):
                 if isinstance(node.value, str):
                     self.visit_string(node.value)
@@ -292,13 +320,19 @@ class _Judge:
                 self.visit_import_from(node)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.add(node.name)
+                if _is_dunder(node.name) and node.name not in ALLOWED_DUNDER_METHODS:
+                    self.refuse(f"defines special method {node.name!r}")
                 if isinstance(node, ast.AsyncFunctionDef):
                     self.carriers.append("defines a coroutine")
             elif isinstance(node, ast.ClassDef):
                 self.carriers.append(f"defines class {node.name!r}")
+                if any(k.arg != "slots" for k in node.keywords):
+                    self.refuse(f"class {node.name!r} takes a metaclass or class keyword")
             elif isinstance(node, ast.MatchClass):
                 for attr in node.kwd_attrs:  # case C(attr=...) reads x.attr
                     self.check_attribute_name(attr, " in a class pattern")
+                    if attr in _TEMPLATE_METHODS:  # case str(format=fm): a template method
+                        self.refuse(f"reads .{attr} in a class pattern")
             elif isinstance(node, ast.Lambda):
                 self.carriers.append("has a lambda")
             elif isinstance(node, (ast.GeneratorExp, ast.Yield, ast.YieldFrom, ast.Await)):
@@ -316,7 +350,7 @@ class _Judge:
         if (
             _is_dunder(node.id)
             and node.id not in ALLOWED_BUILTINS
-            and (not isinstance(node.ctx, ast.Store) or node.id == "__builtins__")
+            and (not isinstance(node.ctx, ast.Store) or node.id not in ALLOWED_DUNDER_STORES)
         ):
             self.refuse(f"uses {node.id!r}", "__import__" if node.id == "__import__" else None)
         self.names.append(node)
@@ -341,6 +375,12 @@ class _Judge:
             )
 
     def visit_string(self, text: str) -> None:
+        if "_" in text and self.last_resort is None:
+            for word in _WORD.findall(text):
+                if word in INTERNAL_ATTRIBUTES:  # a name computed from it could be read
+                    why = f"names {word!r} in a string, an interpreter internal"
+                    self.last_resort = _Refusal(why, None)
+                    break
         if "__" in text:
             for word in _WORD.findall(text):
                 if _is_dunder(word) and word not in _STRING_DUNDERS:
@@ -447,7 +487,7 @@ class _Judge:
             )
 
     def refusal(self) -> _Refusal | None:
-        return self.named or self.first
+        return self.named or self.first or self.last_resort
 
 
 def _template_attributes(text: str, depth: int = 0) -> Iterator[str]:
@@ -584,7 +624,8 @@ def safe_input_expression(text: Any) -> str | None:
     CRUXEval's rule is ``f(<input>) == <output>`` with the input as Python source (its gold
     inputs include ``dict(a=1)``, ``range(3)``, ``lambda x: x < 2``, names the program
     defines). The judge first refuses text that could reach the process's I/O or the
-    harness: any name or attribute starting with ``_``, any import, and the builtins in
+    harness: any name or attribute starting with ``_``, any attribute of a frame, code object
+    or generator (:data:`INTERNAL_ATTRIBUTES`), any string naming a dunder, and the builtins in
     ``_UNSAFE_NAMES`` (``eval``, ``exec``, ``open``, ``globals``, ``getattr``, ``print`` ...).
     The text must parse as the arguments of one call ``f(...)``.
     """
@@ -599,10 +640,15 @@ def safe_input_expression(text: Any) -> str | None:
     for node in ast.walk(tree.body):
         if isinstance(node, ast.Name) and (node.id.startswith("_") or node.id in _UNSAFE_NAMES):
             return None
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+        if isinstance(node, ast.Attribute) and (
+            node.attr.startswith("_") or node.attr in INTERNAL_ATTRIBUTES
+        ):  # ``(x for x in [0]).gi_frame.f_globals`` leads to the builtins
             return None
         if isinstance(node, ast.keyword) and node.arg and node.arg.startswith("_"):
             return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__" in node.value:
+            if any(_is_dunder(w) for w in _WORD.findall(node.value)):
+                return None  # a dunder named by a string: ``g['__builtins__']``
         if isinstance(node, ast.NamedExpr):
             # ``(sorted := lambda s: OUT)`` would rebind a global or builtin that ``f``
             # calls (the input is evaluated in the program's namespace): ``f`` would then
