@@ -42,9 +42,16 @@ HOST_DEPENDENT = {
     "address in a lambda's repr": "def f(a):\n    return repr(lambda: a)[-8:]",
     "set order of strings": "def f(s):\n    return ''.join({c for c in s})",
     "dict keyed by set order": "def f(s):\n    return {c: i for i, c in enumerate(set(s))}",
-    # the low bits of an address agree in every zygote's fork; a fresh interpreter moves them
+}
+#: The low bits of an address agree in every zygote's fork and in every fresh interpreter of
+#: one build, but not between the two: with zygotes the last (fresh) check run refuses them;
+#: without zygotes every run is fresh and the stored value is what a fresh interpreter of
+#: that build recomputes (an interpreter build is pinned like the hash seed).
+LOW_ADDRESS_BITS = {
     "low bits of an address": "def f(s):\n    return repr(object())[-4:-1]",
-    "low bits of a function's address": "def g():\n    return 0\ndef f(s):\n    return str(g)[-4:-1]",
+    "low bits of a function's address": (
+        "def g():\n    return 0\ndef f(s):\n    return str(g)[-4:-1]"
+    ),
 }
 HONEST = {
     "sorted set": "def f(s):\n    return sorted(set(s))",
@@ -65,6 +72,14 @@ def _cases() -> dict:
         name: execution.validate_program(p, ["'abcdefgh'"]).check
         for name, p in HOST_DEPENDENT.items()
     }
+    out["low_bits"] = {}
+    for name, p in LOW_ADDRESS_BITS.items():
+        got = execution.validate_program(p, ["'abcdefgh'"])
+        out["low_bits"][name] = got.check if not got.valid else (
+            "recomputes"
+            if execution.recomputes(p, got.inputs, got.outputs, hash_seed=99)
+            else "stored but does not recompute"
+        )
     out["honest"] = {
         name: execution.validate_program(p, ["'abcdefgh'"]).valid for name, p in HONEST.items()
     }
@@ -132,6 +147,8 @@ def test_red_team_ground_truth_cases_score_zero_at_every_isolation_level(level, 
     assert got["one_bit_valid"] == 0
     assert got["one_bit_valid_two_runs"] >= 5
     assert got["host"] == dict.fromkeys(HOST_DEPENDENT, "deterministic")
+    expected = "deterministic" if zygote == "1" else "recomputes"
+    assert got["low_bits"] == dict.fromkeys(LOW_ADDRESS_BITS, expected)
     assert got["honest"] == dict.fromkeys(HONEST, True)
     # abduction noise: a single run pays about half the noisy answers; repeated verdicts none
     assert got["abduction_paid"] == 0.0
