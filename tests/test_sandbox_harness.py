@@ -362,3 +362,15 @@ def test_plus_equal_follows_evalplus(out, exp, atol, equal):
     from sage_env.sandbox.compare import plus_equal
 
     assert plus_equal(out, exp, atol) is equal
+
+
+def test_an_interpreter_without_dash_p_gets_the_harness_without_it(tmp_path):
+    """Python 3.10 (Ubuntu 22.04's /usr/bin/python3) has no -P: the harness must still start."""
+    import sys
+
+    fake = tmp_path / "python310"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = "-P" ] && exit 2\nexec {sys.executable} "$@"\n')
+    fake.chmod(0o755)
+    argv = harness_argv(str(fake), ["-1", "-1", "3"])
+    assert argv[:3] == [str(fake), "-s", "-c"]
+    assert harness_argv(sys.executable, [])[:4] == [sys.executable, "-s", "-P", "-c"]

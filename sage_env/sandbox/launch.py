@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -91,7 +92,24 @@ def harness_argv(python: str, args: list[str]) -> list[str]:
             with open(os.path.join(here, name + ".py"), encoding="utf-8") as fh:
                 sources += [name, fh.read()]
         _SOURCES[:] = sources
-    return [python, "-s", "-P", "-c", _BOOT, str(len(HARNESS_MODULES)), *_SOURCES, *args]
+    flags = ["-s", "-P"] if _knows_safe_path(python) else ["-s"]
+    return [python, *flags, "-c", _BOOT, str(len(HARNESS_MODULES)), *_SOURCES, *args]
+
+
+@functools.lru_cache(maxsize=8)
+def _knows_safe_path(python: str) -> bool:
+    """Whether ``python`` takes ``-P`` (3.11+; Ubuntu 22.04's ``/usr/bin/python3`` is 3.10).
+
+    Without it the empty sandbox workdir is first on the harness's ``sys.path``, which holds
+    nothing but what the job itself writes there.
+    """
+    try:
+        out = subprocess.run(
+            [python, "-P", "-c", "pass"], capture_output=True, timeout=30, env={}
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0
 
 
 _LAUNCH_QUEUE: queue.SimpleQueue = queue.SimpleQueue()
