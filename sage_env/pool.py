@@ -220,8 +220,13 @@ class TaskPool:
         self._ever_generated += 1
         return f"gen/{self._ever_generated - 1}"
 
-    def duplicate_of(self, task: Task) -> str | None:
+    def duplicate_of(self, task: Task, *, near: bool = True) -> str | None:
         """Why ``task`` would be rejected as a duplicate, or ``None`` if it would not.
+
+        Args:
+            task: The candidate.
+            near: Also look for near duplicates (word-shingle Jaccard); ``False``: only the
+                same task (the same text, or the same program after normalisation).
 
         Returns:
             A short reason naming the matching task, e.g.
@@ -239,7 +244,7 @@ class TaskPool:
         if match is not None:
             same = SAME_TASK[task.meta["exec"]["mode"]]
             return f"duplicate of {match} (the same program after normalisation, {same})"
-        if self.near_duplicate_threshold is None:
+        if self.near_duplicate_threshold is None or not near:
             return None
         mine = shingles(normalised_question(task))
         t = self.near_duplicate_threshold

@@ -368,3 +368,16 @@ def test_azr_induction_with_a_seeds_inputs_reordered_is_a_duplicate():
     )
     reward, info = _proposer(records)
     assert reward == -1.0 and info["reason"].startswith(f"duplicate of exec/{SEED_98}/induction")
+
+
+def test_azr_pays_a_renamed_seed_program_on_a_new_input_as_azr_does():
+    """A pool program on a new input is a near duplicate (the question's words match), not the
+    same task: ``azr`` solves and pays it (AZR's rule) and keeps it out of the buffer."""
+    new_input = _proposal(COPY_98, "'UuAaEeIiOo'")
+    env, records = _exec_round("azr", "deduction", new_input)
+    reward, info = _proposer(records)
+    assert info["valid"] is True and info["parsed"]["added_to_buffer"] is False
+    assert reward == 0.0 and info["terms"]["acc"] == 0.0  # the solver's "0" is wrong: acc 0
+    assert _generated_in(env) == []
+    # the same input is the same task: refused with -1
+    assert _proposer(_exec_round("azr", "deduction", COPY_REPLY)[1])[0] == -1.0

@@ -18,9 +18,10 @@ One round, on one of AZR's three modes (drawn uniformly from ``AZRConfig.modes``
    With ``format_penalty`` (default, as AZR trains) a response that is not passable earns
    -0.5 when well formatted and -1 when not (an invalid proposal whose blocks parse is
    "well formatted"). A valid proposal that the pool already holds (the same program up to
-   names and dead code on the same input, or a near duplicate:
-   :meth:`~sage_env.pool.TaskPool.duplicate_of`) is refused and earns -1, as a reply that
-   does not parse (``AZRConfig.pay_duplicates``; docs/protocols/azr.md, Duplicates).
+   names and dead code on the same input: :meth:`~sage_env.pool.TaskPool.duplicate_of`
+   with ``near=False``) is refused and earns -1, as a reply that does not parse; a near
+   duplicate (a pool program on a new input) is paid as AZR pays it and kept out of the
+   buffer (``AZRConfig.pay_duplicates``; docs/protocols/azr.md, Duplicates).
 
 Buffers are the pool's ``exec`` tasks, seeded on the first round with AZR's identity triplet
 and the bundled seed programs (:func:`sage_env.exec_tasks.load_exec_seeds`). Actions on
@@ -89,10 +90,9 @@ class AZRConfig:
     seed_programs: bool = True
     """Seed the buffers with the bundled seed programs as well as the identity triplet."""
     pay_duplicates: bool = False
-    """False (ours): a valid proposal that the pool already holds
-    (:meth:`~sage_env.pool.TaskPool.duplicate_of`: the same program up to names, layout and
-    dead code on the same input, or a near duplicate) is refused: it is not solved, not
-    added, and earns what a reply with formatting errors earns (-1; 0 without
+    """False (ours): a valid proposal that the pool already holds (``duplicate_of(task,
+    near=False)``: the same program up to names, layout and dead code on the same input) is
+    refused: it is not solved, not added, and earns what a reply with formatting errors earns (-1; 0 without
     ``format_penalty``), as ``sage`` and ``mae`` give a duplicate format score 0. A copy is a
     free, always-valid proposal, so it must earn less than an honest program that fails a
     check (-0.5). True: AZR's own rule (a valid duplicate is solved and paid its
@@ -397,13 +397,15 @@ class AZRProtocol(Protocol):
     def on_propose(self, env: ProtocolEnv, text: str) -> None:
         """Validate the proposal with the executor; the solver attempts it (or a buffer task).
 
-        A valid duplicate of a pool task is refused unless ``AZRConfig.pay_duplicates``.
+        A valid copy of a pool task (the same program after normalisation, on the same input)
+        is refused unless ``AZRConfig.pay_duplicates``. A near duplicate (a pool program on a
+        new input) is a new task to solve, paid as AZR pays it and kept out of the buffer.
         """
         cfg: AZRConfig = env.config.protocol_config
         formatted, self.valid, reason, task, fields = self._vet(env, text)
         duplicate = None
         if self.valid and not cfg.pay_duplicates:
-            duplicate = env.pool.duplicate_of(task)
+            duplicate = env.pool.duplicate_of(task, near=False)
             if duplicate is not None:
                 self.valid, reason, task = False, duplicate, None
         self.proposal = {
