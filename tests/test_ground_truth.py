@@ -167,7 +167,8 @@ def test_gold_is_unreadable_from_a_copy_installed_outside_the_hidden_folders(lev
     # /tmp is private inside the sandbox anyway: install the copy under /var/tmp, which is not
     site = Path(tmp_path_outside_tmp := Path("/var/tmp") / f"sage-gold-{os.getpid()}-{level}")
     try:
-        shutil.copytree(ROOT / "sage_env", site / "sage_env", ignore=shutil.ignore_patterns("*.pyc"))
+        skip = shutil.ignore_patterns("*.pyc")
+        shutil.copytree(ROOT / "sage_env", site / "sage_env", ignore=skip)
         code = (
             "import json\n"
             "from sage_env import sandbox\n"
@@ -191,7 +192,8 @@ def test_gold_is_unreadable_from_a_copy_installed_outside_the_hidden_folders(lev
 
 def test_scalar_types_are_part_of_the_answer():
     for predicted, gold in [("1", "True"), ("1.0", "1"), ("[1]", "[True]"), ("{1}", "{True}"),
-                            ("{1: 'a'}", "{True: 'a'}"), ("(0,)", "(False,)"), ("0.0", "-0.0"), ("[0j]", "[-0j]")]:  # fmt: skip
+                            ("{1: 'a'}", "{True: 'a'}"), ("(0,)", "(False,)"),
+                            ("0.0", "-0.0"), ("[0j]", "[-0j]")]:  # fmt: skip
         assert execution.check_deduction(predicted, gold).score == 0.0, (predicted, gold)
         # CRUXEval's rule (``==``) is kept for that benchmark
         assert execution.check_deduction(predicted, gold, strict_types=False).score == 1.0
@@ -303,10 +305,12 @@ ESCAPES = {
     ),
     "format method from a class pattern": (
         "import collections\ndef f(n):\n    t = '{0.' + '_' * 2 + 'globals' + '_' * 2 + '}'\n"
-        "    match t:\n        case str(format=fm):\n            return fm(collections.namedtuple)[:n]\n"
+        "    match t:\n        case str(format=fm):\n"
+        "            return fm(collections.namedtuple)[:n]\n"
     ),
     "class from a computed namespace": (
-        "def f(x):\n    C = type('C', (), {'_' * 2 + 'match_args' + '_' * 2: ('a',)})\n    return 1\n"
+        "def f(x):\n    C = type('C', (), {'_' * 2 + 'match_args' + '_' * 2: ('a',)})\n"
+        "    return 1\n"
     ),
     "frame attribute named in a string": "def f(x):\n    return len('gi_frame')\n",
 }

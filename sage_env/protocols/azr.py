@@ -92,8 +92,8 @@ class AZRConfig:
     pay_duplicates: bool = False
     """False (ours): a valid proposal that the pool already holds (``duplicate_of(task,
     near=False)``: the same program up to names, layout and dead code on the same input) is
-    refused: it is not solved, not added, and earns what a reply with formatting errors earns (-1; 0 without
-    ``format_penalty``), as ``sage`` and ``mae`` give a duplicate format score 0. A copy is a
+    refused: it is not solved, not added, and earns what a reply with formatting errors
+    earns (-1; 0 without ``format_penalty``), as ``sage`` and ``mae`` give a duplicate format score 0. A copy is a
     free, always-valid proposal, so it must earn less than an honest program that fails a
     check (-0.5). True: AZR's own rule (a valid duplicate is solved and paid its
     learnability, and kept out of the buffer)."""
