@@ -151,14 +151,23 @@ class CurveConfig:
     """Options of the learning-curve benchmark."""
 
     protocols: str = "sage,azr,rlvr,mae"
+    """Arms, comma-separated: protocol names, a suffix ``:frozen`` for the frozen-pool
+    ablation (``azr:frozen``: proposals judged and paid as usual, accepted tasks never
+    trained on)."""
     model: str = "smollm2-135m-instruct"
+    """The start model of every arm: a bundled name or a folder (e.g. a warmed model)."""
     preset: str = "demo"
+    """The training preset every arm starts from (``sage-env train --preset``)."""
     algorithm: str = "trr"
+    """The learner of every arm (``trr``: Task-Relative REINFORCE++)."""
     domains: str = "exec"
     """``EnvConfig.domains`` of every arm (``azr`` ignores it: execution tasks only)."""
     rounds_per_step: int = 4
+    """Rounds per environment copy per optimiser step."""
     max_steps: int = 4
+    """Optimiser steps per arm (the most; see ``token_budget``)."""
     eval_every: int = 2
+    """Steps between held-out evaluations (each chunk resumes the last checkpoint)."""
     token_budget: int = 0
     """Rollout tokens per arm (equal-token budget); 0: ``max_steps`` steps for every arm."""
     sets: str = "exec_heldout:200:24,cruxeval_o:200:160,cruxeval_i:200:160,validation:200:192"
@@ -182,9 +191,17 @@ class CurveConfig:
     lr: float | None = None
     """The learner's learning rate in every arm (``None``: the preset's)."""
     seed: int = 0
-    out: str = "benchmarks/results/learning_curve"
+    """Seed of every arm's run (sampling, task draws); the held-out sets are scored greedily."""
+    out: str = "runs/learning_curve_results"
+    """Where ``summary.json``, ``table.md``, the plot and the kept completions go. The default
+    is under the git-ignored ``runs/``, so a run never overwrites committed results; give
+    ``benchmarks/results/...`` to publish."""
     runs: str = "runs/learning_curve"
+    """Where the training runs go (deleted at the end unless ``--keep-runs``)."""
     keep_runs: bool = False
+    """Keep every arm's run folder (checkpoints, ``metrics.jsonl``, pool)."""
+    progress: bool = True
+    """A progress bar over training steps of all arms (the arms' own bars stay off)."""
     merge: bool = False
     """Keep the arms of an earlier ``summary.json`` in ``out`` (same model, sets and engine)
     that this invocation does not train: several short invocations make one summary."""
@@ -219,14 +236,50 @@ class CurveConfig:
         return wanted or names
 
 
+FROZEN_POOL = ":frozen"
+"""Suffix of an arm that trains under the frozen-pool ablation (``azr:frozen``:
+``EnvConfig.pool_admission = "frozen"``; docs/rewards.md, "Frozen pool")."""
+
+
+def split_arm(arm: str) -> tuple[str, bool]:
+    """``("azr", True)`` for ``"azr:frozen"``, ``("azr", False)`` for ``"azr"``."""
+    if arm.endswith(FROZEN_POOL):
+        return arm[: -len(FROZEN_POOL)], True
+    return arm, False
+
+
+def parse_curve_arms(spec: str) -> list[str]:
+    """Arm names from ``"sage,sage:frozen,azr,rlvr"``, checked against the protocol registry.
+
+    Raises:
+        ValueError: on an empty or repeated arm, an unknown protocol, or ``rlvr:frozen``
+            (RLVR proposes nothing: its pool never grows).
+    """
+    from learners.reports.compare import parse_arms
+
+    names = [a.strip() for a in spec.split(",") if a.strip()]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--protocols repeats an arm: {names}")
+    plain = [split_arm(n)[0] for n in names]
+    parse_arms(",".join(dict.fromkeys(plain)))  # unknown protocols, empty list
+    for name, protocol in zip(names, plain):
+        if name.endswith(FROZEN_POOL) and protocol == "rlvr":
+            raise ValueError("rlvr:frozen is rlvr: its pool never grows")
+    return names
+
+
 def train_config(cfg: CurveConfig, protocol: str) -> Any:
     """The arm's :class:`~learners.training.config.TrainConfig` (``sage-env compare``'s, then ours).
 
     Ours: the rollout engine, the domains, no in-training validation or critic probe (the
     held-out sets are scored here, the same way for every arm), a checkpoint per chunk.
+    ``protocol`` may name a frozen-pool arm (``azr:frozen``): ``pool_admission = "frozen"``,
+    and its runs go to ``<runs>/azr-frozen-pool``.
     """
     from learners.reports.compare import Arm, CompareConfig, run_config
     from learners.engines.config import RolloutConfig
+
+    protocol, frozen_pool = split_arm(protocol)
 
     ccfg = CompareConfig(
         protocols=protocol,
@@ -238,8 +291,11 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         preset=cfg.preset,
         out=cfg.runs,
     )
-    tcfg = run_config(ccfg, Arm(protocol, protocol), cfg.seed)
+    name = f"{protocol}-frozen-pool" if frozen_pool else protocol
+    tcfg = run_config(ccfg, Arm(name, protocol), cfg.seed)
     env = dataclasses.replace(tcfg.env, domains=tuple(cfg.domains.split(",")))
+    if frozen_pool:
+        env = dataclasses.replace(env, pool_admission="frozen")
     if cfg.solver_samples is not None:
         env = dataclasses.replace(env, solver_samples=cfg.solver_samples)
     learner = tcfg.learner
@@ -318,9 +374,20 @@ def evaluate(model: str, sets: list[tuple[str, int, int]], cfg: CurveConfig, out
 
 
 # --------------------------------------------------------------------------- the run
-STEP_KEYS = ("solver/accuracy", "rollout/tokens", "time/step_s")
+STEP_KEYS = (
+    "solver/accuracy",
+    "rollout/tokens",
+    "time/step_s",
+    "pool/size",
+    "pool/generated",
+    "solver/trained_rows",
+    "solver/judging_rows",
+    "solver/generated_share",
+)
 """Per-step metrics kept in ``summary.json`` (with every ``<role>/parse_rate``,
-``valid_rate`` and ``accept_rate``), so a run's proposal validity survives its folder."""
+``valid_rate`` and ``accept_rate`` and every ``pool/accepted*``, ``pool/proposals`` and
+``pool/valid``: the pool dynamics of :func:`learners.training.metrics.pool_dynamics_metrics`),
+so a run's proposals and pool survive its folder."""
 
 
 def step_log(run: Path) -> list[dict[str, Any]]:
@@ -328,6 +395,7 @@ def step_log(run: Path) -> list[dict[str, Any]]:
     each proposing role's parse/valid/accept rates (missing keys are left out; steps < 1,
     such as a warm-up row, are skipped)."""
     wanted = ("/parse_rate", "/valid_rate", "/accept_rate")
+    pool_keys = ("pool/accepted", "pool/proposals", "pool/valid")
     out: dict[int, dict[str, Any]] = {}
     for x in (run / "metrics.jsonl").read_text().splitlines():
         r = json.loads(x) if x.strip() else {}
@@ -335,7 +403,13 @@ def step_log(run: Path) -> list[dict[str, Any]]:
         if not isinstance(step, int) or step < 1:
             continue
         row = out.setdefault(step, {"step": step})
-        row.update({k: v for k, v in r.items() if k in STEP_KEYS or k.endswith(wanted)})
+        row.update(
+            {
+                k: v
+                for k, v in r.items()
+                if k in STEP_KEYS or k.endswith(wanted) or k.startswith(pool_keys)
+            }
+        )
     return [out[s] for s in sorted(out)]
 
 
@@ -379,7 +453,7 @@ def run_curve(
     Raises:
         ValueError: on bad budgets or sets.
     """
-    from learners.reports.compare import final_model, parse_arms
+    from learners.reports.compare import final_model
 
     if train_fn is None:
         from learners.training.loop import train
@@ -392,7 +466,7 @@ def run_curve(
     if cfg.max_steps < 1 or cfg.eval_every < 1 or cfg.token_budget < 0:
         raise ValueError("max_steps and eval_every must be >= 1, token_budget >= 0")
     sets = cfg.parsed_sets()
-    arms = [a.protocol for a in parse_arms(cfg.protocols)]
+    arms = parse_curve_arms(cfg.protocols)
     out, runs = Path(cfg.out), Path(cfg.runs)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -413,7 +487,16 @@ def run_curve(
         old = json.loads(earlier.read_text())
         if old.get("base_key") == json.loads(json.dumps(key)):
             per_arm.update({p: a for p, a in old["protocols"].items() if p not in arms})
+    from tqdm.auto import tqdm
+
+    bar = tqdm(
+        total=len(arms) * cfg.max_steps,
+        desc="learning curve",
+        unit="step",
+        disable=not cfg.progress,
+    )
     for protocol in arms:
+        bar.set_postfix_str(protocol)
         tcfg = train_config(cfg, protocol)
         run = Path(tcfg.out)
         if run.exists():
@@ -425,6 +508,7 @@ def run_curve(
             logger.info("learning curve: %s steps %d -> %d", protocol, step, target)
             train_fn(dataclasses.replace(tcfg, steps=target, resume=step > 0))
             totals = read_totals(run)
+            bar.update(max(0, int(totals["steps"]) - step))
             step = int(totals["steps"])
             last = (
                 step >= cfg.max_steps
@@ -450,6 +534,8 @@ def run_curve(
         if not cfg.keep_runs:
             shutil.rmtree(run, ignore_errors=True)
         write_summary(cfg, per_arm, base_s, key, out)  # an arm's result survives a kill
+        bar.update(cfg.max_steps - step)  # an arm stopped by its token budget
+    bar.close()
     if not cfg.keep_runs:
         shutil.rmtree(runs, ignore_errors=True)
     return write_summary(cfg, per_arm, base_s, key, out)
@@ -547,21 +633,12 @@ def plot(summary: dict[str, Any], path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command line: every :class:`CurveConfig` field as ``--field-name``."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    for f in dataclasses.fields(CurveConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type == "bool":
-            ap.add_argument(flag, action="store_true")
-        elif f.name in ("warmup_steps", "solver_samples"):
-            ap.add_argument(flag, type=int, default=None)
-        elif f.name == "lr":
-            ap.add_argument(flag, type=float, default=None)
-        else:
-            ap.add_argument(flag, type=type(f.default), default=f.default)
-    args = ap.parse_args(argv)
+    """Command line: every :class:`CurveConfig` field as ``--field-name`` (``--help`` lists
+    them with their documentation)."""
+    import tyro
+
+    cfg = tyro.cli(CurveConfig, args=argv, description=__doc__.split("\n")[0])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    cfg = CurveConfig(**vars(args))
     summary = run_curve(cfg)
     print(summary["table"])
     return summary

@@ -83,6 +83,14 @@ class Transition:
         """
         return (self.role, self.group or self.domain)
 
+    @property
+    def trains(self) -> bool:
+        """False when the environment marked the action as judging only
+        (``infos[agent]["last"]["train"] = False``: a solver attempt that measures a new
+        task in a frozen pool, ``EnvConfig.pool_admission = "frozen"``); learners leave
+        such actions out of the update."""
+        return self.details.get("train", True) is not False
+
 
 @dataclass
 class RolloutResult:

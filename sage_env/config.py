@@ -292,13 +292,20 @@ class EnvConfig(Generic[ProtocolConfigT]):
     require_code_solution: bool = True
     """A proposed code task must carry a ``<solution>`` that passes its own tests; without it,
     impossible tests would earn difficulty d = 1 for free."""
-    pool_admission: Literal["gate", "solvable"] = "gate"
+    pool_admission: Literal["gate", "solvable", "frozen"] = "gate"
     """Which accepted questions join the pool. ``"gate"`` (default, the paper): every question
     with ``q >= alpha``, and the challenger earns d = 1 - mean probe score, so a question that
     no probe solves earns d = 1 whether it is hard or wrong. ``"solvable"``: a question joins
     only when at least one of the k difficulty probes solves it (AZR's learnability idea);
     one that none solves stays out of the pool and its d counts as 0, as for a gated
-    question, so an unsolvable (often wrong) task is never paid as hard."""
+    question, so an unsolvable (often wrong) task is never paid as hard. ``"frozen"`` (an
+    ablation, every protocol): proposals are generated, judged, admitted and paid exactly as
+    under ``"gate"``, but an accepted task never becomes a solver or planner task
+    (:meth:`~sage_env.pool.TaskPool.trainable`): the solver attempts that judge a new task
+    (AZR's and MAE's learnability, SAGE's difficulty probes) are made and paid but marked
+    ``infos[agent]["last"]["train"] = False``, which learners leave out of the update, and
+    the solver then trains on a seed task instead. Growing minus frozen is what self-made
+    tasks add (docs/rewards.md, "Frozen pool")."""
     turn_order: Literal["sequential", "interleaved"] = "sequential"
     """Order of a ``"sage"`` round's turns. ``"sequential"`` (default, the paper's order):
     challenger, critic on the question, k difficulty probes, then planner, critic on the plan,
@@ -410,9 +417,10 @@ class EnvConfig(Generic[ProtocolConfigT]):
             raise ValueError(
                 f"math_grounding must be 'claim' or 'program', got {self.math_grounding!r}"
             )
-        if self.pool_admission not in ("gate", "solvable"):
+        if self.pool_admission not in ("gate", "solvable", "frozen"):
             raise ValueError(
-                f"pool_admission must be 'gate' or 'solvable', got {self.pool_admission!r}"
+                "pool_admission must be 'gate', 'solvable' or 'frozen', "
+                f"got {self.pool_admission!r}"
             )
         bad = set(self.domains) - {"math", "code", "exec"}
         if bad or not self.domains:

@@ -82,4 +82,5 @@ def make_pool(config: EnvConfig, tasks: list[Task]) -> TaskPool:
         tasks,
         near_duplicate_threshold=config.pool_near_duplicate_threshold,
         max_generated=config.pool_max_generated,
+        frozen=config.pool_admission == "frozen",
     )

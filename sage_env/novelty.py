@@ -490,3 +490,11 @@ def program_distance(a: str, b: str) -> float:
     if not ta and not tb:
         return 0.0
     return 1.0 - difflib.SequenceMatcher(None, ta, tb, autojunk=False).ratio()
+
+
+
+def nearest_program_distance(program: str, others: list[str] | tuple[str, ...]) -> float:
+    """Novelty of ``program``: the :func:`program_distance` to the nearest of ``others``
+    (``pool/accepted_novelty``: an accepted task against the seed programs), in [0, 1]; 1.0
+    when ``others`` is empty. Never raises on model output."""
+    return min((program_distance(program, o) for o in dict.fromkeys(others)), default=1.0)

@@ -161,6 +161,10 @@ class TaskPool:
         tasks: Initial tasks (usually :func:`sage_env.load_seeds`).
         near_duplicate_threshold: Jaccard threshold in (0, 1]; ``None`` disables the check.
         max_generated: Cap on generated tasks; ``None`` for no cap.
+        frozen: The frozen-pool ablation (``EnvConfig.pool_admission = "frozen"``): generated
+            tasks are added, indexed and counted as usual (so duplicates are refused and
+            proposers paid exactly as in a growing pool), but :meth:`sample` and
+            :meth:`trainable` never return one, so they never become solver or planner tasks.
 
     Raises:
         ValueError: on a threshold outside (0, 1] or a negative cap.
@@ -171,6 +175,7 @@ class TaskPool:
         tasks: Iterable[Task] = (),
         near_duplicate_threshold: float | None = 0.9,
         max_generated: int | None = None,
+        frozen: bool = False,
     ) -> None:
         if near_duplicate_threshold is not None and not 0 < near_duplicate_threshold <= 1:
             raise ValueError(
@@ -180,6 +185,7 @@ class TaskPool:
             raise ValueError(f"max_generated must be >= 0, got {max_generated}")
         self.near_duplicate_threshold = near_duplicate_threshold
         self.max_generated = max_generated
+        self.frozen = bool(frozen)
         self._tasks: list[Task] = []
         self._seen: dict[str, str] = {}  # fingerprint -> task_id
         self._shingles: dict[str, frozenset[str]] = {}  # task_id -> shingles
@@ -205,6 +211,13 @@ class TaskPool:
     def tasks(self) -> list[Task]:
         """All tasks, seeds first, in insertion order (do not mutate)."""
         return self._tasks
+
+    def trainable(self) -> list[Task]:
+        """The tasks a solver or planner may be given: every task, or the non-generated ones
+        when the pool is :attr:`frozen` (in insertion order; do not mutate)."""
+        if not self.frozen:
+            return self._tasks
+        return [t for t in self._tasks if t.source != "generated"]
 
     @property
     def num_generated(self) -> int:
@@ -305,6 +318,7 @@ class TaskPool:
         copy = TaskPool(
             near_duplicate_threshold=self.near_duplicate_threshold,
             max_generated=self.max_generated,
+            frozen=self.frozen,
         )
         copy.restore(self)
         return copy
@@ -320,16 +334,17 @@ class TaskPool:
         self.evicted = snapshot.evicted
 
     def sample(self, rng: random.Random, domain: str | None = None) -> Task:
-        """Draw one task uniformly, optionally within ``domain``.
+        """Draw one task uniformly from :meth:`trainable`, optionally within ``domain``.
 
         Raises:
-            ValueError: if the pool has no task in ``domain``.
+            ValueError: if the pool has no such task in ``domain``.
         """
+        tasks = self.trainable()
         if domain is None:
-            if not self._tasks:
+            if not tasks:
                 raise ValueError("the task pool is empty")
-            return self._tasks[rng.randrange(len(self._tasks))]
-        candidates = [t for t in self._tasks if t.domain == domain]
+            return tasks[rng.randrange(len(tasks))]
+        candidates = [t for t in tasks if t.domain == domain]
         if not candidates:
             raise ValueError(f"the task pool has no {domain!r} task")
         return candidates[rng.randrange(len(candidates))]

@@ -170,6 +170,7 @@ def load_checkpoint(
         path / "pool.jsonl",
         near_duplicate_threshold=env_config.pool_near_duplicate_threshold,
         max_generated=env_config.pool_max_generated,
+        frozen=env_config.pool_admission == "frozen",
     )
     return int(meta["step"]), pool
 

@@ -55,6 +55,7 @@ from learners.training.metrics import (
     GAP_KEYS,
     logprob_gap_metrics,
     peak_rss_mb,
+    pool_dynamics_metrics,
     rollout_metrics,
     write_transcripts,
 )
@@ -227,7 +228,7 @@ def _step(
     t0 = time.perf_counter()
     snapshot = pool.snapshot() if distributed.world_size() > 1 else None
     result = run.driver.collect(distributed.rank_seeds(run.rng, len(run.envs)))
-    learner.observe([t for t in result.transitions if t.role not in frozen])
+    learner.observe([t for t in result.transitions if t.role not in frozen and t.trains])
     # ct2 drops its converted model (0.6-0.7 GB) for the update; the sync below loads the
     # updated weights, so nothing is converted twice (docs/training.md, "Where the memory goes")
     policy.release_engine()
@@ -252,6 +253,7 @@ def _step(
     metrics = {
         "step": step,
         **rollout_metrics(result, roles),
+        **pool_dynamics_metrics(result, pool),
         **{f"learner/{k}": v for k, v in update.items() if k not in GAP_KEYS},
         **checks.trained_metric(update),
         "pool/size": float(len(pool)),

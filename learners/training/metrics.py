@@ -86,6 +86,85 @@ def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]
     return m
 
 
+GENERATED_ID = "gen/"
+"""The id prefix of generated tasks (:meth:`sage_env.pool.TaskPool.new_id`)."""
+
+
+def pool_dynamics_metrics(result: RolloutResult, pool: Any) -> dict[str, float]:
+    """What the step's proposals did to the pool, and how much the solver trained on them.
+
+    Counts over the step (issue 34, item 4; ``docs/training.md``, "Pool dynamics"):
+
+    - ``pool/proposals``, ``pool/valid``, ``pool/accepted``: proposing actions (those with
+      ``details["parsed"]``), the valid ones, the accepted ones (``details["accepted"]``,
+      else valid);
+    - ``pool/accepted_<kind>``: accepted tasks per kind, the execution mode (``deduction``,
+      ``abduction``, ``induction``) or the domain (``math``, ``code``);
+    - ``pool/accepted_difficulty``: mean over accepted proposals of the difficulty the
+      protocol paid, ``d`` (SAGE, MAE: 1 - mean probe or judge score) or ``1 - acc`` (AZR:
+      the solver's pass rate on the new task);
+    - ``pool/accepted_novelty``: mean over accepted execution tasks of the normalised-program
+      distance to the nearest seed program (:func:`sage_env.novelty.nearest_program_distance`;
+      0: a renamed seed, 1: nothing in common);
+    - ``solver/trained_rows``, ``solver/judging_rows``: solver actions that train, and those
+      that only judged a new task (frozen pool, ``Transition.trains`` False);
+      ``solver/generated_share``: the share of the trained ones whose task was generated
+      (its id starts with :data:`GENERATED_ID`).
+
+    Args:
+        result: One step's rollouts.
+        pool: The run's :class:`~sage_env.pool.TaskPool` after the step.
+
+    Returns:
+        The metrics above (the proposal ones only when some action proposed).
+    """
+    from sage_env.novelty import nearest_program_distance
+
+    m: dict[str, float] = {}
+    props = [t for t in result.transitions if "parsed" in t.details]
+    by_id = {t.task_id: t for t in pool.tasks}
+    if props:
+        accepted = [
+            t for t in props if t.details.get("accepted", t.details["parsed"].get("valid"))
+        ]
+        m["pool/proposals"] = float(len(props))
+        m["pool/valid"] = float(sum(bool(t.details["parsed"].get("valid")) for t in props))
+        m["pool/accepted"] = float(len(accepted))
+        diffs, novelty = [], []
+        seeds = [
+            x.reference_solution or ""
+            for x in pool.tasks
+            if x.domain == "exec" and x.source != "generated"
+        ]
+        for t in accepted:
+            kind = t.details["parsed"].get("mode") or t.domain
+            m[f"pool/accepted_{kind}"] = m.get(f"pool/accepted_{kind}", 0.0) + 1.0
+            terms = t.details.get("terms") or {}
+            if isinstance(terms.get("d"), (int, float)):
+                diffs.append(float(terms["d"]))
+            elif isinstance(terms.get("acc"), (int, float)):
+                diffs.append(1.0 - float(terms["acc"]))
+            task = by_id.get(str(t.details.get("new_task_id", "")))
+            program = t.details["parsed"].get("program")
+            if not isinstance(program, str) and task is not None and task.domain == "exec":
+                program = task.reference_solution
+            if isinstance(program, str) and seeds:
+                novelty.append(nearest_program_distance(program, seeds))
+        if diffs:
+            m["pool/accepted_difficulty"] = sum(diffs) / len(diffs)
+        if novelty:
+            m["pool/accepted_novelty"] = sum(novelty) / len(novelty)
+    solver = [t for t in result.transitions if t.role == "solver" and t.phase in ("solve", "probe")]
+    trained = [t for t in solver if t.trains]
+    if solver:
+        m["solver/trained_rows"] = float(len(trained))
+        m["solver/judging_rows"] = float(len(solver) - len(trained))
+    if trained:
+        generated = [t for t in trained if t.task_id.startswith(GENERATED_ID)]
+        m["solver/generated_share"] = len(generated) / len(trained)
+    return m
+
+
 def math_grounding_metrics(role: str, proposals: list[Transition]) -> dict[str, float]:
     """How many math proposals the answer-program check refused, and why.
 

@@ -119,9 +119,11 @@ def _seed_buffer(with_programs: bool) -> tuple[Task, ...]:
     return tuple(tasks)
 
 
-def buffer(env: ProtocolEnv, mode: str) -> list[Task]:
-    """The ``exec`` tasks of ``mode`` in the environment's pool (AZR's buffer D_mode)."""
-    return [t for t in env.pool.tasks if exec_mode(t) == mode]
+def buffer(env: ProtocolEnv, mode: str, trainable: bool = False) -> list[Task]:
+    """The ``exec`` tasks of ``mode`` in the pool (AZR's buffer D_mode); ``trainable``: only
+    those a solver may train on (:meth:`~sage_env.pool.TaskPool.trainable`)."""
+    tasks = env.pool.trainable() if trainable else env.pool.tasks
+    return [t for t in tasks if exec_mode(t) == mode]
 
 
 def _as_mode(task: Task, mode: str) -> Task:
@@ -369,6 +371,7 @@ class AZRProtocol(Protocol):
         self.proposal: dict = {}
         self.task: Task | None = None
         self.scores: list[float] = []
+        self.judging = False  # the solver's attempts only judge the task (frozen pool)
         self.reference, self.references = exec_references(
             env, self.mode, cfg.references, cfg.reference_chars
         )
@@ -420,6 +423,7 @@ class AZRProtocol(Protocol):
             added = env.pool.add(task)
             self.proposal["added_to_buffer"] = added
             self.task = task
+            self.judging = env.pool.frozen
         else:
             scored_as_formatted = formatted and duplicate is None  # a copy earns -1
             env.deliver(
@@ -430,7 +434,7 @@ class AZRProtocol(Protocol):
                 reason=reason,
                 parsed=self.proposal,
             )
-            pool = buffer(env, self.mode)
+            pool = buffer(env, self.mode, trainable=True)
             self.task = pool[env.rng.randrange(len(pool))]
         self.scores = []
         env.select(
@@ -443,7 +447,9 @@ class AZRProtocol(Protocol):
 
     # -------------------------------------------------------------------- solver
     def on_solve(self, env: ProtocolEnv, text: str) -> None:
-        """One attempt, checked by running code; after k, pay the proposer's learnability."""
+        """One attempt, checked by running code; after k, pay the proposer's learnability.
+        A frozen pool's k attempts at a new task only judge it (``train=False``); the solver
+        then answers a seed task of the mode k times, and those train."""
         cfg: AZRConfig = env.config.protocol_config
         s, f, verdict = env.verify(self.task, text)
         self.scores.append(s)
@@ -452,6 +458,7 @@ class AZRProtocol(Protocol):
             *rewards.azr_reward(s, s > 0.0, f > 0.0, cfg.format_penalty),
             mode=self.mode,
             verdict=verdict,
+            **({"train": False} if self.judging else {}),
         )
         if len(self.scores) < env.config.solver_samples:
             return
@@ -470,6 +477,18 @@ class AZRProtocol(Protocol):
                 parsed=self.proposal,
                 new_task_id=self.task.task_id,
             )
+            if self.judging:  # frozen pool: the solver trains on a seed task instead
+                self.valid, self.judging, self.scores = False, False, []
+                pool = buffer(env, self.mode, trainable=True)
+                self.task = pool[env.rng.randrange(len(pool))]
+                env.select(
+                    "solver_0",
+                    "solve",
+                    self.task,
+                    exec_tasks.solver_prompt(self.task),
+                    repeats=env.config.solver_samples,
+                )
+                return
         env.finish()
 
     # ---------------------------------------------------------------- scripted

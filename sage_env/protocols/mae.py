@@ -67,6 +67,7 @@ class MAEProtocol(ExecChallenger):
         self.check = None
         self.task = None
         self.accepted = False
+        self.judging = False  # the solver's answers only judge the task (frozen pool)
         self.q = 0.0
         self.answer = ""
         self.answer_format = 0.0
@@ -120,6 +121,7 @@ class MAEProtocol(ExecChallenger):
         self.accepted = rewards.quality_gate(self.q, cfg)
         if self.accepted:
             env.pool.add(self.task)
+            self.judging = env.pool.frozen  # frozen pool: these answers only judge the task
             self._start_solve(env, self.task)
             return
         env.deliver(
@@ -169,6 +171,7 @@ class MAEProtocol(ExecChallenger):
             wj * j + wf * self.answer_format,
             {"j": j, "f": self.answer_format},
             verdict=self.answer_verdict,
+            **({"train": False} if self.judging else {}),
         )
         if len(self.judged) < env.config.solver_samples:
             left = env.config.solver_samples - len(self.judged)
@@ -185,4 +188,8 @@ class MAEProtocol(ExecChallenger):
                 accepted=True,
                 new_task_id=self.task.task_id,
             )
+            if self.judging:  # frozen pool: the solver trains on a seed
+                self.accepted = self.judging = False
+                self._start_solve(env, env.pool.sample(env.rng))
+                return
         env.finish()

@@ -183,6 +183,8 @@ class SAGEProtocol(ExecChallenger):
             *rewards.solver_reward(None, s_gt, f, cfg),
             verdict=verdict,
             plan_shown=False,
+            # frozen pool: a probe only judges the new question; it does not train
+            **({"train": False} if env.pool.frozen else {}),
         )
         if len(self.probe_scores) < env.config.solver_samples:
             return
