@@ -40,11 +40,11 @@ unless ``--keep-runs``). Usage::
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
 import math
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -202,6 +202,9 @@ class CurveConfig:
     """Keep every arm's run folder (checkpoints, ``metrics.jsonl``, pool)."""
     progress: bool = True
     """A progress bar over training steps of all arms (the arms' own bars stay off)."""
+    resume: bool = False
+    """Continue arms from ``OUT/partial/<arm>.json`` and their run folders (a stopped
+    invocation, or a larger ``--max-steps``) instead of training them from the start."""
     merge: bool = False
     """Keep the arms of an earlier ``summary.json`` in ``out`` (same model, sets and engine)
     that this invocation does not train: several short invocations make one summary."""
@@ -472,7 +475,7 @@ def run_curve(
     t0 = time.perf_counter()
     base_file = out / "base_items.json"  # the base model's per-item scores, reused by reruns
     key = {"model": cfg.model, "sets": sets, "engine": cfg.eval_engine}
-    every = cfg.every_chunk()
+    cfg.every_chunk()  # a bad --curve-sets fails before any scoring
     cached = json.loads(base_file.read_text()) if base_file.exists() else {}
     if cached.get("key") == json.loads(json.dumps(key)):
         base, base_s = cached["correct"], cached["seconds"]
@@ -497,48 +500,103 @@ def run_curve(
     )
     for protocol in arms:
         bar.set_postfix_str(protocol)
-        tcfg = train_config(cfg, protocol)
-        run = Path(tcfg.out)
-        if run.exists():
-            shutil.rmtree(run)
-        curves = {name: [(0, base[name])] for name, _, _ in sets}
-        step, totals, eval_s = 0, {"steps": 0, "rollout_tokens": 0.0, "train_seconds": 0.0}, 0.0
-        while step < cfg.max_steps:
-            target = min(step + cfg.eval_every, cfg.max_steps)
-            logger.info("learning curve: %s steps %d -> %d", protocol, step, target)
-            train_fn(dataclasses.replace(tcfg, steps=target, resume=step > 0))
-            totals = read_totals(run)
-            bar.update(max(0, int(totals["steps"]) - step))
-            step = int(totals["steps"])
-            last = (
-                step >= cfg.max_steps
-                or step < target  # the run stopped early (it should not: no early stopping)
-                or bool(cfg.token_budget and totals["rollout_tokens"] >= cfg.token_budget)
-            )
-            now = [s for s in sets if last or s[0] in every]
-            t1 = time.perf_counter()
-            scores = evaluate_fn(model_of(run), now, cfg, run / f"eval_step{step}")
-            eval_s += time.perf_counter() - t1
-            for name, _, _ in now:
-                curves[name].append((step, scores[name]))
-            if last:
-                keep_completions(run / f"eval_step{step}", out / "items" / f"{protocol}_step{step}")
-                break
-        per_arm[protocol] = {
-            "budget": totals,
-            "seconds_per_step": totals["train_seconds"] / totals["steps"] if totals["steps"] else None,
-            "eval_seconds": eval_s,
-            "sets": {name: set_summary(c) for name, c in curves.items()},
-            "step_log": step_log(run),
-        }
-        if not cfg.keep_runs:
-            shutil.rmtree(run, ignore_errors=True)
+        per_arm[protocol] = train_arm(
+            cfg, protocol, base, key, bar, train_fn, evaluate_fn, model_of
+        )
         write_summary(cfg, per_arm, base_s, key, out)  # an arm's result survives a kill
-        bar.update(cfg.max_steps - step)  # an arm stopped by its token budget
     bar.close()
     if not cfg.keep_runs:
         shutil.rmtree(runs, ignore_errors=True)
     return write_summary(cfg, per_arm, base_s, key, out)
+
+
+def _state_key(cfg: CurveConfig, protocol: str, key: dict) -> dict:
+    """What must match for ``--resume`` to continue an arm's saved state."""
+    fields = ("preset", "algorithm", "domains", "rounds_per_step", "eval_every", "token_budget",
+              "curve_sets", "warmup_steps", "solver_samples", "lr", "seed", "engine")
+    return json.loads(json.dumps({"arm": protocol, "base": key, **{
+        f: getattr(cfg, f) for f in fields}}))
+
+
+def train_arm(
+    cfg: CurveConfig,
+    protocol: str,
+    base: dict[str, list[bool]],
+    key: dict,
+    bar: Any,
+    train_fn: Callable[[Any], Any],
+    evaluate_fn: Callable[..., dict[str, list[bool]]],
+    model_of: Callable[[Path], str],
+) -> dict[str, Any]:
+    """Train one arm in chunks of ``eval_every`` steps, scoring after each; its summary entry.
+
+    After every chunk the arm's curves so far go to ``OUT/partial/<arm>.json``. With
+    ``--resume`` an arm whose state matches (same settings and base scores) continues from
+    it: a finished arm is not trained again, an unfinished one resumes its run's last
+    checkpoint (``TrainConfig.resume``); ``--max-steps`` may be raised to extend a run.
+    """
+    tcfg = train_config(cfg, protocol)
+    run, out = Path(tcfg.out), Path(cfg.out)
+    state_file = out / "partial" / f"{protocol.replace(':', '-')}.json"
+    skey = _state_key(cfg, protocol, key)
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    sets = cfg.parsed_sets()
+    every = cfg.every_chunk()
+    curves = {name: [(0, base[name])] for name, _, _ in sets}
+    step, totals, eval_s = 0, {"steps": 0, "rollout_tokens": 0.0, "train_seconds": 0.0}, 0.0
+    resumable = cfg.resume and state.get("key") == skey
+    if resumable and (state["done"] and state["steps"] >= cfg.max_steps or run.exists()):
+        curves = {n: [(s_, xs) for s_, xs in c] for n, c in state["curves"].items()}
+        step, totals, eval_s = state["steps"], state["totals"], state["eval_seconds"]
+        logger.info("learning curve: %s resumes at step %d", protocol, step)
+        bar.update(min(step, cfg.max_steps))
+        if state["done"] and step >= cfg.max_steps:
+            return state["result"]
+    elif run.exists():
+        shutil.rmtree(run)
+    while step < cfg.max_steps:
+        target = min(step + cfg.eval_every, cfg.max_steps)
+        logger.info("learning curve: %s steps %d -> %d", protocol, step, target)
+        train_fn(dataclasses.replace(tcfg, steps=target, resume=step > 0))
+        totals = read_totals(run)
+        bar.update(max(0, int(totals["steps"]) - step))
+        step = int(totals["steps"])
+        last = (
+            step >= cfg.max_steps
+            or step < target  # the run stopped early (it should not: no early stopping)
+            or bool(cfg.token_budget and totals["rollout_tokens"] >= cfg.token_budget)
+        )
+        now = [s for s in sets if last or s[0] in every]
+        t1 = time.perf_counter()
+        scores = evaluate_fn(model_of(run), now, cfg, run / f"eval_step{step}")
+        eval_s += time.perf_counter() - t1
+        for name, _, _ in now:
+            curves[name].append((step, scores[name]))
+        state = {"key": skey, "curves": curves, "steps": step, "totals": totals,
+                 "eval_seconds": eval_s, "done": False}
+        if last:
+            keep_completions(run / f"eval_step{step}", out / "items" / f"{protocol}_step{step}")
+            break
+        _write_atomic(state_file, state)
+    result = {
+        "budget": totals,
+        "seconds_per_step": totals["train_seconds"] / totals["steps"] if totals["steps"] else None,
+        "eval_seconds": eval_s,
+        "sets": {name: set_summary(c) for name, c in curves.items()},
+        "step_log": step_log(run) if run.exists() else state.get("result", {}).get("step_log", []),
+    }
+    _write_atomic(state_file, {**state, "done": True, "result": result})
+    if not cfg.keep_runs:
+        shutil.rmtree(run, ignore_errors=True)
+    bar.update(max(0, cfg.max_steps - step))  # an arm stopped by its token budget
+    return result
+
+
+def _write_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
 
 
 def write_summary(

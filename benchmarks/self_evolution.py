@@ -97,6 +97,9 @@ class EvolutionConfig:
     """Keep every run folder (checkpoints, metrics, pools)."""
     progress: bool = True
     """Progress bars over the warm-up and the training steps."""
+    resume: bool = False
+    """Continue stopped arms (and extend finished ones to a larger ``--max-steps``) from
+    ``OUT/seed<s>/partial/`` and the kept run folders (``learning_curve.py --resume``)."""
 
     def seed_list(self) -> list[int]:
         """The seeds as integers.
@@ -107,7 +110,9 @@ class EvolutionConfig:
         try:
             seeds = [int(x) for x in self.seeds.split(",") if x.strip()]
         except ValueError:
-            raise ValueError(f"--seeds takes integers separated by commas, got {self.seeds!r}")
+            raise ValueError(
+                f"--seeds takes integers separated by commas, got {self.seeds!r}"
+            ) from None
         if not seeds or len(set(seeds)) != len(seeds):
             raise ValueError(f"--seeds must list distinct seeds, got {self.seeds!r}")
         return seeds
@@ -133,6 +138,7 @@ class EvolutionConfig:
             runs=str(Path(self.runs) / f"seed{seed}"),
             keep_runs=self.keep_runs,
             progress=self.progress,
+            resume=self.resume,
         )
 
 
@@ -306,7 +312,11 @@ def run(cfg: EvolutionConfig, **stand_ins: Any) -> dict[str, Any]:
 
 
 def _point(xs: list[bool]) -> dict[str, Any]:
-    return {"accuracy": sum(xs) / len(xs), "ci95": list(lc.wilson(sum(xs), len(xs))), "items": len(xs)}
+    return {
+        "accuracy": sum(xs) / len(xs),
+        "ci95": list(lc.wilson(sum(xs), len(xs))),
+        "items": len(xs),
+    }
 
 
 def summarise(
@@ -365,7 +375,10 @@ def summarise(
         protocol, frozen = lc.split_arm(arm)
         if frozen or protocol == "rlvr":
             continue
-        for other, label in ((f"{protocol}{lc.FROZEN_POOL}", "growing - frozen"), ("rlvr", "vs rlvr")):
+        for other, label in (
+            (f"{protocol}{lc.FROZEN_POOL}", "growing - frozen"),
+            ("rlvr", "vs rlvr"),
+        ):
             if other in finals and arm in finals:
                 comparisons[f"{arm} - {other}"] = {
                     "what": label,
@@ -479,7 +492,9 @@ def plot(summary: dict[str, Any], out: Path) -> None:
             if share:
                 a2.plot(p["steps"], [x or 0.0 for x in share], style, color=f"C{i % 10}", label=arm)
     a1.set(title="accepted tasks (cumulative, per run)", xlabel="step")
-    a2.set(title="share of trained solver rows on generated tasks", xlabel="step", ylim=(-0.02, 1.02))
+    a2.set(
+        title="share of trained solver rows on generated tasks", xlabel="step", ylim=(-0.02, 1.02)
+    )
     for a in (a1, a2):
         a.grid(alpha=0.3)
         handles, labels = a.get_legend_handles_labels()

@@ -494,7 +494,5 @@ def program_distance(a: str, b: str) -> float:
 
 
 def nearest_program_distance(program: str, others: list[str] | tuple[str, ...]) -> float:
-    """Novelty of ``program``: the :func:`program_distance` to the nearest of ``others``
-    (``pool/accepted_novelty``: an accepted task against the seed programs), in [0, 1]; 1.0
-    when ``others`` is empty. Never raises on model output."""
+    """The :func:`program_distance` to the nearest of ``others`` (1.0 if none), in [0, 1]."""
     return min((program_distance(program, o) for o in dict.fromkeys(others)), default=1.0)

@@ -213,8 +213,10 @@ class TaskPool:
         return self._tasks
 
     def trainable(self) -> list[Task]:
-        """The tasks a solver or planner may be given: every task, or the non-generated ones
-        when the pool is :attr:`frozen` (in insertion order; do not mutate)."""
+        """The tasks a solver or planner may be given (in insertion order; do not mutate).
+
+        Every task, or the non-generated ones when the pool is :attr:`frozen`.
+        """
         if not self.frozen:
             return self._tasks
         return [t for t in self._tasks if t.source != "generated"]

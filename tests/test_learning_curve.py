@@ -64,12 +64,15 @@ def test_sets_are_parsed_and_checked():
 
 
 def _scripted(
-    tmp_path, token_budget, protocols="azr,rlvr", merge=False, calls=None, curve_sets="", seen=None
+    tmp_path, token_budget, protocols="azr,rlvr", merge=False, calls=None, curve_sets="", seen=None,
+    trained=None, **extra,
 ):
     """A run with a scripted trainer (writes metrics.jsonl) and scripted held-out scores."""
     tokens_per_step = {"azr": 100.0, "rlvr": 40.0}
 
     def train_fn(tcfg):
+        if trained is not None:
+            trained.append((tcfg.env.protocol, tcfg.steps, tcfg.resume))
         run = Path(tcfg.out)
         run.mkdir(parents=True, exist_ok=True)
         rows = []
@@ -106,13 +109,15 @@ def _scripted(
         protocols=protocols,
         merge=merge,
         sets="exec_heldout:20:8,validation:20:8",
-        max_steps=6,
+        max_steps=extra.pop("max_steps", 6),
         eval_every=2,
         token_budget=token_budget,
         out=str(tmp_path / "out"),
         runs=str(tmp_path / "runs"),
         warmup_steps=0,
         curve_sets=curve_sets,
+        progress=False,
+        **extra,
     )
     return lc.run_curve(cfg, train_fn=train_fn, evaluate_fn=evaluate_fn, model_of=model_of)
 
@@ -207,3 +212,35 @@ def test_wilson_is_exact_at_the_edges_and_a_zero_accuracy_set_plots(tmp_path):
     summary = {"protocols": {"azr": {"sets": {"cruxeval_i": {"items": 200, "curve": curve}}}}}
     path = lc.plot(summary, tmp_path / "c.png")
     assert path.exists() and path.stat().st_size > 1000
+
+
+def test_resume_continues_a_stopped_arm_and_skips_a_finished_one(tmp_path):
+    trained = []
+    first = _scripted(tmp_path, 0, protocols="azr", max_steps=4, keep_runs=True, trained=trained)
+    assert trained == [("azr", 2, False), ("azr", 4, True)]
+    assert first["protocols"]["azr"]["sets"]["exec_heldout"]["steps"] == 4
+    # a larger --max-steps with --resume trains only steps 5-6, keeping the earlier curve
+    trained.clear()
+    summary = _scripted(
+        tmp_path, 0, protocols="azr", max_steps=6, keep_runs=True, resume=True, trained=trained
+    )
+    assert trained == [("azr", 6, True)]
+    curve = summary["protocols"]["azr"]["sets"]["exec_heldout"]["curve"]
+    assert [p["step"] for p in curve] == [0, 2, 4, 6]
+    assert summary["protocols"]["azr"]["sets"]["exec_heldout"]["final"] == 0.65
+    # finished: resuming again trains nothing and gives the same summary entry
+    trained.clear()
+    again = _scripted(
+        tmp_path, 0, protocols="azr", max_steps=6, keep_runs=True, resume=True, trained=trained
+    )
+    assert trained == [] and again["protocols"]["azr"]["sets"] == summary["protocols"]["azr"]["sets"]
+    # without --resume the arm starts over
+    trained.clear()
+    _scripted(tmp_path, 0, protocols="azr", max_steps=2, keep_runs=True, trained=trained)
+    assert trained == [("azr", 2, False)]
+
+
+def test_frozen_arm_gets_its_own_run_folder_and_items(tmp_path):
+    summary = _scripted(tmp_path, 0, protocols="azr,azr:frozen", max_steps=2)
+    assert list(summary["protocols"]) == ["azr", "azr:frozen"]
+    assert (tmp_path / "out" / "partial" / "azr-frozen.json").exists()

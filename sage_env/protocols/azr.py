@@ -120,8 +120,7 @@ def _seed_buffer(with_programs: bool) -> tuple[Task, ...]:
 
 
 def buffer(env: ProtocolEnv, mode: str, trainable: bool = False) -> list[Task]:
-    """The ``exec`` tasks of ``mode`` in the pool (AZR's buffer D_mode); ``trainable``: only
-    those a solver may train on (:meth:`~sage_env.pool.TaskPool.trainable`)."""
+    """AZR's buffer D_mode: the pool's ``exec`` tasks of ``mode`` (``trainable``: a solver's)."""
     tasks = env.pool.trainable() if trainable else env.pool.tasks
     return [t for t in tasks if exec_mode(t) == mode]
 
@@ -447,9 +446,9 @@ class AZRProtocol(Protocol):
 
     # -------------------------------------------------------------------- solver
     def on_solve(self, env: ProtocolEnv, text: str) -> None:
-        """One attempt, checked by running code; after k, pay the proposer's learnability.
-        A frozen pool's k attempts at a new task only judge it (``train=False``); the solver
-        then answers a seed task of the mode k times, and those train."""
+        """One attempt, checked by running code; after k, pay the proposer's learnability."""
+        # a frozen pool's k attempts at a new task only judge it (train=False); the solver
+        # then answers a seed task of the mode k times, and those train
         cfg: AZRConfig = env.config.protocol_config
         s, f, verdict = env.verify(self.task, text)
         self.scores.append(s)
