@@ -102,8 +102,8 @@ def test_rollout_config_is_a_nested_flag_group_and_round_trips_through_yaml(tmp_
 
 def test_vllm_engine_without_vllm_is_a_one_line_error(tiny_path, tmp_path, monkeypatch, capsys):
     from learners import cli
-    from learners.training.preflight import PreflightError
     from learners.training.loop import TrainConfig, train
+    from learners.training.preflight import PreflightError
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
     with pytest.raises(ImportError) as info:
@@ -126,14 +126,26 @@ def test_vllm_engine_without_vllm_is_a_one_line_error(tiny_path, tmp_path, monke
     assert capsys.readouterr().err.strip() == f"sage-env train: error: {missing}"
 
 
-def test_pyproject_declares_the_vllm_extra_unpinned():
-    import tomllib
+VLLM_REQUIRES = {"torch": "==2.13.0", "transformers": ">=5.10.4"}
+"""What the vllm==0.30.0 wheel's METADATA requires of the packages we pin (Requires-Dist of
+vllm-0.30.0-cp38-abi3-manylinux_2_28_x86_64.whl on PyPI); re-read it when moving the pin."""
+
+
+def test_pyproject_pins_the_vllm_extra_to_a_release_our_pins_satisfy():
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    from packaging.requirements import Requirement
 
     root = Path(__file__).resolve().parents[1]
-    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"
-    ]
-    assert extras["vllm"] == ["vllm"]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    (vllm,) = [Requirement(r) for r in project["optional-dependencies"]["vllm"]]
+    assert vllm.name == "vllm"
+    (spec,) = vllm.specifier
+    assert (spec.operator, spec.version) == ("==", "0.30.0")  # exact, not a range
+    pins = {Requirement(r).name: Requirement(r).specifier for r in project["dependencies"]}
+    for name, needed in VLLM_REQUIRES.items():
+        (ours,) = pins[name]
+        assert ours.operator == "==", name
+        assert Requirement(f"{name}{needed}").specifier.contains(ours.version), (name, needed)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -453,8 +465,8 @@ def _transitions(comps, rewards):
 
 
 def test_vllm_gets_the_trainers_weights_after_every_update(tiny_path, fake_vllm):
-    from learners.algorithms.registry import make_learner
     from learners.algorithms.pg import PGConfig
+    from learners.algorithms.registry import make_learner
 
     policy = HFPolicy(tiny_path, device="cpu", rollout=RolloutConfig(engine="vllm"))
     llm = FakeLLM.instances[-1]

@@ -296,6 +296,29 @@ def test_same_seed_same_actions_same_everything():
     assert run() == run()
 
 
+def test_reset_keeps_the_pool_and_rng_and_clears_the_round():
+    env = make_env()
+    raw = env.unwrapped
+    play_round(env, math_script(), seed=5)
+    accepted = raw.pool.tasks[-1]
+    assert len(raw.pool) == 2 and accepted.task_id == "gen/0" and raw.episode == 1
+    env.reset()  # no seed: the next round of the same game
+    assert raw.pool.tasks == [MATH_SEED, accepted]  # the accepted task stays
+    assert raw.pool.new_id() == "gen/1"  # and ids go on, never reused
+    assert raw.episode == 2 and raw.agents == raw.possible_agents
+    assert raw.agent_selection == "challenger_0"
+    assert raw.rewards == {a: 0.0 for a in raw.agents} and raw.render() == "\n"
+    assert raw.infos["challenger_0"]["last"] == {}
+    assert raw.infos["challenger_0"]["phase"] == "challenge"
+    continued = raw.rng.getstate()
+    env.reset(seed=5)
+    reseeded = raw.rng.getstate()
+    env.reset(seed=5)
+    assert raw.rng.getstate() == reseeded != continued  # reset() did not reseed
+    assert len(raw.pool) == 2  # reset(seed=...) does not roll the pool back either
+    env.close()
+
+
 def test_determinism_holds_with_verifiers_in_worker_processes():
     def run(workers):
         env = sage_env.env(

@@ -123,15 +123,19 @@ def learner_spec(name: str) -> LearnerSpec:
     """The :class:`LearnerSpec` registered as ``name`` (entry points are searched too).
 
     Raises:
-        ValueError: on an unknown name (the message lists the registered ones).
+        ValueError: on an unknown name; the message lists every registered one (built-ins,
+            entry points, learners registered by ``--import``).
     """
     _builtin(name)
     if name not in LEARNERS:
         _discover()
     if name not in LEARNERS:
+        # the built-ins register on first use: name them all without importing them (a
+        # listing of LEARNERS alone named only those some earlier call had imported)
         raise ValueError(
-            f"unknown algorithm {name!r}; registered: {sorted(LEARNERS)} (a learner in your "
-            f"own module: --import MODULE, or an entry point in group {LEARNER_GROUP!r})"
+            f"unknown algorithm {name!r}; registered: {sorted(set(LEARNERS) | set(BUILTINS))}"
+            f" (a learner in your own module: --import MODULE, or an entry point in group "
+            f"{LEARNER_GROUP!r})"
         )
     return LEARNERS[name]
 

@@ -25,17 +25,22 @@ from learners.evaluation.scoring import (
 from learners.types import SamplingConfig, action_text
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
+
 @dataclass
 class EvalConfig:
     """Options of ``sage-env eval``."""
 
     model: str = "smollm2-135m-instruct"
-    """Model alias, hub id or local path (a training checkpoint's ``model/`` folder works)."""
+    """Model alias, hub id or local path: a model folder (``RUN/checkpoints/best``, a
+    ``sage-env export`` output) or a training checkpoint ``RUN/checkpoints/step_N``, whose
+    ``model/`` subfolder is loaded. A LoRA checkpoint holds an adapter only: export it first.
+    Checked before anything loads (:func:`learners.training.preflight.eval_model`)."""
     benchmarks: str = "gsm8k,math500"
     """Comma-separated benchmark names, registered in
     :data:`learners.evaluation.benchmarks.BENCHMARKS` (math: gsm8k, math500, aime*, amc23,
-    olympiadbench; code: humaneval(_plus), mbpp(_plus), cruxeval_o/_i, exec_heldout (the shipped held-out
-    execution tasks); livecodebench, hub only). An unknown name fails with the list of registered ones."""
+    olympiadbench; code: humaneval(_plus), mbpp(_plus), cruxeval_o/_i, exec_heldout (the
+    shipped held-out execution tasks); livecodebench, hub only). An unknown name fails with
+    the list of registered ones."""
     samples: int = 1
     """Completions per item (n). 1 = greedy decoding; more = sampling at ``temperature``."""
     limit: int | None = None
@@ -73,8 +78,9 @@ class EvalConfig:
 
 
 def resolve_engine(cfg: EvalConfig) -> RolloutConfig:
-    """The rollout engine ``cfg.engine`` names; ``auto``: ``ct2`` on a CPU when CTranslate2
-    is importable, else ``hf``.
+    """The rollout engine ``cfg.engine`` names.
+
+    ``auto``: ``ct2`` on a CPU when CTranslate2 is importable, else ``hf``.
 
     Raises:
         ValueError: on an unknown engine name.
@@ -99,22 +105,28 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
     Raises:
         ValueError: on an unknown benchmark name.
         FileNotFoundError: if a benchmark file is missing.
+        learners.training.preflight.PreflightError: (a ``RuntimeError``) when ``cfg.model``
+            cannot be loaded: a path that does not exist, a run folder, a LoRA adapter, a
+            folder without config, weights or tokenizer, a hub id not in reach
+            (:func:`~learners.training.preflight.eval_model`); checked before the benchmarks
+            and the model load.
     """
     from learners.evaluation.decontam import overlap_report
     from learners.policy.hf_policy import HFPolicy
+    from learners.training.preflight import eval_model
 
     names = [b.strip() for b in cfg.benchmarks.split(",") if b.strip()]
     unknown = [b for b in names if b not in BENCHMARKS]
     if unknown:
         raise ValueError(f"unknown benchmark(s) {unknown}; available: {', '.join(BENCHMARKS)}")
+    # a missing or broken model fails here, in one line, before benchmarks and weights load
+    model = eval_model(cfg.model) if policy is None else cfg.model
     plus_limit = None if cfg.plus_limit in (None, "all") else int(cfg.plus_limit)
     suites = {
         b: load_benchmark(b, cfg.data_dir, plus_limit, cfg.source)[: cfg.limit] for b in names
     }
     if policy is None:
-        policy = HFPolicy(
-            cfg.model, device=cfg.device, seed=cfg.seed, rollout=resolve_engine(cfg)
-        )
+        policy = HFPolicy(model, device=cfg.device, seed=cfg.seed, rollout=resolve_engine(cfg))
     out = Path(cfg.out)
     (out / "items").mkdir(parents=True, exist_ok=True)
     results = []
