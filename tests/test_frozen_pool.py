@@ -98,21 +98,29 @@ def test_frozen_pool_pays_as_usual_but_never_trains_on_a_generated_task(protocol
 def test_frozen_pool_over_several_rounds_keeps_generated_tasks_out_of_training(protocol):
     records, env = _rounds(protocol, "frozen", rounds=4)
     assert env.pool.num_generated >= 2  # tasks were admitted...
-    trained = [
-        r for r in records if r[0] in ("solver_0", "planner_0") and _trains(r[4])
-    ]
+    trained = [r for r in records if r[0] in ("solver_0", "planner_0") and _trains(r[4])]
     assert trained and not any(r[2].startswith("gen/") for r in trained)  # ...never trained on
 
 
 def test_frozen_pool_samples_only_seed_tasks():
     seeds = [
-        Task(task_id=f"s{i}", domain="math", prompt=f"What is {i}+1?", answer=str(i + 1),
-             source="gsm8k")
+        Task(
+            task_id=f"s{i}",
+            domain="math",
+            prompt=f"What is {i}+1?",
+            answer=str(i + 1),
+            source="gsm8k",
+        )
         for i in range(3)
     ]
     pool = TaskPool(seeds, frozen=True)
-    gen = Task(task_id="gen/0", domain="math", prompt="What is 9*9 plus 3?", answer="84",
-               source="generated")
+    gen = Task(
+        task_id="gen/0",
+        domain="math",
+        prompt="What is 9*9 plus 3?",
+        answer="84",
+        source="generated",
+    )
     assert pool.add(gen) and pool.num_generated == 1 and len(pool) == 4
     assert pool.duplicate_of(gen) is not None  # still indexed: a copy is refused as usual
     rng = random.Random(0)
@@ -133,8 +141,16 @@ def _tr(role, phase, task_id, details, domain="exec"):
     from learners.rollout import Transition
 
     return Transition(
-        agent=f"{role}_0", role=role, domain=domain, phase=phase, prompt_ids=[1],
-        completion_ids=[2], logprobs=[0.0], text="x", details=details, task_id=task_id,
+        agent=f"{role}_0",
+        role=role,
+        domain=domain,
+        phase=phase,
+        prompt_ids=[1],
+        completion_ids=[2],
+        logprobs=[0.0],
+        text="x",
+        details=details,
+        task_id=task_id,
     )
 
 
@@ -148,15 +164,40 @@ def test_pool_dynamics_metrics_count_proposals_difficulty_novelty_and_generated_
     seed_program = seeds[0].reference_solution
     renamed = seed_program.replace("def f(", "def f(", 1)  # the same program: novelty 0
     transitions = [
-        _tr("proposer", "propose", seeds[0].task_id,
-            {"parsed": {"valid": True, "well_formed": True, "mode": "deduction",
-                        "program": renamed}, "terms": {"acc": 0.25}}),
-        _tr("proposer", "propose", seeds[0].task_id,
-            {"parsed": {"valid": True, "well_formed": True, "mode": "induction",
-                        "program": "def f(q):\n    return sorted(set(q))[::-1] * 7"},
-             "terms": {"acc": 0.75}}),
-        _tr("proposer", "propose", seeds[0].task_id,
-            {"parsed": {"valid": False, "well_formed": True}}),
+        _tr(
+            "proposer",
+            "propose",
+            seeds[0].task_id,
+            {
+                "parsed": {
+                    "valid": True,
+                    "well_formed": True,
+                    "mode": "deduction",
+                    "program": renamed,
+                },
+                "terms": {"acc": 0.25},
+            },
+        ),
+        _tr(
+            "proposer",
+            "propose",
+            seeds[0].task_id,
+            {
+                "parsed": {
+                    "valid": True,
+                    "well_formed": True,
+                    "mode": "induction",
+                    "program": "def f(q):\n    return sorted(set(q))[::-1] * 7",
+                },
+                "terms": {"acc": 0.75},
+            },
+        ),
+        _tr(
+            "proposer",
+            "propose",
+            seeds[0].task_id,
+            {"parsed": {"valid": False, "well_formed": True}},
+        ),
         _tr("solver", "solve", "gen/0", {"train": False}),
         _tr("solver", "solve", "gen/1", {}),
         _tr("solver", "solve", seeds[1].task_id, {}),

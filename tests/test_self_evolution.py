@@ -28,9 +28,16 @@ def _stand_ins(seen):
         for s in range(rows[-1]["step"] + 1, tcfg.steps + 1):
             row = {"step": s, "rollout/tokens": 50.0, "time/step_s": 3.0}
             if tcfg.env.protocol == "azr":
-                row.update({"pool/proposals": 8.0, "pool/valid": 6.0, "pool/accepted": 5.0,
-                            "pool/accepted_deduction": 5.0, "pool/accepted_novelty": 0.4,
-                            "solver/generated_share": 0.0 if frozen else 0.5})
+                row.update(
+                    {
+                        "pool/proposals": 8.0,
+                        "pool/valid": 6.0,
+                        "pool/accepted": 5.0,
+                        "pool/accepted_deduction": 5.0,
+                        "pool/accepted_novelty": 0.4,
+                        "solver/generated_share": 0.0 if frozen else 0.5,
+                    }
+                )
             rows.append(row)
         (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
@@ -55,8 +62,13 @@ def _stand_ins(seen):
 def test_scripted_experiment_summary(tmp_path):
     seen = []
     cfg = se.EvolutionConfig(
-        arms="azr,azr:frozen,rlvr", seeds="0,1", max_steps=4, eval_every=2,
-        sets="exec_heldout:20:8", out=str(tmp_path / "out"), runs=str(tmp_path / "runs"),
+        arms="azr,azr:frozen,rlvr",
+        seeds="0,1",
+        max_steps=4,
+        eval_every=2,
+        sets="exec_heldout:20:8",
+        out=str(tmp_path / "out"),
+        runs=str(tmp_path / "runs"),
         progress=False,
     )
     summary = se.run(cfg, **_stand_ins(seen))
