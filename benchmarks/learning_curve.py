@@ -489,7 +489,25 @@ def run_curve(
     if cfg.merge and earlier.exists():  # arms of an earlier invocation on the same base
         old = json.loads(earlier.read_text())
         if old.get("base_key") == json.loads(json.dumps(key)):
-            per_arm.update({p: a for p, a in old["protocols"].items() if p not in arms})
+            from learners.training.build import code_provenance
+
+            here = code_provenance()
+            ours = {(here["git_commit"], here["git_diff_sha256"])}
+            for p, a in old["protocols"].items():
+                if p in arms:
+                    continue
+                theirs = {
+                    (c.get("git_commit"), c.get("git_diff_sha256")) for c in a.get("code") or [{}]
+                }
+                if theirs != ours:  # a table of arms trained by different code
+                    logger.warning(
+                        "learning curve: merged arm %s was trained by other code (%s) than "
+                        "this invocation (%s)",
+                        p,
+                        sorted(theirs, key=str),
+                        sorted(ours, key=str),
+                    )
+                per_arm[p] = a
     from tqdm.auto import tqdm
 
     bar = tqdm(
@@ -584,12 +602,19 @@ def train_arm(
         "eval_seconds": eval_s,
         "sets": {name: set_summary(c) for name, c in curves.items()},
         "step_log": step_log(run) if run.exists() else state.get("result", {}).get("step_log", []),
+        "code": _provenance(run) if run.exists() else state.get("result", {}).get("code"),
     }
     _write_atomic(state_file, {**state, "done": True, "result": result})
     if not cfg.keep_runs:
         shutil.rmtree(run, ignore_errors=True)
     bar.update(max(0, cfg.max_steps - step))  # an arm stopped by its token budget
     return result
+
+
+def _provenance(run: Path) -> list | None:
+    """The code that trained ``run`` (its ``provenance.json``: commit, edits, versions), or None."""
+    p = run / "provenance.json"
+    return json.loads(p.read_text()) if p.exists() else None
 
 
 def _write_atomic(path: Path, data: Any) -> None:

@@ -1,15 +1,22 @@
 """Setting a training run up: policy, verifiers, pool, warm-up, learner, resume, environments.
 
 :func:`build_run` returns the :class:`Run` the step loop (:mod:`learners.training.loop`)
-works on; whatever it opens is registered on the caller's ``ExitStack``.
+works on; whatever it opens is registered on the caller's ``ExitStack``. It also records
+which code runs it (``OUT/provenance.json``, :func:`code_provenance`): one seed makes a run
+bitwise reproducible only under the same code (``docs/training.md``, "Reproducibility").
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import importlib.metadata
+import json
 import logging
+import platform
 import random
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -112,6 +119,7 @@ def build_run(
         config = plain(dataclasses.asdict(cfg))
         log = MetricsLog(out, cfg.report_to, accelerator, config, start + 1 if start else None)
         stack.callback(log.close)
+        record_provenance(out, start)
     val_tasks = sage_env.load_validation(cfg.val_limit) if cfg.val_every > 0 else []
     stopping = EarlyStopping(out, cfg.early_stopping_patience)
     return Run(
@@ -210,6 +218,89 @@ def _resume(
             (out / "metrics.jsonl").unlink(missing_ok=True)
     distributed.barrier()  # rank 0 has truncated the metrics before anyone goes on
     return start, pool
+
+
+PROVENANCE_PACKAGES = ("sage-env", "torch", "transformers", "ctranslate2", "math-verify")
+"""Installed packages whose versions :func:`code_provenance` records."""
+
+
+def code_provenance() -> dict[str, Any]:
+    """Which code runs this process: package versions and, from a git checkout, its commit.
+
+    Git is asked read-only (``--no-optional-locks``), and only when this package's folder is
+    the top of a checkout (an install inside someone else's repository records no commit).
+
+    Returns:
+        ``{"git_commit": 40 hex digits or None, "git_dirty": whether tracked files differ
+        from the commit (None without git), "git_diff_sha256": SHA-256 of ``git diff HEAD``
+        (None when clean or without git), "python": version, "packages": {name: version or
+        None}}``. Never raises.
+    """
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "--no-optional-locks", "-C", str(root), *args],
+                capture_output=True,
+                timeout=30,
+                check=True,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.decode("utf-8", "replace")
+
+    top = git("rev-parse", "--show-toplevel")
+    commit = dirty = digest = None
+    if top is not None and Path(top.strip()).resolve() == root:
+        commit = (git("rev-parse", "HEAD") or "").strip() or None
+        diff = git("diff", "HEAD", "--no-ext-diff", "--binary")
+        if diff is not None:
+            dirty = bool(diff)
+            digest = hashlib.sha256(diff.encode()).hexdigest() if diff else None
+    packages: dict[str, str | None] = {}
+    for name in PROVENANCE_PACKAGES:
+        try:
+            packages[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            packages[name] = None
+    return {
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "git_diff_sha256": digest,
+        "python": platform.python_version(),
+        "packages": packages,
+    }
+
+
+def record_provenance(out: Path, start: int) -> list[dict[str, Any]]:
+    """Append this process's :func:`code_provenance` to ``out/provenance.json``.
+
+    One entry per start of the run (``{"start_step": start, **code}``): a run resumed under
+    other code than it started with holds two different entries, and a warning says so.
+
+    Returns:
+        Every entry, oldest first.
+    """
+    path = out / "provenance.json"
+    entries: list[dict[str, Any]] = []
+    if start > 0 and path.exists():
+        try:
+            entries = list(json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, TypeError):
+            entries = []
+    entries = [e for e in entries if isinstance(e, dict) and e.get("start_step", 0) < start]
+    code = code_provenance()
+    if entries and {k: v for k, v in entries[-1].items() if k != "start_step"} != code:
+        logger.warning(
+            "resuming %s under other code than its start at step %s (%s)",
+            out,
+            entries[-1].get("start_step"),
+            path,
+        )
+    entries.append({"start_step": start, **code})
+    path.write_text(json.dumps(entries, indent=1) + "\n", encoding="utf-8")
+    return entries
 
 
 def model_source(cfg: TrainConfig, out: Path, existing: list[Path]) -> str:
