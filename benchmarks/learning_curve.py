@@ -52,66 +52,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from learners.evaluation.heldout import Z95, mcnemar_exact, wilson  # noqa: F401 (re-used)
+
 logger = logging.getLogger("sage_env.learning_curve")
 
-Z95 = 1.959963984540054
-"""The standard normal's 97.5% quantile (two-sided 95%)."""
 SETS = ("exec_heldout", "cruxeval_o", "cruxeval_i", "validation")
 """Held-out sets this benchmark knows."""
 
 
 # --------------------------------------------------------------------------- statistics
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion ``k / n`` (Wilson 1927).
-
-    ``(p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)``, ``p = k/n``.
-
-    Returns:
-        ``(low, high)`` in [0, 1]; ``(0.0, 1.0)`` for ``n = 0``.
-
-    Raises:
-        ValueError: unless ``0 <= k <= n``.
-    """
-    if not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    den = 1.0 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    # the bounds are exactly 0 at k = 0 and 1 at k = n; rounding put them 1e-18 inside,
-    # which made the plot's error bar negative (matplotlib refuses it)
-    low = 0.0 if k == 0 else max(0.0, mid - half)
-    high = 1.0 if k == n else min(1.0, mid + half)
-    return low, high
-
-
-def mcnemar_exact(base: list[bool], final: list[bool]) -> tuple[int, int, float]:
-    """Exact McNemar test of paired correctness (McNemar 1947; the exact binomial form).
-
-    Only discordant items count: ``gained`` (wrong at base, right at final) and ``lost``
-    (right at base, wrong at final). Under H0 each discordant item is either with
-    probability 1/2, so ``p = min(1, 2 P(X <= min(gained, lost)))``, ``X ~ Bin(gained + lost,
-    1/2)``.
-
-    Returns:
-        ``(gained, lost, p_value)``; ``p = 1`` when no item is discordant.
-
-    Raises:
-        ValueError: if the lists differ in length.
-    """
-    if len(base) != len(final):
-        raise ValueError(f"paired lists must have one length, got {len(base)} and {len(final)}")
-    gained = sum(1 for b, f in zip(base, final) if f and not b)
-    lost = sum(1 for b, f in zip(base, final) if b and not f)
-    n = gained + lost
-    if n == 0:
-        return gained, lost, 1.0
-    tail = sum(math.comb(n, i) for i in range(min(gained, lost) + 1)) / 2**n
-    return gained, lost, min(1.0, 2.0 * tail)
-
-
 def set_summary(curve: list[tuple[int, list[bool]]]) -> dict[str, Any]:
     """One arm on one held-out set, from ``[(step, per-item correctness), ...]`` (step 0 first).
 

@@ -67,6 +67,7 @@ def run_config(protocol: str, model: str, out: str):
         val_every=STEPS,
         val_limit=2,
         val_max_new_tokens=8,
+        heldout="",  # tests/test_heldout.py scores held-out items
         critic_probe_size=4,
         warmup=dataclasses.replace(cfg.warmup, steps=1, num_demonstrations=4, cache=False),
         learner=dataclasses.replace(cfg.learner, lr=1e-3, gradient_checkpointing=False),

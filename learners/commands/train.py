@@ -54,6 +54,9 @@ def train_command(argv: list[str]) -> int:
     logging.getLogger("sage_env.train").info(
         "done: %s", {k: v for k, v in metrics.items() if k.startswith(("reward/", "pool/"))}
     )
+    summary = Path(cfg.out) / "heldout.md"  # TrainConfig.heldout: the run's held-out figure
+    if summary.exists():
+        print(summary.read_text(encoding="utf-8").rstrip())
     print(f"finished; artifacts in {cfg.out}")
     return 0
 

@@ -58,6 +58,9 @@ class Run:
     val_tasks: list
     start: int
     warm_metrics: dict[str, float]
+    heldout: dict[str, dict[str, list[bool]]] = dataclasses.field(default_factory=dict)
+    """Held-out scores so far, ``{"untouched" | "start": {set: [bool, ...]}}``
+    (``TrainConfig.heldout``; kept in ``OUT/heldout.json`` for a resume)."""
 
 
 def build_run(
@@ -83,6 +86,7 @@ def build_run(
     pool = make_pool(cfg.env, sage_env.load_seeds())
     seeds = [t for t in pool.tasks if t.source != "generated"]
     probe = CriticProbe(cfg, seeds)
+    heldout = _heldout_before_warm_up(cfg, out, existing, policy, progress)
     warm_metrics = _warm_up(cfg, out, existing, policy, seeds, probe, progress)
     distributed.broadcast_parameters(policy.model)  # every rank starts from rank 0's weights
     learner = make_learner(
@@ -124,7 +128,7 @@ def build_run(
     stopping = EarlyStopping(out, cfg.early_stopping_patience)
     return Run(
         policy, learner, pool, envs, driver, probe, stopping, math_verifier, rng, log,
-        val_tasks, start, warm_metrics,
+        val_tasks, start, warm_metrics, heldout,
     )  # fmt: skip
 
 
@@ -191,6 +195,29 @@ def _warm_up(
     if lora_on:
         policy.path = str(base_dir)
     return warm_metrics
+
+
+def _heldout_before_warm_up(
+    cfg: TrainConfig, out: Path, existing: list[Path], policy: HFPolicy, progress: bool
+) -> dict[str, dict[str, list[bool]]]:
+    """The held-out scores a run has so far: ``{"untouched": {set: [bool, ...]}}``.
+
+    On resume, what ``OUT/heldout.json`` holds; else the untouched model's scores on
+    ``TrainConfig.heldout`` (rank 0, before the warm-up changes the model).
+    """
+    from learners.evaluation.heldout import parse_heldout, score
+
+    sets = parse_heldout(cfg.heldout)
+    path = out / "heldout.json"
+    if not sets:
+        return {}
+    if cfg.resume and existing and path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    got: dict[str, dict[str, list[bool]]] = {}
+    if distributed.is_main() and cfg.warmup.steps > 0:
+        got["untouched"] = score(policy, sets, out / "heldout" / "untouched", progress)
+        path.write_text(json.dumps(got), encoding="utf-8")
+    return distributed.broadcast(got)
 
 
 def _resume(

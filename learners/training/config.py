@@ -26,6 +26,7 @@ from learners.algorithms.registry import as_config, learner_spec
 from learners.parallel import DistributedConfig
 from learners.engines import RolloutConfig
 from learners.algorithms.pg import PGConfig
+from learners.evaluation.heldout import parse_heldout
 from learners.policy import DEFAULT_MODEL
 from learners.training.metrics import check_report_to
 from learners.training.tyro_types import protocol_config_type
@@ -123,6 +124,13 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     """Validation tasks used (the first ones; the split holds 200)."""
     val_max_new_tokens: int = 256
     """Completion budget for validation answers."""
+    heldout: str = ""
+    """Held-out benchmark items scored greedily on the untouched model (before the format
+    warm-up), at the start of RL and after the last step, as ``name:items:max_new_tokens``
+    entries (``exec_heldout:100:16``; names in
+    :data:`learners.evaluation.heldout.HELDOUT_SETS`): ``heldout/<name>/...`` in
+    ``metrics.jsonl`` (accuracy, Wilson 95% interval; gained, lost and the exact McNemar p of
+    final against start) and one printed line per set. Empty: none."""
     val_at_start: bool = True
     """Also validate before the first step (False saves the time when runs that start from
     the same model share that figure, as the benchmarks do)."""
@@ -200,6 +208,7 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
         if q is not None and not 0.0 <= q <= 1.0:
             raise ValueError(f"gate_seed_quantile must be in [0, 1] or None, got {q}")
         check_report_to(self.report_to)
+        parse_heldout(self.heldout)  # a bad entry fails here, before anything loads
         if self.gate_calibration and self.critic_probe_size == 1:
             raise ValueError(
                 "gate_calibration needs critic_probe_size >= 2 (one intact and one corrupted "

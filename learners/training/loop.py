@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import time
@@ -34,6 +35,7 @@ import yaml
 from learners import distributed
 from learners.algorithms.registry import learner_spec
 from learners.engines.registry import require_engine, syncs_weights
+from learners.evaluation import heldout
 from learners.evaluation.during_training import validation_accuracy
 from learners.policy.hf_policy import HFPolicy
 from learners.reports.plots import plot_training
@@ -207,9 +209,15 @@ def _first_row(cfg: TrainConfig, run: Run) -> None:
     policy, envs = run.policy, run.envs
     if cfg.gate_calibration and run.start > 0:
         run.probe(policy, envs)  # a resumed run gates by the critic it resumed with
-    if not ((run.val_tasks or run.probe.items or run.warm_metrics) and run.start == 0):
+    if run.start == 0:
+        _heldout_start(cfg, run, Path(cfg.out))
+    logged = run.val_tasks or run.probe.items or run.warm_metrics or run.heldout
+    if not (logged and run.start == 0):
         return
     row: dict[str, Any] = {"step": 0, "pool/size": float(len(run.pool)), **run.warm_metrics}
+    for label, scores in run.heldout.items():  # untouched, start
+        for name, xs in scores.items():
+            row.update(heldout.point(f"heldout/{name}/{label}", xs))
     row.update(run.probe(policy, envs))
     if run.val_tasks and cfg.val_at_start:
         acc = _validate(policy, run.val_tasks, run.math_verifier, cfg.val_max_new_tokens)
@@ -218,6 +226,41 @@ def _first_row(cfg: TrainConfig, run: Run) -> None:
             run.stopping.record(0, acc, policy)
     if run.log is not None:
         run.log.write(row)
+
+
+def _heldout_start(cfg: TrainConfig, run: Run, out: Path) -> None:
+    """Score ``TrainConfig.heldout`` at the start of RL (after the warm-up; rank 0)."""
+    sets = heldout.parse_heldout(cfg.heldout)
+    if not sets:
+        return
+    got = None
+    if distributed.is_main():
+        got = heldout.score(run.policy, sets, out / "heldout" / "start")
+    run.heldout["start"] = distributed.broadcast(got)
+    if distributed.is_main():
+        (out / "heldout.json").write_text(json.dumps(run.heldout), encoding="utf-8")
+
+
+def _heldout_final(cfg: TrainConfig, run: Run, out: Path) -> dict[str, float]:
+    """Score ``TrainConfig.heldout`` after the last step; log one line per set."""
+    sets = heldout.parse_heldout(cfg.heldout)
+    if not sets or "start" not in run.heldout:
+        return {}
+    got = None
+    if distributed.is_main():
+        got = heldout.score(run.policy, sets, out / "heldout" / "final")
+    got = distributed.broadcast(got)
+    metrics: dict[str, float] = {}
+    lines = []
+    for s in sets:
+        start, final = run.heldout["start"][s.name], got[s.name]
+        metrics.update(heldout.final_metrics(s.name, start, final))
+        points = {k: v[s.name] for k, v in run.heldout.items() if s.name in v}
+        lines.append(heldout.report_line(s.name, {**points, "final": final}))
+        logger.info("%s", lines[-1])
+    if distributed.is_main():  # sage-env train prints it when the run ends
+        (out / "heldout.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return metrics
 
 
 def _step(
@@ -250,6 +293,8 @@ def _step(
     if run.val_tasks and validate:
         acc = _validate(policy, run.val_tasks, run.math_verifier, cfg.val_max_new_tokens)
     probed = _probe(cfg, run) if step == cfg.steps or validate else {}
+    if step == cfg.steps:
+        probed.update(_heldout_final(cfg, run, Path(cfg.out)))
     metrics = {
         "step": step,
         **rollout_metrics(result, roles),

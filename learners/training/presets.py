@@ -35,6 +35,9 @@ DEMO_STOPS: dict[str, tuple[str, ...]] = {
     "plan": ("</plan>",),
     "probe/code": ("```",),
     "solve/code": ("```",),
+    # an execution task's answer prefix opens its block: the closing fence ends the answer
+    "probe/exec": ("```",),
+    "solve/exec": ("```",),
 }
 """Stop strings of the ``demo`` preset: the closing tag or code fence that ends what the
 parser reads (a code answer's prefix opens the fence, so the first fence closes it)."""
@@ -55,11 +58,19 @@ PRESETS: dict[str, TrainConfig] = {
         temperature=0.7,
         # read from score distributions (one forward pass each), so 96 items cost seconds
         critic_probe_size=96,
+        # the demo's figure a user can trust: 100 held-out execution tasks (never trained
+        # on), scored greedily on the untouched model, after the warm-up and at the end
+        # (docs/results.md, "The demo run")
+        heldout="exec_heldout:100:16",
         gate_calibration=True,
         warmup=WarmupConfig(
             steps=12, mix={"challenger": 0.7, "critic": 0.3}, num_demonstrations=48, lr=1e-4
         ),
         env=EnvConfig(
+            # the math and code seeds and the execution seeds (AZR's program tasks, whose
+            # truth the executor computes): execution tasks are what the default model
+            # learned in the learning curve (docs/results.md, "Learning curve")
+            domains=("math", "code", "exec"),
             solver_samples=2,
             # the round's two halves alternate, so a step's rounds make 3 generate calls of
             # up to 2, 2 and 4 rows a round instead of 6 narrower ones (docs/training.md,
