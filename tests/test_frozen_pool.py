@@ -186,7 +186,7 @@ def test_pool_dynamics_metrics_count_proposals_difficulty_novelty_and_generated_
                 "parsed": {
                     "valid": True,
                     "well_formed": True,
-                    "mode": "induction",
+                    "mode": "abduction",
                     "program": "def f(q):\n    return sorted(set(q))[::-1] * 7",
                 },
                 "terms": {"acc": 0.75},
@@ -206,9 +206,26 @@ def test_pool_dynamics_metrics_count_proposals_difficulty_novelty_and_generated_
     result = RolloutResult(transitions, [], 0.0, 0.0, 7, 1)
     m = pool_dynamics_metrics(result, pool)
     assert m["pool/proposals"] == 3 and m["pool/valid"] == 2 and m["pool/accepted"] == 2
-    assert m["pool/accepted_deduction"] == 1 and m["pool/accepted_induction"] == 1
+    assert m["pool/accepted_deduction"] == 1 and m["pool/accepted_abduction"] == 1
     assert m["pool/accepted_difficulty"] == pytest.approx((0.75 + 0.25) / 2)
-    assert 0.0 < m["pool/accepted_novelty"] < 1.0  # one copy (0) and one new program
+    assert 0.0 < m["pool/accepted_novelty"] < 0.5  # one copy (0) and one new program
+    # induction's program is a buffer program by design: its novelty is not counted
+    induction = _tr(
+        "proposer",
+        "propose",
+        seeds[0].task_id,
+        {
+            "parsed": {
+                "valid": True,
+                "well_formed": True,
+                "mode": "induction",
+                "program": "def f(z):\n    return {z: 3}",
+            }
+        },
+    )
+    again = pool_dynamics_metrics(RolloutResult([*transitions, induction], [], 0, 0, 7, 1), pool)
+    assert again["pool/accepted_induction"] == 1
+    assert again["pool/accepted_novelty"] == m["pool/accepted_novelty"]
     assert m["solver/trained_rows"] == 3 and m["solver/judging_rows"] == 1
     assert m["solver/generated_share"] == pytest.approx(1 / 3)
     assert not transitions[3].trains and transitions[4].trains

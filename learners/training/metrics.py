@@ -103,9 +103,11 @@ def pool_dynamics_metrics(result: RolloutResult, pool: Any) -> dict[str, float]:
     - ``pool/accepted_difficulty``: mean over accepted proposals of the difficulty the
       protocol paid, ``d`` (SAGE, MAE: 1 - mean probe or judge score) or ``1 - acc`` (AZR:
       the solver's pass rate on the new task);
-    - ``pool/accepted_novelty``: mean over accepted execution tasks of the normalised-program
-      distance to the nearest seed program (:func:`sage_env.novelty.nearest_program_distance`;
-      0: a renamed seed, 1: nothing in common);
+    - ``pool/accepted_novelty``: mean over accepted deduction and abduction tasks of the
+      normalised-program distance to the nearest seed program
+      (:func:`sage_env.novelty.nearest_program_distance`; 0: a renamed seed, 1: nothing in
+      common). Induction is left out: its program is a buffer program by AZR's design (what
+      is new is the inputs);
     - ``solver/trained_rows``, ``solver/judging_rows``: solver actions that train, and those
       that only judged a new task (frozen pool, ``Transition.trains`` False);
       ``solver/generated_share``: the share of the trained ones whose task was generated
@@ -148,7 +150,7 @@ def pool_dynamics_metrics(result: RolloutResult, pool: Any) -> dict[str, float]:
             program = t.details["parsed"].get("program")
             if not isinstance(program, str) and task is not None and task.domain == "exec":
                 program = task.reference_solution
-            if isinstance(program, str) and seeds:
+            if isinstance(program, str) and seeds and kind != "induction":
                 novelty.append(nearest_program_distance(program, seeds))
         if diffs:
             m["pool/accepted_difficulty"] = sum(diffs) / len(diffs)
