@@ -164,6 +164,7 @@ def _cli_yaml(tmp_path, tiny_path, learner):
         critic_probe_size: 0
         gate_calibration: false
         warmup: {{steps: 0}}
+        heldout: ""
         env: {{protocol: rlvr, solver_samples: 2}}
         learner: {learner}
         """)
