@@ -266,6 +266,7 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         phase_stop_strings=stops,
         rollout=dataclasses.replace(RolloutConfig(), engine=cfg.engine),
         val_every=0,
+        heldout="",  # the held-out sets are scored here, not by the run
         critic_probe_size=0,
         gate_calibration=False,
         save_every=cfg.eval_every,

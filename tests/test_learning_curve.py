@@ -200,6 +200,7 @@ def test_arm_config_applies_k_lr_and_domains_to_every_protocol():
         t = lc.train_config(lc.CurveConfig(solver_samples=8, lr=2e-5, eval_every=3), protocol)
         assert (t.env.protocol, t.env.solver_samples, t.learner.lr) == (protocol, 8, 2e-5)
         assert t.env.domains == ("exec",) and t.steps == 3 and t.val_every == 0
+        assert t.heldout == ""  # the benchmark scores its own sets
     preset = lc.train_config(lc.CurveConfig(), "azr")
     assert (preset.env.solver_samples, preset.learner.lr) == (2, 1e-5)  # the demo preset's
 
