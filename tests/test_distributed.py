@@ -188,6 +188,7 @@ val_every: 0
 critic_probe_size: 0
 gate_calibration: false
 warmup: {steps: 0}
+heldout: ""
 env: {solver_samples: 1}
 learner: {lr: 0.001, gradient_checkpointing: false}
 """
