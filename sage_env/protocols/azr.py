@@ -433,6 +433,12 @@ class AZRProtocol(Protocol):
                 reason=reason,
                 parsed=self.proposal,
             )
+            self.task = None
+        self._start_solve(env)
+
+    def _start_solve(self, env: ProtocolEnv) -> None:
+        """k solver attempts at ``self.task``, or at a trainable buffer task when it is None."""
+        if self.task is None:
             pool = buffer(env, self.mode, trainable=True)
             self.task = pool[env.rng.randrange(len(pool))]
         self.scores = []
@@ -477,16 +483,8 @@ class AZRProtocol(Protocol):
                 new_task_id=self.task.task_id,
             )
             if self.judging:  # frozen pool: the solver trains on a seed task instead
-                self.valid, self.judging, self.scores = False, False, []
-                pool = buffer(env, self.mode, trainable=True)
-                self.task = pool[env.rng.randrange(len(pool))]
-                env.select(
-                    "solver_0",
-                    "solve",
-                    self.task,
-                    exec_tasks.solver_prompt(self.task),
-                    repeats=env.config.solver_samples,
-                )
+                self.valid, self.judging, self.task = False, False, None
+                self._start_solve(env)
                 return
         env.finish()
 
