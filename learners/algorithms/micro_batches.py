@@ -36,3 +36,51 @@ def token_chunks(order: list[int], lengths: list[int], size: int, budget: int) -
     if mb:
         out.append(mb)
     return out
+
+
+def shared_prompt_units(
+    order: list[int],
+    prompts: list[tuple[int, ...]],
+    completion_lengths: list[int],
+    budget: int,
+) -> tuple[list[list[int]], list[int]]:
+    """Group the indices of ``order`` that share a prompt into packed rows ("units").
+
+    A unit is one row of shared-prompt packing (``learners.algorithms.losses.
+    shared_prompt_logprobs``): a prompt once, then its completions; its length is
+    ``len(prompt) + sum(completion lengths)``. A group whose row would pass ``budget`` tokens
+    (``budget > 0``) is split into several units, each as full as the budget allows. Units
+    keep the first-seen order of their prompts; an empty prompt is never shared.
+
+    Args:
+        order: Indices to group.
+        prompts: Per index (of the whole batch), its prompt token ids as a tuple.
+        completion_lengths: Per index, its completion's length in tokens.
+        budget: Padded-token budget of a micro-batch (0 = none).
+
+    Returns:
+        ``(units, lengths)``: the units (lists of indices) and each unit's packed length.
+    """
+    by_prompt: dict[tuple[int, ...], list[int]] = {}
+    keys: list[tuple[int, ...] | int] = []
+    for i in order:
+        key = prompts[i] if prompts[i] else -1 - i  # an empty prompt is its own group
+        if key not in by_prompt:
+            by_prompt[key] = []
+            keys.append(key)
+        by_prompt[key].append(i)
+    units: list[list[int]] = []
+    lengths: list[int] = []
+    for key in keys:
+        unit: list[int] = []
+        for i in by_prompt[key]:
+            n = len(prompts[i])
+            size = n + sum(completion_lengths[j] for j in unit) + completion_lengths[i]
+            if unit and budget > 0 and size > budget:
+                units.append(unit)
+                lengths.append(n + sum(completion_lengths[j] for j in unit))
+                unit = []
+            unit.append(i)
+        units.append(unit)
+        lengths.append(len(prompts[unit[0]]) + sum(completion_lengths[j] for j in unit))
+    return units, lengths

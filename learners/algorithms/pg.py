@@ -24,7 +24,7 @@ import torch
 from learners import distributed, parallel
 from learners.algorithms.loss_result import check_loss_result
 from learners.algorithms.losses import clipped_policy_loss, kl_penalty
-from learners.algorithms.micro_batches import token_chunks
+from learners.algorithms.micro_batches import shared_prompt_units, token_chunks
 from learners.algorithms.optimizers import make_optimizer
 from learners.algorithms.pg_config import PGConfig
 from learners.policy.protocols import TrainablePolicy
@@ -118,6 +118,14 @@ class PolicyGradientLearner:
             )
         if self.config.gradient_checkpointing:
             policy.enable_gradient_checkpointing()
+        # one forward of a prompt for all its completions, where the model passes the check
+        sharing = getattr(policy, "enable_prompt_sharing", None)
+        if self.config.share_prompts and sharing is not None:
+            self.share_prompts = bool(sharing())
+        else:
+            self.share_prompts = False
+            if hasattr(policy, "share_prompts"):
+                policy.share_prompts = False
         self.params = policy.trainable_parameters()
         """What the optimiser updates (the adapters only, with LoRA)."""
         self.optimizer = make_optimizer(self.params, self.config)  # --learner.optimizer
@@ -288,14 +296,8 @@ class PolicyGradientLearner:
     @torch.no_grad()
     def _rescore(self, batch: list[Transition]) -> list[list[float] | None]:
         """The learner's log-probs of every transition's tokens under the current weights."""
-        cfg = self.config
         out: list[list[float] | None] = [None] * len(batch)
-        order = sorted(
-            range(len(batch)),
-            key=lambda i: len(batch[i].prompt_ids) + len(batch[i].completion_ids),
-        )
-        lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in batch]
-        for mb in token_chunks(order, lengths, cfg.micro_batch_size, cfg.micro_batch_tokens):
+        for mb in self._chunks(list(range(len(batch))), batch):
             logp, _ = self.policy.token_logprobs(
                 [batch[i].prompt_ids for i in mb],
                 [batch[i].completion_ids for i in mb],
@@ -325,13 +327,7 @@ class PolicyGradientLearner:
             sum(len(t.completion_ids) for t in batch), len(batch), len(active)
         )
         skipped_share = 1.0 - n_active / max(n_seqs, 1)
-        # micro-batches of similar length waste little padding; the minibatch's gradient is
-        # a sum over its micro-batches, so their order and grouping do not change it
-        by_length = sorted(
-            active, key=lambda i: len(batch[i].prompt_ids) + len(batch[i].completion_ids)
-        )
-        lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in batch]
-        chunks = token_chunks(by_length, lengths, cfg.micro_batch_size, cfg.micro_batch_tokens)
+        chunks = self._chunks(active, batch)
         # several ranks: as many passes everywhere, only the last reduces (DDP / FSDP2 sum)
         parallel.require_prepared(self.policy)
         n_passes = parallel.num_passes(len(chunks))
@@ -342,6 +338,27 @@ class PolicyGradientLearner:
             stats["grad_norm"] = parallel.clip_grad_norm(self.params, cfg.max_grad_norm)
             self.optimizer.step()
         return dict(stats)
+
+    def _chunks(self, indices: list[int], batch: list[Transition]) -> list[list[int]]:
+        """Micro-batches of ``indices`` (into ``batch``), one forward/backward each.
+
+        Rows of similar length waste little padding, so rows are sorted by length and cut by
+        :func:`~learners.algorithms.micro_batches.token_chunks`. With shared-prompt packing a
+        row is a prompt and all its completions (:func:`~learners.algorithms.micro_batches.
+        shared_prompt_units`), so a group stays in one micro-batch. The minibatch's gradient
+        is a sum over its micro-batches: their order and grouping do not change it.
+        """
+        cfg = self.config
+        if self.share_prompts:
+            prompts = [tuple(t.prompt_ids) for t in batch]
+            comps = [len(t.completion_ids) for t in batch]
+            units, lengths = shared_prompt_units(indices, prompts, comps, cfg.micro_batch_tokens)
+        else:
+            units = [[i] for i in indices]
+            lengths = [len(batch[i].prompt_ids) + len(batch[i].completion_ids) for i in indices]
+        by_length = sorted(range(len(units)), key=lambda u: lengths[u])
+        cut = token_chunks(by_length, lengths, cfg.micro_batch_size, cfg.micro_batch_tokens)
+        return [[i for u in chunk for i in units[u]] for chunk in cut]
 
     def _passes(
         self,

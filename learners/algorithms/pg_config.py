@@ -59,6 +59,14 @@ class PGConfig:
     weighs the same (mean over its tokens, then over sequences)."""
     gradient_checkpointing: bool = True
     """Recompute activations in backward (less memory, about 30% more compute)."""
+    share_prompts: bool = True
+    """Forward a prompt once for all the completions sampled from it (the k solver samples of
+    a task): they are packed into one row behind the prompt, each completion seeing only the
+    prompt and itself (``learners.algorithms.losses.shared_prompt_logprobs``). Log-probs and
+    gradients equal the unpacked ones within float rounding; k samples of a P-token prompt
+    cost P + sum C tokens instead of k P + sum C. On by default where the model passes a
+    one-time check (``HFPolicy.enable_prompt_sharing``); ``False`` forwards every sequence
+    whole, as before (``docs/training.md``, "Where the update's time goes")."""
     max_seq_tokens: int = 2048
     """Prompt + completion longer than this keep the last tokens of the prompt."""
     truncation: Literal["keep", "zero", "mask"] = "keep"

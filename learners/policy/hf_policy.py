@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+
 class HFPolicy:
     """A transformers causal LM shared by every role.
 
@@ -77,6 +78,10 @@ class HFPolicy:
         self.lora: LoRAConfig | None = None
         """The adapters' config while LoRA is on, else ``None``."""
         self._reference: torch.nn.Module | None = None
+        self.share_prompts = False
+        """Forward a prompt shared by several completions once in :meth:`token_logprobs`
+        (:func:`learners.algorithms.losses.shared_prompt_logprobs`); set through
+        :meth:`enable_prompt_sharing`, which checks the model first."""
         if lora is not None and lora.enabled:
             self.enable_lora(lora)
         self.engine: RolloutEngine
@@ -137,7 +142,50 @@ class HFPolicy:
         pad = self.tokenizer.pad_token_id
         # several ranks with DDP: forward through its wrapper (learners.parallel.prepare)
         model = getattr(self, "ddp_module", None) or self.model
-        return token_logprobs(model, prompts, completions, pad, temperature, self.device)
+        return token_logprobs(
+            model, prompts, completions, pad, temperature, self.device, self.share_prompts
+        )
+
+    @torch.no_grad()
+    def enable_prompt_sharing(self, tolerance: float = 1e-3) -> bool:
+        """Turn on shared-prompt packing in :meth:`token_logprobs` if this model honours it.
+
+        Packing needs a model that takes a 4-D attention mask and ``position_ids``; one that
+        ignored them would return wrong log-probs without an error. So a short synthetic batch
+        (one prompt, two completions) is scored both ways in evaluation mode first; packing
+        is turned on only if every log-prob agrees within ``tolerance`` nats, else a warning
+        says why it stays off. Run it before :func:`learners.parallel.prepare` (every rank
+        runs the same check on the same weights).
+
+        Returns:
+            Whether packing is now on (:attr:`share_prompts`).
+        """
+        from learners.algorithms.losses import shared_prompt_logprobs, token_logprobs
+
+        vocab = int(getattr(self.model.config, "vocab_size", 0) or 0)
+        if vocab < 16:
+            return False
+        prompts = [[1, 5, 9, 13, 2, 7], [1, 5, 9, 13, 2, 7]]
+        completions = [[3, 11, 4], [6, 8]]
+        pad = self.tokenizer.pad_token_id
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            plain, mask = token_logprobs(self.model, prompts, completions, pad, 1.0, self.device)
+            packed, _ = shared_prompt_logprobs(
+                self.model, prompts, completions, pad, 1.0, self.device
+            )
+            gap = float(((plain - packed).abs() * mask).max())
+        except (TypeError, ValueError, RuntimeError) as exc:  # no 4-D mask / position_ids
+            gap, why = float("inf"), f"{type(exc).__name__}: {exc}"
+        else:
+            why = f"packed and plain log-probs differ by {gap:.2g} nats"
+        finally:
+            self.model.train(was_training)
+        self.share_prompts = gap <= tolerance
+        if not self.share_prompts:
+            logger.warning("shared-prompt packing stays off for %s (%s)", self.name, why)
+        return self.share_prompts
 
     def keep_reference(self) -> None:
         """Fix the current weights as the KL reference of :meth:`reference_logprobs`.
@@ -176,7 +224,9 @@ class HFPolicy:
 
         pad = self.tokenizer.pad_token_id
         with self._reference_model() as model:
-            return token_logprobs(model, prompts, completions, pad, temperature, self.device)
+            return token_logprobs(
+                model, prompts, completions, pad, temperature, self.device, self.share_prompts
+            )
 
     def enable_gradient_checkpointing(self) -> None:
         """Recompute activations in the backward pass (less memory, more compute)."""
