@@ -13,6 +13,7 @@ draw from their own random streams). Never asserts a time.
 Usage::
 
     python benchmarks/ct2_replay.py                    # workers=1 (before) vs 2 (after)
+    python benchmarks/ct2_replay.py --arms int8 --out benchmarks/results/ct2_replay_int8.json
     python benchmarks/ct2_replay.py --record -- train --preset demo --steps 2 ...
 """
 
@@ -29,6 +30,11 @@ CALLS = Path(__file__).parent / "results" / "ct2_demo_calls.json"
 OUT = Path(__file__).parent / "results" / "ct2_replay.json"
 ARMS = {"workers1": {"ct2_workers": 1}, "workers2": {"ct2_workers": 2}}
 """Arm name -> ``RolloutConfig`` fields; ``workers1`` is the engine before parallel workers."""
+ARM_SETS = {
+    "workers": ARMS,
+    "int8": {"float32": {"ct2_compute_type": "float32"}, "int8": {"ct2_compute_type": "int8"}},
+}
+"""``--arms NAME`` -> arms; ``int8`` compares the weights' precision (issue 35)."""
 
 
 def record(argv: list[str]) -> int:
@@ -134,10 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--greedy-calls", type=int, default=2)
     parser.add_argument("--note", default="", help="what the machine was doing, for the record")
+    parser.add_argument("--arms", default="workers", choices=sorted(ARM_SETS))
+    parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
     import os
 
-    result = replay(args.model, ARMS, args.greedy_calls)
+    result = replay(args.model, ARM_SETS[args.arms], args.greedy_calls)
     result.update(
         machine=platform.processor() or platform.machine(),
         cpus=os.cpu_count(),
@@ -145,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         note=args.note,
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     )
-    OUT.write_text(json.dumps(result, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result["arms"], indent=1))
     print("greedy same tokens:", result["greedy_same_tokens"])
     return 0
