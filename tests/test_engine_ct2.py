@@ -104,6 +104,30 @@ def test_ct2_samples_return_the_learners_logprobs_at_the_temperature(ct2_policy)
 
 
 @needs_ct2
+@pytest.mark.parametrize("compute_type", ["int8", "int8_float32"])
+def test_ct2_int8_samples_the_model_quantised_not_a_broken_one(tiny_path, compute_type):
+    # int8 samples a quantised copy: the trainer's own weights stay bitwise as they were (the
+    # converter once quantised them in place), and the engine's log-probs of its own tokens
+    # stay near the float32 learner's
+    policy = HFPolicy(
+        tiny_path, device="cpu", seed=0, rollout=RolloutConfig("ct2", ct2_compute_type=compute_type)
+    )
+    before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
+    policy.generate(OBS, SamplingConfig(do_sample=False), budgets=[4, 4, 4])  # T = 1: tied head
+    comps = policy.generate(OBS, SamplingConfig(temperature=0.7), budgets=[24, 24, 24])
+    for name, p in policy.model.named_parameters():
+        assert torch.equal(p.detach(), before[name]), name
+    logp, mask = policy.token_logprobs(
+        [c.prompt_ids for c in comps], [c.completion_ids for c in comps], 0.7
+    )
+    engine = torch.zeros_like(logp)
+    for row, c in enumerate(comps):
+        engine[row, : len(c.logprobs)] = torch.tensor(c.logprobs)
+    gap = float(((logp - engine).abs() * mask).sum() / mask.sum())
+    assert 0 < gap < 0.05, gap
+
+
+@needs_ct2
 def test_ct2_samples_are_fixed_by_the_policy_seed(tiny_path):
     runs = []
     for _ in range(2):
