@@ -239,11 +239,8 @@ class CT2Engine:
             try:
                 model.config.save_pretrained(config_dir)  # the converter reads the config
                 with torch.no_grad(), _no_gc(converters_module):
-                    # float32 files; the Generator quantises at load (``compute_type``).
-                    # The converter quantises the mirror's tensors in place, and they are
-                    # the trainer's: quantised here, int8 rewrote 121 of the trainer's own
-                    # weight tensors, and the run trained and sampled gibberish from then on
-                    # (tests/test_engine_ct2.py, the int8 test)
+                    # float32 files, quantised at load: the converter quantises in place, and
+                    # the mirror's tensors are the trainer's (test_ct2_int8_samples_...)
                     _InMemory(config_dir).convert(folder, quantization=None, force=True)
             finally:
                 shutil.rmtree(config_dir, ignore_errors=True)
