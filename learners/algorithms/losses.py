@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from learners.algorithms.micro_batches import shared_prompt_groups
+
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
     """Per-token KL(pi || pi_ref) estimate from sampled-token log-probs (same shape in/out)."""
@@ -13,25 +15,6 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3"
     if estimator == "k2":
         return 0.5 * log_ratio**2
     return torch.exp(log_ratio) - log_ratio - 1.0
-
-
-def shared_prompt_groups(prompts: list[list[int]]) -> list[list[int]]:
-    """Indices of ``prompts`` grouped by identical (non-empty) prompt, in first-seen order.
-
-    An empty prompt is never shared (its first token has no predicting position).
-    """
-    groups: dict[tuple[int, ...], list[int]] = {}
-    out: list[list[int]] = []
-    for i, p in enumerate(prompts):
-        key = tuple(p)
-        if not key:
-            out.append([i])
-        elif key in groups:
-            groups[key].append(i)
-        else:
-            groups[key] = [i]
-            out.append(groups[key])
-    return out
 
 
 def token_logprobs(
@@ -57,8 +40,11 @@ def token_logprobs(
     Returns:
         ``(logprobs, mask)``, both ``[B, C_max]``; mask is 1.0 on real completion tokens.
     """
-    if share_prompts and len(shared_prompt_groups(prompts)) < len(prompts):
-        return shared_prompt_logprobs(model, prompts, completions, pad_id, temperature, device)
+    groups = shared_prompt_groups(prompts) if share_prompts else []
+    if len(groups) < len(prompts) and groups:
+        return shared_prompt_logprobs(
+            model, prompts, completions, pad_id, temperature, device, groups
+        )
     device = device or next(model.parameters()).device
     seqs = [p + c for p, c in zip(prompts, completions)]
     width = max(len(s) for s in seqs)
@@ -97,6 +83,7 @@ def shared_prompt_logprobs(
     pad_id: int,
     temperature: float = 1.0,
     device: torch.device | None = None,
+    groups: list[list[int]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`token_logprobs` with each distinct prompt forwarded once (shared-prefix packing).
 
@@ -113,11 +100,15 @@ def shared_prompt_logprobs(
     do; :meth:`~learners.policy.HFPolicy.enable_prompt_sharing` checks a model once before
     it packs).
 
+    ``groups`` (:func:`~learners.algorithms.micro_batches.shared_prompt_groups` of
+    ``prompts``) may be passed when the caller has them.
+
     Returns:
         ``(logprobs, mask)``, both ``[B, C_max]`` in the order of ``prompts``.
     """
     device = device or next(model.parameters()).device
-    ids_t, pos_t, seg_t, keep_t, tgt_t, where = _packed_rows(prompts, completions, pad_id)
+    groups = groups if groups is not None else shared_prompt_groups(prompts)
+    ids_t, pos_t, seg_t, keep_t, tgt_t, where = _packed_rows(prompts, completions, pad_id, groups)
     width = ids_t.shape[1]
     q, k = seg_t[:, :, None], seg_t[:, None, :]
     causal = torch.ones((width, width), dtype=torch.bool).tril()
@@ -150,7 +141,7 @@ def shared_prompt_logprobs(
 
 
 def _packed_rows(
-    prompts: list[list[int]], completions: list[list[int]], pad_id: int
+    prompts: list[list[int]], completions: list[list[int]], pad_id: int, groups: list[list[int]]
 ) -> tuple[torch.Tensor, ...]:
     """The rows of :func:`shared_prompt_logprobs`, as ``[R, L]`` / ``[R, K]`` tensors.
 
@@ -160,7 +151,6 @@ def _packed_rows(
         the positions predicting each completion token, those tokens, and per sequence
         ``(row, index of its first token in keep)``.
     """
-    groups = shared_prompt_groups(prompts)
     rows: list[list[int]] = []
     positions: list[list[int]] = []
     segments: list[list[int]] = []

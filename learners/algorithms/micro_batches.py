@@ -8,6 +8,8 @@ index lists; torch-free.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 def chunks(items: list, size: int) -> list[list]:
     """``items`` in consecutive lists of ``size`` (the last one shorter)."""
@@ -38,6 +40,25 @@ def token_chunks(order: list[int], lengths: list[int], size: int, budget: int) -
     return out
 
 
+def shared_prompt_groups(prompts: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Indices of ``prompts`` grouped by identical (non-empty) prompt, in first-seen order.
+
+    An empty prompt is never shared (its first token has no predicting position).
+    """
+    groups: dict[tuple[int, ...], list[int]] = {}
+    out: list[list[int]] = []
+    for i, p in enumerate(prompts):
+        key = tuple(p)
+        if not key:
+            out.append([i])
+        elif key in groups:
+            groups[key].append(i)
+        else:
+            groups[key] = [i]
+            out.append(groups[key])
+    return out
+
+
 def shared_prompt_units(
     order: list[int],
     prompts: list[tuple[int, ...]],
@@ -48,39 +69,32 @@ def shared_prompt_units(
 
     A unit is one row of shared-prompt packing (``learners.algorithms.losses.
     shared_prompt_logprobs``): a prompt once, then its completions; its length is
-    ``len(prompt) + sum(completion lengths)``. A group whose row would pass ``budget`` tokens
-    (``budget > 0``) is split into several units, each as full as the budget allows. Units
-    keep the first-seen order of their prompts; an empty prompt is never shared.
+    ``len(prompt) + sum(completion lengths)``. A group (:func:`shared_prompt_groups`) whose
+    row would pass ``budget`` tokens (``budget > 0``) is split into several units, each as
+    full as the budget allows.
 
     Args:
         order: Indices to group.
-        prompts: Per index (of the whole batch), its prompt token ids as a tuple.
+        prompts: Per index (of the whole batch), its prompt token ids.
         completion_lengths: Per index, its completion's length in tokens.
         budget: Padded-token budget of a micro-batch (0 = none).
 
     Returns:
         ``(units, lengths)``: the units (lists of indices) and each unit's packed length.
     """
-    by_prompt: dict[tuple[int, ...], list[int]] = {}
-    keys: list[tuple[int, ...] | int] = []
-    for i in order:
-        key = prompts[i] if prompts[i] else -1 - i  # an empty prompt is its own group
-        if key not in by_prompt:
-            by_prompt[key] = []
-            keys.append(key)
-        by_prompt[key].append(i)
     units: list[list[int]] = []
     lengths: list[int] = []
-    for key in keys:
+    for group in shared_prompt_groups([prompts[i] for i in order]):
+        n = len(prompts[order[group[0]]])
         unit: list[int] = []
-        for i in by_prompt[key]:
-            n = len(prompts[i])
-            size = n + sum(completion_lengths[j] for j in unit) + completion_lengths[i]
-            if unit and budget > 0 and size > budget:
+        size = n
+        for i in (order[g] for g in group):
+            if unit and budget > 0 and size + completion_lengths[i] > budget:
                 units.append(unit)
-                lengths.append(n + sum(completion_lengths[j] for j in unit))
-                unit = []
+                lengths.append(size)
+                unit, size = [], n
             unit.append(i)
+            size += completion_lengths[i]
         units.append(unit)
-        lengths.append(len(prompts[unit[0]]) + sum(completion_lengths[j] for j in unit))
+        lengths.append(size)
     return units, lengths
