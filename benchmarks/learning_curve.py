@@ -235,7 +235,7 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
 
     ccfg = CompareConfig(
         protocols=protocol,
-        algorithm=cfg.algorithm,
+        algorithms=cfg.algorithm,
         seeds=(cfg.seed,),
         steps=cfg.eval_every,
         rounds_per_step=cfg.rounds_per_step,
@@ -244,7 +244,7 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         out=cfg.runs,
     )
     name = f"{protocol}-frozen-pool" if frozen_pool else protocol
-    tcfg = run_config(ccfg, Arm(name, protocol), cfg.seed)
+    tcfg = run_config(ccfg, Arm(name, protocol, algorithm=cfg.algorithm), cfg.seed)
     env = dataclasses.replace(tcfg.env, domains=tuple(cfg.domains.split(",")))
     if frozen_pool:
         env = dataclasses.replace(env, pool_admission="frozen")

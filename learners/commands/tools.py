@@ -63,11 +63,12 @@ def compare_command(argv: list[str]) -> int:
         CompareConfig,
         args=rest,
         prog="sage-env compare",
-        description="Train every protocol arm with one learner, once per seed, on an equal "
-        "budget of steps; report verifier accuracy on the same held-out items for every arm "
-        "(like for like) and each protocol's own reward apart, as mean and spread over seeds "
-        "(table.md, summary.json, compare.png). --import MODULE (repeatable) registers a "
-        "learner or protocol first.",
+        description="Train every protocol arm with every learner (--algorithms trr,my_algo), "
+        "once per seed, on an equal budget of steps; report held-out accuracy on the sets of "
+        "the domains each arm trains (the same items and verifier within a set), the steps "
+        "that changed the weights, and each protocol's own reward apart, as mean and spread "
+        "over seeds (table.md, summary.json, compare.png). --import MODULE (repeatable) "
+        "registers a learner or protocol first.",
     )
     cfg = dataclasses.replace(cfg, imports=(*cfg.imports, *known.imports))
     try:

@@ -1,28 +1,38 @@
-"""Like-for-like comparison of protocols under one learner: ``sage-env compare``.
+"""Like-for-like comparison of learners and protocols: ``sage-env compare``.
 
-Every arm is a protocol (``sage``, ``azr``, ``mae``, ``rlvr`` or any registered / ``--import``ed
-one, optionally with frozen roles: ``sage-frozen-critic``) trained by
-:func:`learners.training.loop.train` once per seed, with the same model, learner, preset, YAML
-overrides and budget. The budget is **training steps**: every run plays ``steps`` x
-``rounds_per_step`` rounds (rollout tokens differ by protocol and are reported, not equalised).
+Every arm is a learner (``--algorithms``: ``trr`` or any registered / ``--import``ed one) and a
+protocol (``sage``, ``azr``, ``mae``, ``rlvr`` or any registered one, optionally with frozen
+roles: ``sage-frozen-critic``): every learner trains every protocol arm, once per seed, by
+:func:`learners.training.loop.train`, with the same model, preset, YAML overrides and budget.
+The budget is **training steps**: every run plays ``steps`` x ``rounds_per_step`` rounds
+(rollout tokens differ by protocol and are reported, not equalised).
 
 What is compared:
 
-- **Held-out verifier accuracy**, the like-for-like column: greedy accuracy on the same
-  held-out items for every arm (``heldout`` tasks of the validation split, MATH and
-  GSM8K in turn, :func:`sage_env.load_validation`: none is a seed), scored by the external verifier
-  (``val/accuracy`` of ``metrics.jsonl``), before training (step 0) and after the last step.
+- **Held-out accuracy**, like for like within a set: greedy accuracy on the same held-out
+  items, scored by the same external verifier, after the warm-up (step 0) and after the last
+  step. Each arm is scored on the sets of the domains its solver trains (``heldout_match``;
+  :attr:`~sage_env.protocols.base.Protocol.domains`, else the preset's
+  ``EnvConfig.domains``): ``math``, the first ``heldout`` tasks of the validation split (MATH
+  and GSM8K in turn, :func:`sage_env.load_validation`, none a seed; ``val/accuracy``), and the
+  execution sets of ``heldout_exec`` (``exec_heldout``: programs none of the seeds holds, run
+  by the executor; ``heldout/<set>/...``). ``--benchmarks`` adds ``sage-env eval`` sets,
+  scored for every arm.
+- **Trained steps**: the steps whose update changed the weights (``learner/trained``); an arm
+  that trained nothing is flagged.
 - **Solver verifier accuracy on training rounds** (``solver/accuracy``): the external
-  verifier's score of the solver's rollout answers, on each protocol's own tasks.
+  verifier's score of the solver's rollout answers, on each arm's own tasks (not like for
+  like).
 - **Each protocol's own reward** per role (``reward/<role>``), reported apart: a protocol's
   reward is its own scale (MAE's solver is paid by its judge) and does not compare across arms.
 
 Statistics over seeds: mean, sample standard deviation (``ddof=1``; 0 for one seed), min and
 max. Output folder::
 
-    OUT/<arm>/seed<k>/   one training run (metrics.jsonl, transcripts, checkpoints, ...)
+    OUT/<arm>/seed<k>/   one training run (metrics.jsonl, transcripts, checkpoints, ...);
+                         <arm> is <algorithm>/<protocol arm> with several learners
     OUT/summary.json     config, per-run values and per-arm statistics
-    OUT/table.md         the two tables (like-for-like, own rewards)
+    OUT/table.md         the three tables (held-out, training, own rewards)
     OUT/compare.png      held-out accuracy and own solver reward against step (mean, min-max band)
 """
 
@@ -61,6 +71,7 @@ OWNED = {
     "val_at_start": "always on",
     "val_limit": "--heldout",
     "val_max_new_tokens": "--heldout-max-new-tokens",
+    "heldout": "--heldout-exec and --heldout-match",
     "early_stopping_patience": "0: equal budgets",
     "resume": "off",
 }
@@ -78,8 +89,9 @@ class CompareConfig:
     protocols: str = "sage,azr,mae,rlvr"
     """Comma-separated arms: protocol names (registered, or registered by an ``--import``ed
     module), each optionally with frozen roles, e.g. ``sage-frozen-critic``."""
-    algorithm: str = "trr"
-    """Learner of every arm: a registered algorithm or one an ``--import`` module registers."""
+    algorithms: str = "trr"
+    """Comma-separated learners (registered, or registered by an ``--import``ed module), e.g.
+    ``trr,my_algo``: each one trains every protocol arm."""
     imports: tuple[str, ...] = ()
     """Modules to import first (dotted names or ``.py`` paths; ``--import MODULE`` works too)."""
     seeds: tuple[int, ...] = (0, 1)
@@ -96,10 +108,18 @@ class CompareConfig:
     """YAML file of TrainConfig fields applied to every arm over the preset (``learner:``
     keys are the chosen algorithm's); steps, rounds, seed, validation and out are set here."""
     heldout: int = 16
-    """Held-out items: N tasks of the 200-task validation split (100 MATH + 100 GSM8K, none a
-    seed), taken from MATH and GSM8K in turn, scored by the math verifier."""
+    """Math held-out items: N tasks of the 200-task validation split (100 MATH + 100 GSM8K,
+    none a seed), taken from MATH and GSM8K in turn, scored by the math verifier."""
     heldout_max_new_tokens: int = 128
-    """Completion budget of the held-out answers and of ``benchmarks`` (greedy)."""
+    """Completion budget of the math held-out answers and of ``benchmarks`` (greedy)."""
+    heldout_exec: str = "exec_heldout:100:16"
+    """Held-out sets of arms that train execution tasks (AZR's, or ``exec`` in the preset's
+    domains), as ``sage-env train --heldout`` entries ``name:items:max_new_tokens``, comma
+    separated (names: ``exec_heldout``, ``cruxeval_o``, ``cruxeval_i``). Empty: none."""
+    heldout_match: bool = True
+    """Score each arm on the held-out sets of the domains it trains (math: the validation
+    split; exec: ``heldout_exec``; an arm training neither: math). ``--no-heldout-match``
+    scores every arm on every set: like for like across all arms, and slower."""
     benchmarks: str = ""
     """Also score the starting model and every run's final model on these ``sage-env eval``
     benchmarks (comma-separated, e.g. ``gsm8k,humaneval_plus``; greedy pass@1 through the
@@ -117,49 +137,89 @@ class CompareConfig:
     """Progress bars (each names its arm and seed)."""
 
 
-def parse_arms(spec: str) -> list[Arm]:
-    """Arms from ``"sage,azr,sage-frozen-critic"``, checked against the protocol registry.
+def parse_arms(spec: str, algorithms: str = "trr") -> list[Arm]:
+    """Arms from ``"sage,azr,sage-frozen-critic"`` and ``"trr,rloo"``: every learner with every arm.
+
+    Checked against the protocol and learner registries; ordered learner by learner.
+
+    With one learner an arm's name is the protocol arm (``sage-frozen-critic``); with several
+    it is ``ALGORITHM/PROTOCOL-ARM`` (``rloo/sage``).
 
     Raises:
-        ValueError: on an empty list, a repeated arm, an unknown protocol (the message lists
-            the registered ones) or a frozen role the protocol does not have.
+        ValueError: on an empty list, a repeated arm or learner, an unknown protocol or learner
+            (the message lists the registered ones) or a frozen role the protocol does not have.
     """
+    from learners.algorithms.registry import learner_spec
     from sage_env.protocols import make_protocol
 
     names = [a.strip() for a in spec.split(",") if a.strip()]
+    algos = [a.strip() for a in algorithms.split(",") if a.strip()]
     if not names:
         raise ValueError("--protocols is empty; give e.g. sage,azr,mae,rlvr")
-    if len(set(names)) != len(names):
-        raise ValueError(f"--protocols repeats an arm: {names}")
+    if not algos:
+        raise ValueError("--algorithms is empty; give e.g. trr or trr,my_algo")
+    for flag, given in (("--protocols", names), ("--algorithms", algos)):
+        if len(set(given)) != len(given):
+            raise ValueError(f"{flag} repeats an entry: {given}")
+    for algo in algos:
+        learner_spec(algo)  # unknown: lists every registered learner
     arms = []
     for name in names:
         protocol, *frozen = name.split(FROZEN)
-        roles = [a.rsplit("_", 1)[0] for a in make_protocol(protocol).agents]
+        proto = make_protocol(protocol)
+        roles = [a.rsplit("_", 1)[0] for a in proto.agents]
         unknown = [r for r in frozen if r not in roles]
         if unknown:
             raise ValueError(
                 f"arm {name!r}: protocol {protocol!r} has no role {unknown[0]!r}; roles: {roles}"
             )
-        arms.append(Arm(name, protocol, tuple(frozen)))
-    return arms
+        arms.append(Arm(name, protocol, tuple(frozen), domains=tuple(proto.domains or ())))
+    return [
+        dataclasses.replace(
+            a, name=a.name if len(algos) == 1 else f"{algo}/{a.name}", algorithm=algo
+        )
+        for algo in algos
+        for a in arms
+    ]
+
+
+def heldout_sets(cfg: CompareConfig, domains: tuple[str, ...]) -> list[str]:
+    """The held-out sets an arm whose solver trains ``domains`` is scored on.
+
+    ``"math"`` (the validation split) and the names of ``cfg.heldout_exec``: all of them when
+    ``heldout_match`` is off; else math for ``"math"``, the execution sets for ``"exec"``, and
+    math when neither matches (a code-only arm: add code sets with ``--benchmarks``).
+
+    Raises:
+        ValueError: on a malformed ``heldout_exec``.
+    """
+    from learners.evaluation.heldout import parse_heldout
+
+    execs = [s.name for s in parse_heldout(cfg.heldout_exec)]
+    if not cfg.heldout_match:
+        return ["math", *execs]
+    sets = (["math"] if "math" in domains else []) + (execs if "exec" in domains else [])
+    return sets or ["math"]
 
 
 def run_config(cfg: CompareConfig, arm: Arm, seed: int) -> Any:
     """The :class:`~learners.training.config.TrainConfig` of one run (arm x seed).
 
-    Preset, then the YAML file, then algorithm and protocol, then the comparison's own
-    settings: budget, seed, held-out validation, no early stopping (equal budgets), out.
+    Preset, then the YAML file, then the arm's algorithm and protocol, then the comparison's
+    own settings: budget, seed, the arm's held-out sets (:func:`heldout_sets`), no early
+    stopping (equal budgets), out.
 
     Raises:
         ValueError: on an unknown preset or algorithm, or a bad YAML file.
     """
+    from learners.evaluation.heldout import parse_heldout
     from learners.training.loop import PRESETS, load_yaml_config, with_algorithm, with_protocol
 
     if cfg.preset not in PRESETS:
         raise ValueError(f"unknown preset {cfg.preset!r}; presets: {sorted(PRESETS)}")
     base = PRESETS[cfg.preset]
     if cfg.config:
-        base = load_yaml_config(cfg.config, base, cfg.algorithm, arm.protocol)
+        base = load_yaml_config(cfg.config, base, arm.algorithm, arm.protocol)
         data = yaml.safe_load(Path(cfg.config).read_text(encoding="utf-8")) or {}
         for key in sorted(set(data) & set(OWNED)):
             logger.warning(
@@ -170,7 +230,10 @@ def run_config(cfg: CompareConfig, arm: Arm, seed: int) -> Any:
                 OWNED[key],
             )
     else:
-        base = with_protocol(with_algorithm(base, cfg.algorithm), arm.protocol)
+        base = with_protocol(with_algorithm(base, arm.algorithm), arm.protocol)
+    sets = heldout_sets(cfg, arm.domains or tuple(base.env.domains))
+    math = "math" in sets
+    execs = [s for s in parse_heldout(cfg.heldout_exec) if s.name in sets]
     return dataclasses.replace(
         base,
         model=cfg.model,
@@ -179,13 +242,24 @@ def run_config(cfg: CompareConfig, arm: Arm, seed: int) -> Any:
         rounds_per_step=cfg.rounds_per_step,
         seed=seed,
         freeze=arm.freeze,
-        val_every=cfg.val_every or cfg.steps,
-        val_at_start=True,
+        val_every=(cfg.val_every or cfg.steps) if math else 0,
+        val_at_start=math,
         val_limit=cfg.heldout,
         val_max_new_tokens=cfg.heldout_max_new_tokens,
+        heldout=",".join(f"{s.name}:{s.items}:{s.max_new_tokens}" for s in execs),
         early_stopping_patience=0,
         resume=False,
     )
+
+
+FIGURES = {
+    "start": "start",
+    "final": "end",
+    "gained": "gained",
+    "lost": "lost",
+    "mcnemar_p": "mcnemar_p",
+}
+"""``heldout/<set>/<figure>`` keys of ``metrics.jsonl`` -> :attr:`RunResult.heldout_sets` keys."""
 
 
 def read_run(arm: str, seed: int, out: str | Path) -> RunResult:
@@ -207,6 +281,15 @@ def read_run(arm: str, seed: int, out: str | Path) -> RunResult:
     }
     solver = [r["solver/accuracy"] for r in steps if r.get("solver/accuracy") is not None]
     secs = [r["time/step_s"] for r in steps if r.get("time/step_s") is not None]
+    trained = [r["learner/trained"] for r in steps if r.get("learner/trained") is not None]
+    sets: dict[str, dict[str, float | None]] = {}
+    for row in rows:
+        for key, value in row.items():
+            parts = key.split("/")
+            if len(parts) == 3 and parts[0] == "heldout" and parts[2] in FIGURES:
+                sets.setdefault(parts[1], dict.fromkeys(FIGURES.values()))[FIGURES[parts[2]]] = (
+                    value
+                )
     return RunResult(
         arm=arm,
         seed=seed,
@@ -220,6 +303,8 @@ def read_run(arm: str, seed: int, out: str | Path) -> RunResult:
         rollout_tokens=float(sum(r.get("rollout/tokens") or 0.0 for r in steps)),
         seconds_per_step=sum(secs) / len(secs) if secs else None,
         steps=last,
+        trained_steps=int(sum(1 for t in trained if t == 1.0)) if trained else None,
+        heldout_sets=sets,
     )
 
 
@@ -269,11 +354,9 @@ def _plan(cfg: CompareConfig) -> tuple[list[Arm], list[str], list[tuple[Arm, int
         as :func:`run_compare`.
     """
     from learners.algorithms.plugins import import_modules
-    from learners.algorithms.registry import learner_spec
 
     import_modules(list(cfg.imports))
-    arms = parse_arms(cfg.protocols)
-    learner_spec(cfg.algorithm)
+    arms = parse_arms(cfg.protocols, cfg.algorithms)
     if cfg.steps < 1 or cfg.rounds_per_step < 1 or cfg.heldout < 1:
         raise ValueError("steps, rounds_per_step and heldout must be >= 1")
     if cfg.val_every < 0 or (cfg.val_every and cfg.steps % cfg.val_every):
@@ -289,7 +372,13 @@ def _plan(cfg: CompareConfig) -> tuple[list[Arm], list[str], list[tuple[Arm, int
                 load_benchmark(b, plus_limit=1)
             except RuntimeError as exc:  # the hub (livecodebench): not reachable now
                 raise ValueError(f"--benchmarks {b}: {exc}") from exc
-    plan = [(arm, seed, run_config(cfg, arm, seed)) for arm in arms for seed in cfg.seeds]
+    heldout_sets(cfg, ())  # a malformed --heldout-exec fails here
+    plan = []
+    for i, arm in enumerate(arms):
+        for seed in cfg.seeds:
+            tcfg = run_config(cfg, arm, seed)
+            arms[i] = arm = dataclasses.replace(arm, domains=arm.domains or tuple(tcfg.env.domains))
+            plan.append((arm, seed, tcfg))
     for _, _, tcfg in plan:
         out = Path(tcfg.out)
         if out.exists() and any(out.iterdir()):
@@ -319,6 +408,7 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
         FileNotFoundError: if a ``benchmarks`` file is missing.
         FileExistsError: if a run folder exists and ``overwrite`` is off.
     """
+    from learners.evaluation.heldout import parse_heldout
     from learners.training.loop import train
 
     arms, benches, plan = _plan(cfg)
@@ -332,6 +422,14 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
         logger.info("compare: run %d/%d: %s seed %d -> %s", i, len(plan), arm.name, seed, tcfg.out)
         train(tcfg, progress=cfg.progress, desc=f"{arm.name} seed {seed}")
         runs.append(read_run(arm.name, seed, tcfg.out))
+        if runs[-1].trained_steps == 0:
+            logger.warning(
+                "compare: %s seed %d trained nothing: no step's update changed the weights "
+                "(learner/trained = 0 in every step of %s/metrics.jsonl)",
+                arm.name,
+                seed,
+                tcfg.out,
+            )
         if benches:
             run = Path(tcfg.out)
             runs[-1].benchmark_end = benchmark_scores(
@@ -341,9 +439,20 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
         "config": dataclasses.asdict(cfg),
         "budget": {"unit": "steps", "steps": cfg.steps, "rounds_per_step": cfg.rounds_per_step},
         "heldout": {
-            "items": cfg.heldout,
-            "source": "sage_env.load_validation(N): MATH and GSM8K in turn",
-            "verifier": "MathVerifier",
+            "math": {
+                "items": cfg.heldout,
+                "source": "sage_env.load_validation(N): MATH and GSM8K in turn",
+                "verifier": "MathVerifier",
+            },
+            **{
+                s.name: {
+                    "items": s.items,
+                    "source": f"sage-env eval benchmark {s.name} (the first items)",
+                    "verifier": "the executor (the program's output against the answer's)",
+                }
+                for s in parse_heldout(cfg.heldout_exec)
+            },
+            "matched": cfg.heldout_match,
         },
         "benchmark_start": bench_start,
         "runs": [dataclasses.asdict(r) for r in runs],

@@ -16,11 +16,23 @@ from typing import Any
 
 @dataclass
 class Arm:
-    """One arm: a protocol and the roles it keeps frozen."""
+    """One arm: a learner, a protocol and the roles it keeps frozen.
+
+    Attributes:
+        name: ``PROTOCOL[-frozen-ROLE...]``, prefixed ``ALGORITHM/`` when the comparison has
+            more than one learner (also the run folder under ``OUT``).
+        protocol: Registered protocol name.
+        freeze: Roles kept frozen.
+        algorithm: Registered learner name.
+        domains: Task domains the arm's solver trains on (:attr:`Protocol.domains`, else
+            the preset's ``EnvConfig.domains``); filled in when the comparison is planned.
+    """
 
     name: str
     protocol: str
     freeze: tuple[str, ...] = ()
+    algorithm: str = "trr"
+    domains: tuple[str, ...] = ()
 
 
 @dataclass
@@ -41,6 +53,11 @@ class RunResult:
         seconds_per_step: Mean wall time of a step.
         steps: Steps the run completed.
         benchmark_end: ``benchmarks``: pass@1 of the run's final model per benchmark.
+        trained_steps: Steps whose update changed the weights (``learner/trained`` = 1), or
+            ``None`` when the learner reports none of the figures that metric reads.
+        heldout_sets: Per execution held-out set (``TrainConfig.heldout``):
+            ``{"start", "end", "gained", "lost", "mcnemar_p"}`` of ``heldout/<set>/...``
+            (start: after the warm-up, as ``val/accuracy`` at step 0).
     """
 
     arm: str
@@ -56,6 +73,8 @@ class RunResult:
     seconds_per_step: float | None
     steps: int
     benchmark_end: dict[str, float] = field(default_factory=dict)
+    trained_steps: int | None = None
+    heldout_sets: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -80,28 +99,41 @@ class Stat:
         return cls(mean, math.sqrt(var), min(xs), max(xs), len(xs), list(values))
 
 
+def _set_stats(pairs: list[tuple[float | None, float | None]]) -> dict[str, Any]:
+    """``{"start", "end", "change"}`` :class:`Stat` dicts of per-seed ``(start, end)`` pairs."""
+    change = [None if a is None or b is None else b - a for a, b in pairs]
+    return {
+        "start": dataclasses.asdict(Stat.of([a for a, _ in pairs])),
+        "end": dataclasses.asdict(Stat.of([b for _, b in pairs])),
+        "change": dataclasses.asdict(Stat.of(change)),
+    }
+
+
 def summarise(arms: list[Arm], runs: list[RunResult]) -> dict[str, dict[str, Any]]:
-    """Per-arm statistics over seeds of every reported figure (:class:`Stat` as dicts)."""
+    """Per-arm statistics over seeds of every reported figure (:class:`Stat` as dicts).
+
+    ``heldout`` maps each set the arm was scored on (``"math"``: ``val/accuracy``; execution
+    sets: ``heldout/<set>/...``) to its ``start`` / ``end`` / ``change`` statistics.
+    """
     out: dict[str, dict[str, Any]] = {}
     for arm in arms:
         rs = [r for r in runs if r.arm == arm.name]
         roles = list(dict.fromkeys(role for r in rs for role in r.own_reward))
+        heldout = {}
+        if any(r.heldout_start is not None or r.heldout_end is not None for r in rs):
+            heldout["math"] = _set_stats([(r.heldout_start, r.heldout_end) for r in rs])
+        for name in dict.fromkeys(n for r in rs for n in r.heldout_sets):
+            got = [r.heldout_sets.get(name, {}) for r in rs]
+            heldout[name] = _set_stats([(g.get("start"), g.get("end")) for g in got])
         out[arm.name] = {
+            "algorithm": arm.algorithm,
             "protocol": arm.protocol,
             "freeze": list(arm.freeze),
+            "domains": list(arm.domains),
             "seeds": [r.seed for r in rs],
-            "heldout_start": dataclasses.asdict(Stat.of([r.heldout_start for r in rs])),
-            "heldout_end": dataclasses.asdict(Stat.of([r.heldout_end for r in rs])),
-            "heldout_change": dataclasses.asdict(
-                Stat.of(
-                    [
-                        None
-                        if r.heldout_end is None or r.heldout_start is None
-                        else r.heldout_end - r.heldout_start
-                        for r in rs
-                    ]
-                )
-            ),
+            "steps": max((r.steps for r in rs), default=0),
+            "heldout": heldout,
+            "trained_steps": dataclasses.asdict(Stat.of([r.trained_steps for r in rs])),
             "solver_verifier_accuracy": dataclasses.asdict(
                 Stat.of([r.solver_verifier_accuracy for r in rs])
             ),
@@ -128,41 +160,101 @@ def _cell(stat: dict[str, Any], digits: int = 3) -> str:
     return text
 
 
+def _trained_cell(arm: dict[str, Any], budget: int) -> str:
+    stat = arm["trained_steps"]
+    if stat["mean"] is None:
+        return "n/a (the learner reports no update figures)"
+    text = f"{_cell(stat, 1) if stat['min'] != stat['max'] else int(stat['min'])} of {budget}"
+    return text + (" **trained nothing**" if stat["max"] == 0 else "")
+
+
+def _heldout_rows(summary: dict[str, Any]) -> list[tuple[str, str, dict, dict, dict]]:
+    """``(set, arm, start, end, change)`` rows: held-out sets by set, then ``--benchmarks``."""
+    arms = summary["arms"]
+    sets = list(dict.fromkeys(name for a in arms.values() for name in a["heldout"]))
+    rows = [
+        (name, arm, *(a["heldout"][name][k] for k in ("start", "end", "change")))
+        for name in sets
+        for arm, a in arms.items()
+        if name in a["heldout"]
+    ]
+    for b, start in (summary.get("benchmark_start") or {}).items():
+        first = dataclasses.asdict(Stat.of([start]))
+        for arm, a in arms.items():
+            end = a["benchmark_end"].get(b, dataclasses.asdict(Stat.of([])))
+            change = Stat.of([None if v is None else v - start for v in end["values"]])
+            rows.append((f"{b} pass@1", arm, first, end, dataclasses.asdict(change)))
+    return rows
+
+
 def markdown(summary: dict[str, Any]) -> str:
-    """The two Markdown tables of a comparison (``summary`` as :func:`run_compare` returns)."""
+    """The three Markdown tables of a comparison (``summary`` as ``run_compare`` returns).
+
+    Held-out accuracy (like for like within a set), training (each arm's own tasks) and each
+    protocol's own reward.
+    """
     arms, cfg = summary["arms"], summary["config"]
     n = len(cfg["seeds"])
+    learners = ", ".join(f"`{a}`" for a in dict.fromkeys(a["algorithm"] for a in arms.values()))
+    sources = summary.get("heldout", {})
+    described = [
+        f"{name}: {info['items']} items, {info['source']}, scored by {info['verifier']}"
+        for name, info in sources.items()
+        if isinstance(info, dict)
+    ]
     lines = [
         f"Budget: {cfg['steps']} steps x {cfg['rounds_per_step']} rounds per arm and seed; "
-        f"learner `{cfg['algorithm']}`; model `{cfg['model']}`; {n} seed(s) "
-        f"{list(cfg['seeds'])}. Cells: mean ± sample std [min, max] over seeds.",
+        f"learner(s) {learners}; model `{cfg['model']}`; {n} seed(s) {list(cfg['seeds'])}. "
+        "Cells: mean ± sample std [min, max] over seeds.",
         "",
-        f"Like for like: verifier accuracy on the same {cfg['heldout']} held-out items "
-        "(validation split, greedy, external verifier) for every protocol.",
+        "Held-out accuracy, like for like within a set (the same items, greedy, the same "
+        "external verifier); start is after the warm-up, before the first update. "
+        + ("Sets: " + "; ".join(described) + ". " if described else "")
+        + "Compare rows of one set only.",
         "",
-        "| arm | held-out verifier acc, start | held-out verifier acc, end | change | "
-        "solver verifier acc, training rounds | rollout tokens | s/step |",
-        "|---|---|---|---|---|---|---|",
+        "| set | arm | start | end | change |",
+        "|---|---|---|---|---|",
     ]
-    benches = list(summary.get("benchmark_start") or {})
-    if benches:
-        lines[-2] += "".join(f" {b} pass@1, end |" for b in benches)
-        lines[-1] += "---|" * len(benches)
-    for name, a in arms.items():
-        lines.append(
-            f"| {name} | {_cell(a['heldout_start'])} | {_cell(a['heldout_end'])} | "
-            f"{_cell(a['heldout_change'])} | {_cell(a['solver_verifier_accuracy'])} | "
-            f"{_cell(a['rollout_tokens'], 0)} | {_cell(a['seconds_per_step'], 1)} |"
-            + "".join(f" {_cell(a['benchmark_end'][b])} |" for b in benches)
-        )
-    if benches:
-        start = ", ".join(f"{b} {v:.3f}" for b, v in summary["benchmark_start"].items())
+    rows = _heldout_rows(summary)
+    for name, arm, start, end, change in rows:
+        lines.append(f"| {name} | {arm} | {_cell(start)} | {_cell(end)} | {_cell(change)} |")
+    partial = {
+        name: [arm for s, arm, *_ in rows if s == name]
+        for name in dict.fromkeys(s for s, *_ in rows)
+    }
+    partial = {k: v for k, v in partial.items() if len(v) < len(arms)}
+    if partial:
         lines += [
             "",
-            f"Benchmarks (first {cfg['benchmark_limit']} items each, greedy pass@1, the same "
-            f"verifiers): the starting model scores {start}.",
+            "Not like for like across all arms: each arm is scored on the sets of the domains "
+            "it trains (--no-heldout-match scores every arm on every set); "
+            + "; ".join(f"{k} holds {', '.join(v)}" for k, v in partial.items())
+            + ".",
         ]
+    if summary.get("benchmark_start"):
+        lines += [
+            "",
+            f"Benchmarks: the first {cfg['benchmark_limit']} items each, greedy pass@1 through "
+            "the same verifiers; start is the starting model's score (the same for every arm).",
+        ]
+    lines += [
+        "",
+        "Training, NOT like for like: each arm's own tasks and costs. Trained steps: steps whose "
+        "update changed the weights (learner/trained).",
+        "",
+        "| arm | learner | protocol | trains | trained steps | solver verifier acc, own "
+        "training tasks | rollout tokens | s/step |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, a in arms.items():
+        lines.append(
+            f"| {name} | {a['algorithm']} | {a['protocol']} | {', '.join(a['domains']) or '-'} | "
+            f"{_trained_cell(a, cfg['steps'])} | {_cell(a['solver_verifier_accuracy'])} | "
+            f"{_cell(a['rollout_tokens'], 0)} | {_cell(a['seconds_per_step'], 1)} |"
+        )
     roles = list(dict.fromkeys(role for a in arms.values() for role in a["own_reward"]))
+    if not roles:
+        return "\n".join([*lines, "", "No run logged an own reward (reward/ROLE)."])
     lines += [
         "",
         "Each protocol's own reward (mean over steps, per role): its own reward function, "
@@ -177,8 +269,72 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _end_points(r: RunResult) -> dict[str, float | None]:
+    """A run's held-out accuracy after training, per set (``"math"`` and execution sets)."""
+    return {"math": r.heldout_end, **{k: v.get("end") for k, v in r.heldout_sets.items()}}
+
+
+def _set_line(r: RunResult, name: str) -> list[list[float | None]]:
+    """An execution set's ``[[0, start], [last step, end]]`` in a run."""
+    got = r.heldout_sets.get(name, {})
+    return [[0, got.get("start")], [r.steps, got.get("end")]]
+
+
+def _draw_arm(
+    axes: tuple[Any, Any, Any], i: int, arm: Arm, rs: list[RunResult], sets: list[str], n_arms: int
+) -> None:
+    """One arm's lines on the curve panels and its bars, one per held-out set."""
+    ax1, ax2, ax3 = axes
+    width = 0.8 / max(n_arms, 1)
+    color = f"C{i % 10}"
+    named: set[Any] = set()  # axes whose legend names this arm already
+    for ax, curves, style in (
+        (ax1, [r.heldout_curve for r in rs], "-"),
+        *((ax1, [_set_line(r, k) for r in rs], "--") for k in sets if k != "math"),
+        (ax3, [r.own_reward_curve.get("solver", []) for r in rs], "-"),
+    ):
+        curves = [[p for p in c if p[1] is not None] for c in curves]
+        steps = sorted({s for c in curves for s, _ in c})
+        if not steps:
+            continue
+        stats = [Stat.of([dict(map(tuple, c)).get(s) for c in curves]) for s in steps]
+        ax.plot(
+            steps,
+            [s.mean for s in stats],
+            style,
+            marker="o",
+            color=color,
+            label=None if ax in named else arm.name,
+        )
+        named.add(ax)
+        ax.fill_between(
+            steps, [s.min for s in stats], [s.max for s in stats], color=color, alpha=0.2
+        )
+    for j, name in enumerate(sets):
+        end = Stat.of([_end_points(r).get(name) for r in rs])
+        if end.mean is None:
+            continue
+        x = j + (i - (n_arms - 1) / 2) * width
+        ax2.bar(
+            x,
+            end.mean,
+            width,
+            yerr=end.std,
+            capsize=3,
+            color=color,
+            alpha=0.7,
+            label=None if ax2 in named else arm.name,
+        )
+        named.add(ax2)
+        ax2.scatter([x] * end.n, [v for v in end.values if v is not None], color="k", s=10)
+
+
 def plot(runs: list[RunResult], arms: list[Arm], path: str | Path) -> Path:
     """Held-out accuracy and own solver reward against step: mean over seeds, min-max band.
+
+    Panels: the math held-out curve (``val/accuracy``) with each execution set's start and end
+    dashed; held-out accuracy after training, one group of bars per set (mean ± std, the
+    seeds as dots); each protocol's own solver reward.
 
     Returns:
         The PNG path.
@@ -190,28 +346,13 @@ def plot(runs: list[RunResult], arms: list[Arm], path: str | Path) -> Path:
     from matplotlib.ticker import MaxNLocator
 
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.5))
+    sets = list(dict.fromkeys(k for r in runs for k, v in _end_points(r).items() if v is not None))
     for i, arm in enumerate(arms):
         rs = [r for r in runs if r.arm == arm.name]
-        color = f"C{i % 10}"
-        for ax, curves in (
-            (ax1, [r.heldout_curve for r in rs]),
-            (ax3, [r.own_reward_curve.get("solver", []) for r in rs]),
-        ):
-            steps = sorted({s for c in curves for s, _ in c})
-            if not steps:
-                continue
-            stats = [Stat.of([dict(map(tuple, c)).get(s) for c in curves]) for s in steps]
-            ax.plot(steps, [s.mean for s in stats], marker="o", color=color, label=arm.name)
-            ax.fill_between(
-                steps, [s.min for s in stats], [s.max for s in stats], color=color, alpha=0.2
-            )
-        end = Stat.of([r.heldout_end for r in rs])
-        if end.mean is not None:
-            ax2.bar(i, end.mean, yerr=end.std, capsize=4, color=color, alpha=0.7)
-            ax2.scatter([i] * end.n, [v for v in end.values if v is not None], color="k", s=12)
-    ax2.set_xticks(range(len(arms)), [a.name for a in arms], rotation=20)
-    ax1.set(title="Held-out verifier accuracy (mean, min-max band)", xlabel="step")
-    ax2.set(title="Held-out verifier accuracy after training (mean ± std, seeds)")
+        _draw_arm((ax1, ax2, ax3), i, arm, rs, sets, len(arms))
+    ax2.set_xticks(range(len(sets)), sets)
+    ax1.set(title="Held-out accuracy (math solid; exec sets dashed)", xlabel="step")
+    ax2.set(title="Held-out accuracy after training, per set (mean ± std)")
     ax3.set(title="Own solver reward (each protocol's scale)", xlabel="step")
     for ax in (ax1, ax2, ax3):
         ax.grid(alpha=0.3)
@@ -219,7 +360,7 @@ def plot(runs: list[RunResult], arms: list[Arm], path: str | Path) -> Path:
         ax.set_ylim(-0.02, 1.02)  # accuracies: the whole [0, 1] scale
     for ax in (ax1, ax3):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    for ax in (ax1, ax3):
+    for ax in (ax1, ax2, ax3):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.tight_layout()

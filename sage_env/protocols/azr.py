@@ -356,6 +356,7 @@ class AZRProtocol(Protocol):
 
     name = "azr"
     agents = ("proposer_0", "solver_0")
+    domains = ("exec",)
     config_cls = AZRConfig
     phases = {"propose": "propose", "solve": "solve"}
 

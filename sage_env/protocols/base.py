@@ -67,6 +67,11 @@ class Protocol:
     """PettingZoo agent ids, ``role_index`` (``"solver_0"``); the role names the learner's
     advantage group."""
 
+    domains: tuple[str, ...] | None = None
+    """Task domains this game trains the solver on whatever ``EnvConfig.domains`` says (AZR:
+    ``("exec",)``), or ``None`` (default): ``EnvConfig.domains``. ``sage-env compare`` scores
+    each arm on the held-out sets of these domains."""
+
     config_cls: type | None = None
     """The dataclass of this protocol's own settings, or ``None`` (default: it has none).
 
