@@ -301,6 +301,28 @@ def test_the_probe_calibrates_on_expected_scores_without_sampling():
     assert envs[0].unwrapped.config.rewards.alpha == pytest.approx(7 / 9)
 
 
+def test_the_probe_shows_progress_in_batches_and_reports_its_seconds(capsys):
+    """With a progress bar the probe reads its items 16 at a time (the policy's own forward
+    batch) and its figures are those of the run without one."""
+    import dataclasses
+
+    cfg = dataclasses.replace(_probe_cfg(), critic_probe_size=40)
+    quiet = CriticProbe(cfg, sage_env.load_seeds())
+    shown = CriticProbe(cfg, sage_env.load_seeds(), progress=True)
+    assert len(shown.items) == len(quiet.items) > CriticProbe.BATCH
+    judge = Judge(shown)
+    sizes = []
+    read = judge.score_distribution
+    judge.score_distribution = lambda obs, **kw: sizes.append(len(obs)) or read(obs, **kw)
+    a = shown(judge, [sage_env.env(cfg.env)])
+    b = quiet(Judge(quiet), [sage_env.env(cfg.env)])
+    n = len(shown.items)
+    assert sizes == [16] * (n // 16) + ([n % 16] if n % 16 else [])
+    assert "critic probe" in capsys.readouterr().err  # the bar, on stderr
+    assert a.pop("time/probe_s") >= 0.0 and b.pop("time/probe_s") >= 0.0
+    assert a == b
+
+
 def test_the_probe_samples_when_the_policy_cannot_read_a_distribution():
     cfg = _probe_cfg()
     probe = CriticProbe(cfg, sage_env.load_seeds())

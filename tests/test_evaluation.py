@@ -194,8 +194,8 @@ def test_decontam_on_real_data_flags_humaneval_only():
 
 
 def test_validation_says_what_it_runs_and_scores_with_the_verifier(verifiers, caplog):
-    # validation runs before the progress bar (and between its steps) with no bar of its own:
-    # minutes on a CPU, so it names itself in the log
+    # validation runs before the training bar (and between its steps): it names itself in the
+    # log, and has a bar of its own when asked (below)
     from learners.evaluation import validation_accuracy
     from learners.policy import Completion
 
@@ -213,3 +213,26 @@ def test_validation_says_what_it_runs_and_scores_with_the_verifier(verifiers, ca
         acc = validation_accuracy(Answers(), tasks, verifiers[0], max_new_tokens=32)
     assert acc == 0.5
     assert "validation: 2 held-out tasks, greedy, up to 32 new tokens each" in caplog.text
+
+
+def test_validation_generates_a_batch_at_a_time_under_its_progress_bar(verifiers, capsys):
+    from learners.evaluation import validation_accuracy
+    from learners.policy import Completion
+
+    calls = []
+
+    class Answers:
+        def generate(self, observations, sampling):
+            calls.append(len(observations))
+            return [
+                Completion(prompt_ids=[], completion_ids=[], logprobs=[], text="\\boxed{4}")
+                for _ in observations
+            ]
+
+    tasks = [
+        Task(task_id=f"t{i}", domain="math", prompt="What is 2+2?", answer="4" if i % 4 else "5")
+        for i in range(40)
+    ]
+    acc = validation_accuracy(Answers(), tasks, verifiers[0], 32, batch_size=16, progress=True)
+    assert calls == [16, 16, 8] and acc == 30 / 40
+    assert "validation" in capsys.readouterr().err  # the bar

@@ -15,25 +15,37 @@ def validation_accuracy(
     math_verifier: MathVerifier,
     max_new_tokens: int = 256,
     batch_size: int = 16,
+    progress: bool = False,
 ) -> float:
     """Greedy accuracy of ``policy`` on math ``tasks`` (e.g. :func:`sage_env.load_validation`).
 
-    Each task is prompted as the solver role sees it and scored with ``math_verifier``.
+    Each task is prompted as the solver role sees it and scored with ``math_verifier``. The
+    tasks are generated ``batch_size`` at a time (one generate call each), under a progress
+    bar when ``progress`` is set.
 
     Returns:
         Share of tasks answered correctly, in [0, 1] (0 for an empty list).
     """
+    from tqdm.auto import tqdm
+
     from sage_env import prompts
 
     if not tasks:
         return 0.0
-    logging.getLogger(__name__).info(  # minutes on a CPU with no progress bar: say what runs
+    logging.getLogger(__name__).info(
         "validation: %d held-out tasks, greedy, up to %d new tokens each",
         len(tasks),
         max_new_tokens,
     )
     sampling = SamplingConfig(max_new_tokens=max_new_tokens, do_sample=False, batch_size=batch_size)
-    comps = policy.generate([prompts.solver(t) for t in tasks], sampling)
+    comps = []
+    with tqdm(
+        total=len(tasks), desc="validation", unit="task", leave=False, disable=not progress
+    ) as bar:
+        for i in range(0, len(tasks), batch_size):
+            chunk = tasks[i : i + batch_size]
+            comps += policy.generate([prompts.solver(t) for t in chunk], sampling)
+            bar.update(len(chunk))
     scores = [
         math_verifier.verify(action_text(c), t.answer or "").score for c, t in zip(comps, tasks)
     ]

@@ -61,6 +61,9 @@ class Run:
     heldout: dict[str, dict[str, list[bool]]] = dataclasses.field(default_factory=dict)
     """Held-out scores so far, ``{"untouched" | "start": {set: [bool, ...]}}``
     (``TrainConfig.heldout``; kept in ``OUT/heldout.json`` for a resume)."""
+    progress: bool = False
+    """Progress bars on the waits between steps (validation, held-out scoring; the probe
+    holds its own flag); on the main process only."""
 
 
 def build_run(
@@ -85,7 +88,7 @@ def build_run(
     stack.callback(getattr(code_verifier, "close", lambda: None))
     pool = make_pool(cfg.env, sage_env.load_seeds())
     seeds = [t for t in pool.tasks if t.source != "generated"]
-    probe = CriticProbe(cfg, seeds)
+    probe = CriticProbe(cfg, seeds, progress=progress and distributed.is_main())
     heldout = _heldout_before_warm_up(cfg, out, existing, policy, progress)
     warm_metrics = _warm_up(cfg, out, existing, policy, seeds, probe, progress)
     distributed.broadcast_parameters(policy.model)  # every rank starts from rank 0's weights
@@ -128,7 +131,7 @@ def build_run(
     stopping = EarlyStopping(out, cfg.early_stopping_patience)
     return Run(
         policy, learner, pool, envs, driver, probe, stopping, math_verifier, rng, log,
-        val_tasks, start, warm_metrics, heldout,
+        val_tasks, start, warm_metrics, heldout, progress and distributed.is_main(),
     )  # fmt: skip
 
 

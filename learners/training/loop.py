@@ -220,8 +220,10 @@ def _first_row(cfg: TrainConfig, run: Run) -> None:
             row.update(heldout.point(f"heldout/{name}/{label}", xs))
     row.update(run.probe(policy, envs))
     if run.val_tasks and cfg.val_at_start:
-        acc = _validate(policy, run.val_tasks, run.math_verifier, cfg.val_max_new_tokens)
+        t0 = time.perf_counter()
+        acc = _validate(policy, run.val_tasks, run.math_verifier, cfg.val_max_new_tokens, run)
         row["val/accuracy"] = acc
+        row["time/validation_s"] = time.perf_counter() - t0
         if distributed.is_main():
             run.stopping.record(0, acc, policy)
     if run.log is not None:
@@ -235,7 +237,7 @@ def _heldout_start(cfg: TrainConfig, run: Run, out: Path) -> None:
         return
     got = None
     if distributed.is_main():
-        got = heldout.score(run.policy, sets, out / "heldout" / "start")
+        got = heldout.score(run.policy, sets, out / "heldout" / "start", run.progress)
     run.heldout["start"] = distributed.broadcast(got)
     if distributed.is_main():
         (out / "heldout.json").write_text(json.dumps(run.heldout), encoding="utf-8")
@@ -248,7 +250,7 @@ def _heldout_final(cfg: TrainConfig, run: Run, out: Path) -> dict[str, float]:
         return {}
     got = None
     if distributed.is_main():
-        got = heldout.score(run.policy, sets, out / "heldout" / "final")
+        got = heldout.score(run.policy, sets, out / "heldout" / "final", run.progress)
     got = distributed.broadcast(got)
     metrics: dict[str, float] = {}
     lines = []
@@ -289,9 +291,11 @@ def _step(
         distributed.check_identical(distributed.pool_digest(pool), "the task pool")
     result = distributed.merge_rollouts(result)  # metrics of every rank's rounds
     validate = cfg.val_every > 0 and step % cfg.val_every == 0
-    acc = None
+    acc = t_val = None
     if run.val_tasks and validate:
-        acc = _validate(policy, run.val_tasks, run.math_verifier, cfg.val_max_new_tokens)
+        t_val = time.perf_counter()
+        acc = _validate(policy, run.val_tasks, run.math_verifier, cfg.val_max_new_tokens, run)
+        t_val = time.perf_counter() - t_val
     probed = _probe(cfg, run) if step == cfg.steps or validate else {}
     if step == cfg.steps:
         probed.update(_heldout_final(cfg, run, Path(cfg.out)))
@@ -313,6 +317,7 @@ def _step(
     }
     if acc is not None:
         metrics["val/accuracy"] = acc
+        metrics["time/validation_s"] = t_val
     return metrics, acc, result
 
 
@@ -359,11 +364,13 @@ def _after_step(
     return stop
 
 
-def _validate(policy: HFPolicy, tasks: list, verifier: MathVerifier, max_new_tokens: int) -> float:
+def _validate(
+    policy: HFPolicy, tasks: list, verifier: MathVerifier, max_new_tokens: int, run: Run
+) -> float:
     """Greedy validation accuracy, computed on rank 0 and broadcast to every rank."""
     acc = None
     if distributed.is_main():
-        acc = validation_accuracy(policy, tasks, verifier, max_new_tokens)
+        acc = validation_accuracy(policy, tasks, verifier, max_new_tokens, progress=run.progress)
     return distributed.broadcast(acc)
 
 

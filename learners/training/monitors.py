@@ -15,8 +15,11 @@ import json
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
+
+from tqdm.auto import tqdm
 
 from learners.training.run_checks import reads_scores
 from learners.evaluation.during_training import critic_replies
@@ -92,8 +95,14 @@ class CriticProbe:
     that writes scores (:func:`learners.training.run_checks.reads_scores`: no critic or judge).
     """
 
-    def __init__(self, cfg: TrainConfig, seeds: list[Task]) -> None:
+    BATCH = 16
+    """Probe items per score-distribution call (``HFPolicy.score_distribution``'s own forward
+    batch, so the batches, and the figures, are those of one call)."""
+
+    def __init__(self, cfg: TrainConfig, seeds: list[Task], progress: bool = False) -> None:
         self.cfg = cfg
+        self.progress = progress
+        """Show a progress bar over the probe's items."""
         self.items = []
         if cfg.critic_probe_size > 0 and reads_scores(cfg.env.protocol):
             self.items = critic_probe.probe_set(
@@ -115,11 +124,12 @@ class CriticProbe:
             ``sage-env report``'s ROC curve) and, when calibrating,
             ``gate/alpha`` and ``gate/youden`` (1 when Youden's threshold was used, 0 when
             the critic was at chance and the seed-quantile fallback or the configured alpha
-            applies).
+            applies), and ``time/probe_s`` (its wall seconds).
         """
         if not self.items:
             return {}
-        logger.info(  # a minute or more on a CPU with no progress bar: say what runs
+        t0 = time.perf_counter()
+        logger.info(
             "critic probe: scoring %d seed questions (intact and corrupted; --critic-probe-size)",
             len(self.items),
         )
@@ -128,11 +138,22 @@ class CriticProbe:
         read = getattr(policy, "score_distribution", None)
         probs = None
         if estimate == "expected" and callable(read):
-            probs = read(
-                [it.observation for it in self.items],
-                temperature=cfg.temperature,
-                max_prompt_tokens=cfg.max_prompt_tokens,
-            )
+            probs = []
+            with tqdm(
+                total=len(self.items),
+                desc="critic probe",
+                unit="item",
+                leave=False,
+                disable=not self.progress,
+            ) as bar:
+                for i in range(0, len(self.items), self.BATCH):
+                    chunk = self.items[i : i + self.BATCH]
+                    probs += read(
+                        [it.observation for it in chunk],
+                        temperature=cfg.temperature,
+                        max_prompt_tokens=cfg.max_prompt_tokens,
+                    )
+                    bar.update(len(chunk))
         if probs is not None and all(p is not None for p in probs):
             # the gate reads distributions only: one forward pass, no sampled replies
             replies = [ScoredReply("", p) for p in probs]
@@ -179,4 +200,5 @@ class CriticProbe:
                     u.config, rewards=dataclasses.replace(u.config.rewards, alpha=alpha)
                 )
             report["gate/alpha"] = alpha
+        report["time/probe_s"] = time.perf_counter() - t0
         return report
