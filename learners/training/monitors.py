@@ -114,6 +114,32 @@ class CriticProbe:
         """Ids of the probe's tasks (kept out of the warm-up demonstrations)."""
         return {it.task_id for it in self.items}
 
+    def _distributions(self, policy: HFPolicy) -> list | None:
+        """Every item's score distribution, :attr:`BATCH` items a call, under the progress bar.
+
+        ``None`` when the policy cannot read one (the probe then samples replies).
+        """
+        read = getattr(policy, "score_distribution", None)
+        if not callable(read):
+            return None
+        probs = []
+        with tqdm(
+            total=len(self.items),
+            desc="critic probe",
+            unit="item",
+            leave=False,
+            disable=not self.progress,
+        ) as bar:
+            for i in range(0, len(self.items), self.BATCH):
+                chunk = self.items[i : i + self.BATCH]
+                probs += read(
+                    [it.observation for it in chunk],
+                    temperature=self.cfg.temperature,
+                    max_prompt_tokens=self.cfg.max_prompt_tokens,
+                )
+                bar.update(len(chunk))
+        return probs
+
     def __call__(self, policy: HFPolicy, envs: list) -> dict[str, Any]:
         """Probe the critic; with ``gate_calibration`` set alpha in every env.
 
@@ -135,25 +161,7 @@ class CriticProbe:
         )
         cfg, rules = self.cfg, self.cfg.env.rewards
         estimate = rules.critic_score_estimate
-        read = getattr(policy, "score_distribution", None)
-        probs = None
-        if estimate == "expected" and callable(read):
-            probs = []
-            with tqdm(
-                total=len(self.items),
-                desc="critic probe",
-                unit="item",
-                leave=False,
-                disable=not self.progress,
-            ) as bar:
-                for i in range(0, len(self.items), self.BATCH):
-                    chunk = self.items[i : i + self.BATCH]
-                    probs += read(
-                        [it.observation for it in chunk],
-                        temperature=cfg.temperature,
-                        max_prompt_tokens=cfg.max_prompt_tokens,
-                    )
-                    bar.update(len(chunk))
+        probs = self._distributions(policy) if estimate == "expected" else None
         if probs is not None and all(p is not None for p in probs):
             # the gate reads distributions only: one forward pass, no sampled replies
             replies = [ScoredReply("", p) for p in probs]
