@@ -25,10 +25,11 @@ commands:
   train    run SAGE self-play training (sage-env train --help)
   play     step one round turn by turn and see every reward term (sage-env play --help)
   eval     pass@k of a model on math and code benchmarks (sage-env eval --help)
-  compare  protocols side by side under one learner, several seeds (sage-env compare --help)
+  compare  learners and protocols side by side, several seeds (sage-env compare --help)
   decontam n-gram overlap between the seeds (or a run's pool) and each benchmark
   export   write a run's checkpoint (LoRA merged) as a plain transformers model
   report   one self-contained HTML page of one or more runs (sage-env report RUN --out F)
+  serve    the game as an OpenEnv server for other trainers (sage-env serve --help)
 """
 
 
@@ -40,6 +41,7 @@ COMMANDS = {
     "compare": "learners.commands.tools:compare_command",
     "export": "learners.commands.tools:export_command",
     "report": "learners.commands.tools:report_command",
+    "serve": "learners.commands.serve:serve_command",
 }
 """Command -> ``"module:function"`` taking the remaining arguments (imported when run)."""
 

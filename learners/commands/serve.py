@@ -1,0 +1,82 @@
+"""``sage-env serve``: the game as an OpenEnv server (docs/openenv.md; text only, no torch)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+
+from learners.commands.common import import_plugins
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sage-env serve",
+        description="Serve one protocol's round as an OpenEnv environment: one WebSocket "
+        "session per client, each with its own AEC environment (own pool); one reset = one "
+        "round. Needs openenv-core: pip install -e '.[openenv]'.",
+    )
+    p.add_argument("--protocol", default="sage", help="registered protocol (default: sage)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    p.add_argument(
+        "--seed", type=int, default=None, help="EnvConfig.seed: RNG seed of every new session"
+    )
+    p.add_argument("--solver-samples", type=int, default=None, help="k, solver attempts per task")
+    p.add_argument(
+        "--domains", default=None, help="comma-separated task domains (default: math,code)"
+    )
+    p.add_argument(
+        "--turn-order", choices=("sequential", "interleaved"), default=None, help="turn order"
+    )
+    p.add_argument(
+        "--math-workers",
+        type=int,
+        default=1,
+        help="math verifier processes per session (default 1: sessions run off the main "
+        "thread, where the in-process verifier has no deadline)",
+    )
+    p.add_argument("--max-sessions", type=int, default=8, help="concurrent sessions (default: 8)")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module that registers a protocol (repeatable)",
+    )
+    return p
+
+
+def serve_command(argv: list[str]) -> int:
+    """Parse the flags, build the config and run the server until interrupted."""
+    args = _parser().parse_args(argv)
+    if importlib.util.find_spec("openenv") is None:
+        print(
+            "sage-env serve: error: openenv-core is not installed: pip install -e '.[openenv]'",
+            file=sys.stderr,
+        )
+        return 2
+    if not import_plugins(args.imports, "serve"):
+        return 2
+    import sage_env
+
+    overrides = {"protocol": args.protocol, "math_workers": args.math_workers}
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    if args.solver_samples is not None:
+        overrides["solver_samples"] = args.solver_samples
+    if args.domains is not None:
+        overrides["domains"] = tuple(d.strip() for d in args.domains.split(",") if d.strip())
+    if args.turn_order is not None:
+        overrides["turn_order"] = args.turn_order
+    try:
+        config = sage_env.EnvConfig(**overrides)
+        sage_env.env(config).close()  # a bad setting fails here, before the server starts
+        from sage_env.openenv_server import serve
+
+        serve(config, host=args.host, port=args.port, max_sessions=args.max_sessions)
+    except (ValueError, TypeError) as exc:
+        print(f"sage-env serve: error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,238 @@
+"""The game through OpenEnv: a server any OpenEnv client (TRL among them) can play.
+
+``pip install -e '.[openenv]'`` first; ``import sage_env`` never imports this module, and
+this module is the only one that imports ``openenv`` (docs/openenv.md).
+
+Mapping onto the AEC environment (docs/environment.md):
+
+- **Session**: one OpenEnv WebSocket session owns one AEC environment (:func:`sage_env.env`),
+  built from the server's :class:`~sage_env.config.EnvConfig` at the session's first
+  ``reset``. Sessions share nothing: each has its own pool, RNG and verifiers, so concurrent
+  sessions never see each other's tasks (a session's pool grows over its own rounds, as one
+  AEC environment's does over its resets).
+- **Episode**: ``reset(seed=...)`` starts one round (``env.reset(seed=...)``); the episode
+  ends (``done``) when the round ends (every agent terminated).
+- **Action**: :class:`SageAction` ``reply``, the whole reply (prefix + completion), passed to
+  ``env.step`` unchanged: any JSON value is accepted and gets the environment's own handling
+  (``None`` -> ``""``, other non-strings -> ``str()``, text past ``max_action_chars`` cut).
+- **Observation**: :class:`SageObservation` holds the acting agent's ``system``, ``user``,
+  ``prefix`` and its ``agent``, ``phase``, ``task_id``, ``domain``, ``repeats``; plus
+  ``rewards`` (what this step credited to each agent), ``cumulative_rewards`` (per-agent
+  totals of the round so far) and ``infos`` (the AEC ``infos``, JSON-safe: ``last`` holds
+  each agent's reward terms). ``reward`` is the sum of ``rewards``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import math
+import uuid
+from typing import Any
+
+from sage_env.config import EnvConfig
+
+INSTALL_HINT = "the OpenEnv server needs openenv-core: pip install -e '.[openenv]'"
+
+try:
+    from openenv.core.client_types import StepResult
+    from openenv.core.env_client import EnvClient
+    from openenv.core.env_server.http_server import create_fastapi_app
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import Action, Observation, State
+    from pydantic import Field
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(INSTALL_HINT) from exc
+
+
+class SageAction(Action):
+    """One turn's action: the whole reply of the agent whose turn it is."""
+
+    reply: Any = Field(
+        default="",
+        description="The whole reply (prefix + completion). Any value: None becomes '', "
+        "other non-strings str(), text past max_action_chars is cut (docs/environment.md).",
+    )
+
+
+class SageObservation(Observation):
+    """The turn to play next (empty texts once ``done``) and what the last step credited."""
+
+    system: str = Field(default="", description="The acting role's system message.")
+    user: str = Field(default="", description="The acting role's user message.")
+    prefix: str = Field(default="", description="The start of the reply (write it first).")
+    agent: str = Field(default="", description="Agent to act next; '' when done.")
+    phase: str = Field(default="", description="Its phase ('done' at the end).")
+    task_id: str | None = Field(default=None, description="Task of the next action.")
+    domain: str | None = Field(default=None, description="Domain of that task.")
+    repeats: int = Field(default=1, description="Actions in a row asked on this observation.")
+    acted: str = Field(default="", description="Agent whose action this step applied.")
+    rewards: dict[str, float] = Field(
+        default_factory=dict, description="Reward this step credited to each agent."
+    )
+    cumulative_rewards: dict[str, float] = Field(
+        default_factory=dict, description="Each agent's total reward in this round so far."
+    )
+    infos: dict[str, Any] = Field(
+        default_factory=dict, description="The AEC env's infos per agent (JSON-safe)."
+    )
+
+
+class SageState(State):
+    """A session's state: the protocol, the turn, the round's totals and the pool size."""
+
+    protocol: str = ""
+    agent: str = ""
+    phase: str = ""
+    done: bool = False
+    rounds: int = 0
+    pool_size: int = 0
+    cumulative_rewards: dict[str, float] = Field(default_factory=dict)
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` as plain JSON data (unknown objects as ``str``, non-finite floats as None)."""
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {str(k): fix(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v
+
+    return fix(json.loads(json.dumps(value, default=str)))
+
+
+class SageEnvironment(Environment[SageAction, SageObservation, SageState]):
+    """One OpenEnv session: one AEC environment of ``config``, built at the first reset.
+
+    The AEC environment is built lazily because OpenEnv also instantiates the class for
+    stateless requests (``/state``, ``/metadata`` over HTTP) that never play.
+    """
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, config: EnvConfig | None = None) -> None:
+        super().__init__()
+        self._config = copy.deepcopy(config) if config is not None else EnvConfig()
+        self._env: Any = None
+        self._totals: dict[str, float] = {}
+        self._state = SageState(protocol=self._config.protocol)
+
+    @property
+    def aec_env(self) -> Any:
+        """The session's AEC environment (``None`` before the first reset)."""
+        return self._env
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> SageObservation:
+        """Start a round (``env.reset(seed=seed)``); the pool of earlier rounds is kept."""
+        if self._env is None:
+            import sage_env
+
+            self._env = sage_env.env(self._config)
+        self._env.reset(seed=seed)
+        raw = self._env.unwrapped
+        self._totals = dict.fromkeys(raw.possible_agents, 0.0)
+        self._state = SageState(
+            episode_id=episode_id or str(uuid.uuid4()), protocol=self._config.protocol
+        )
+        return self._observe(acted="", credited=dict.fromkeys(raw.possible_agents, 0.0))
+
+    def step(
+        self, action: SageAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> SageObservation:
+        """Apply the acting agent's reply; raises (an error reply, not a crash) after the end."""
+        if self._env is None:
+            raise RuntimeError("no round: call reset() first")
+        if self._state.done:
+            raise RuntimeError("the round is over: call reset() to play the next one")
+        raw = self._env.unwrapped
+        acted = raw.agent_selection
+        reply = action.reply if isinstance(action, SageAction) else action
+        self._env.step(reply)
+        credited = {a: float(raw.rewards.get(a, 0.0)) for a in raw.possible_agents}
+        for agent, reward in credited.items():
+            self._totals[agent] = self._totals.get(agent, 0.0) + reward
+        self._state.step_count += 1
+        return self._observe(acted=acted, credited=credited)
+
+    def _observe(self, acted: str, credited: dict[str, float]) -> SageObservation:
+        raw = self._env.unwrapped
+        done = not raw.agents or all(
+            raw.terminations.get(a) or raw.truncations.get(a) for a in raw.agents
+        )
+        agent = "" if done else raw.agent_selection
+        info = raw.infos.get(agent, {}) if agent else {}
+        texts = raw.observe(agent) if agent else {}
+        state = self._state
+        state.agent, state.phase, state.done = agent, "done" if done else info["phase"], done
+        state.rounds, state.pool_size = raw.episode, len(raw.pool.tasks)
+        state.cumulative_rewards = dict(self._totals)
+        return SageObservation(
+            done=done,
+            reward=sum(credited.values()),
+            system=str(texts.get("system", "")),
+            user=str(texts.get("user", "")),
+            prefix=str(texts.get("prefix", "")),
+            agent=agent,
+            phase=state.phase,
+            task_id=info.get("task_id"),
+            domain=info.get("domain"),
+            repeats=int(info.get("repeats", 1) or 1),
+            acted=acted,
+            rewards=credited,
+            cumulative_rewards=dict(self._totals),
+            infos=_json_safe(raw.infos),
+        )
+
+    @property
+    def state(self) -> SageState:
+        """The session's :class:`SageState`."""
+        return self._state
+
+    def close(self) -> None:
+        """Close the AEC environment (its verifier workers)."""
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+
+
+class SageEnvClient(EnvClient[SageAction, SageObservation, SageState]):
+    """OpenEnv client of a sage-env server (async; ``.sync()`` for a blocking one)."""
+
+    def _step_payload(self, action: SageAction) -> dict[str, Any]:
+        return action.model_dump(exclude={"metadata"})
+
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[SageObservation]:
+        fields = dict(payload.get("observation", {}))
+        fields.update(done=payload.get("done", False), reward=payload.get("reward"))
+        observation = SageObservation.model_validate(fields)
+        return StepResult(observation=observation, reward=observation.reward, done=observation.done)
+
+    def _parse_state(self, payload: dict[str, Any]) -> SageState:
+        return SageState.model_validate(payload)
+
+
+def make_app(config: EnvConfig | None = None, max_sessions: int = 8) -> Any:
+    """The FastAPI app serving ``config``'s game to at most ``max_sessions`` sessions at once."""
+    factory = functools.partial(SageEnvironment, config)  # one instance per session
+    return create_fastapi_app(
+        factory, SageAction, SageObservation, max_concurrent_envs=max_sessions
+    )
+
+
+def serve(
+    config: EnvConfig | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_sessions: int = 8,
+) -> None:
+    """Run the server until interrupted (uvicorn)."""
+    import uvicorn
+
+    uvicorn.run(make_app(config, max_sessions), host=host, port=port)
