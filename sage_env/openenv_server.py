@@ -18,8 +18,9 @@ Mapping onto the AEC environment (docs/environment.md):
 - **Observation**: :class:`SageObservation` holds the acting agent's ``system``, ``user``,
   ``prefix`` and its ``agent``, ``phase``, ``task_id``, ``domain``, ``repeats``; plus
   ``rewards`` (what this step credited to each agent), ``cumulative_rewards`` (per-agent
-  totals of the round so far) and ``infos`` (the AEC ``infos``, JSON-safe: ``last`` holds
-  each agent's reward terms). ``reward`` is the sum of ``rewards``.
+  totals of the round so far) and ``infos`` (:func:`public_infos`: each agent's turn and its
+  last reward with its numeric terms and decisions, never a verdict's text or a parsed reply,
+  which can hold a gold answer). ``reward`` is the sum of ``rewards``.
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ class SageObservation(Observation):
         default_factory=dict, description="Each agent's total reward in this round so far."
     )
     infos: dict[str, Any] = Field(
-        default_factory=dict, description="The AEC env's infos per agent (JSON-safe)."
+        default_factory=dict,
+        description="Per agent, the public part of the AEC env's infos (public_infos): the "
+        "turn, the last reward with its numeric terms and decisions; no verdict texts.",
     )
 
 
@@ -89,6 +92,48 @@ class SageState(State):
     rounds: int = 0
     pool_size: int = 0
     cumulative_rewards: dict[str, float] = Field(default_factory=dict)
+
+
+PUBLIC_INFO = ("phase", "task_id", "domain", "repeats", "group", "action_truncated")
+"""Per-agent ``infos`` keys a client is sent (the turn, and the cut flag of its reply)."""
+PUBLIC_LAST = (
+    "phase", "reward", "terms", "accepted", "added_to_pool", "plan_shown", "raw_score", "q",
+    "review", "train", "new_task_id",
+)  # fmt: skip
+"""Keys of ``infos[agent]["last"]`` a client is sent: the reward, its numeric terms and the
+decisions, never a text that could hold a gold answer (a verdict's reason reads ``"7 != gold
+386"``; ``parsed`` holds the challenger's answer or tests)."""
+
+
+def public_infos(infos: dict[str, dict]) -> dict[str, dict]:
+    """The part of the AEC ``infos`` a remote client may see, per agent.
+
+    The in-process environment shows everything, for debugging; over the network a client is
+    an adversary's seat. A solver that read its first attempt's verdict (``"7 != gold 386"``)
+    could copy the gold into its next attempt of the same task, and a client that collected
+    verdicts and the challenger's ``parsed`` answers across rounds could build a table of gold
+    answers for tasks that come back. So only :data:`PUBLIC_INFO` keys are sent, ``last``
+    only with :data:`PUBLIC_LAST` keys, reward terms only when numeric, and a verdict or
+    verifier check only as its ``status`` and ``score``.
+    """
+    out: dict[str, dict] = {}
+    for agent, info in infos.items():
+        kept = {k: info[k] for k in PUBLIC_INFO if k in info}
+        last = info.get("last") or {}
+        public = {k: last[k] for k in PUBLIC_LAST if k in last}
+        if isinstance(public.get("terms"), dict):
+            public["terms"] = {
+                str(k): v
+                for k, v in public["terms"].items()
+                if v is None or isinstance(v, (int, float))
+            }
+        for key in ("verdict", "verifier_check"):
+            if isinstance(last.get(key), dict):
+                public[key] = {k: last[key][k] for k in ("status", "score") if k in last[key]}
+        if last:
+            kept["last"] = public
+        out[str(agent)] = kept
+    return out
 
 
 def _json_safe(value: Any) -> Any:
@@ -187,7 +232,7 @@ class SageEnvironment(Environment[SageAction, SageObservation, SageState]):
             acted=acted,
             rewards=credited,
             cumulative_rewards=dict(self._totals),
-            infos=_json_safe(raw.infos),
+            infos=_json_safe(public_infos(raw.infos)),
         )
 
     @property

@@ -258,3 +258,54 @@ def test_serve_rejects_an_unknown_protocol(capsys):
 
     assert main(["serve", "--protocol", "no-such-game", "--port", "0"]) == 2
     assert "unknown protocol" in capsys.readouterr().err
+
+
+def test_serve_rejects_bad_settings_before_serving(capsys):
+    from learners.cli import main
+
+    assert main(["serve", "--max-sessions", "0", "--port", "0"]) == 2
+    assert "--max-sessions must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:  # argparse refuses a choice it does not offer
+        main(["serve", "--math-grounding", "nope", "--port", "0"])
+    assert done.value.code == 2
+
+
+def test_a_client_never_sees_a_gold_answer(base_url):
+    """A verdict's reason reads "0 != gold 386" and the challenger's parsed reply holds its
+    answer: over the network neither is sent, so a solver cannot copy the gold into its next
+    attempt, nor a client collect gold answers across rounds. The reward terms still are."""
+    import json
+
+    server = _server_module()
+    SageEnvClient = server.SageEnvClient
+    seen = []
+    with SageEnvClient(base_url=base_url).sync() as client:
+        for seed in (3, 4, 5):
+            remote = play_remote(client, seed, reply_for)
+            seen += [s.observation for s in remote["steps"]]
+    # the same rounds in process: the gold answers of the tasks played and the proposals
+    golds, reasons = set(), []
+    for seed in (3, 4, 5):
+        env = sage_env.env(CONFIG)
+        env.reset(seed=seed)
+        for agent in env.agent_iter():
+            obs, _, terminated, truncated, info = env.last()
+            if terminated or truncated:
+                env.step(None)
+                continue
+            task = env.unwrapped.current_task
+            if task is not None and task.answer:
+                golds.add(str(task.answer))
+            view = {**obs, "agent": agent, "phase": info["phase"], "domain": info["domain"]}
+            env.step(reply_for(view))
+            last = env.unwrapped.infos[agent].get("last", {})
+            reasons.append(str(last.get("verdict", {}).get("reason", "")))
+        env.close()
+    assert any("gold" in r for r in reasons)  # in process the verdict names the gold
+    assert golds
+    for obs in seen:
+        text = json.dumps(obs.infos)
+        assert "gold" not in text and '"parsed"' not in text and '"reason"' not in text
+    solver_last = [o.infos["solver_0"]["last"] for o in seen if o.infos["solver_0"].get("last")]
+    assert solver_last and all(set(x["verdict"]) <= {"status", "score"} for x in solver_last)
+    assert all(isinstance(x["terms"]["s_gt"], float) for x in solver_last)

@@ -20,14 +20,33 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     p.add_argument(
-        "--seed", type=int, default=None, help="EnvConfig.seed: RNG seed of every new session"
+        "--seed",
+        type=int,
+        default=None,
+        help="EnvConfig.seed: the seed of a reset that gives none (default: none)",
     )
-    p.add_argument("--solver-samples", type=int, default=None, help="k, solver attempts per task")
+    p.add_argument(
+        "--solver-samples", type=int, default=None, help="k, solver attempts per task (default: 2)"
+    )
     p.add_argument(
         "--domains", default=None, help="comma-separated task domains (default: math,code)"
     )
     p.add_argument(
         "--turn-order", choices=("sequential", "interleaved"), default=None, help="turn order"
+    )
+    p.add_argument(
+        "--math-grounding",
+        choices=("program", "claim"),
+        default="program",
+        help="how a proposed math task gets its answer: 'program' (default here: computed by "
+        "the proposal's own program, so a wrong claimed answer is never paid as truth) or "
+        "'claim' (the paper's: the proposer's word; docs/rewards.md, 'Math grounding')",
+    )
+    p.add_argument(
+        "--pool-admission",
+        choices=("gate", "solvable", "frozen"),
+        default=None,
+        help="which proposals join the pool (EnvConfig.pool_admission; docs/rewards.md)",
     )
     p.add_argument(
         "--math-workers",
@@ -51,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
 def serve_command(argv: list[str]) -> int:
     """Parse the flags, build the config and run the server until interrupted."""
     args = _parser().parse_args(argv)
+    if args.max_sessions < 1:
+        print("sage-env serve: error: --max-sessions must be >= 1", file=sys.stderr)
+        return 2
     if importlib.util.find_spec("openenv") is None:
         print(
             "sage-env serve: error: openenv-core is not installed: pip install -e '.[openenv]'",
@@ -61,7 +83,13 @@ def serve_command(argv: list[str]) -> int:
         return 2
     import sage_env
 
-    overrides = {"protocol": args.protocol, "math_workers": args.math_workers}
+    overrides = {
+        "protocol": args.protocol,
+        "math_workers": args.math_workers,
+        "math_grounding": args.math_grounding,
+    }
+    if args.pool_admission is not None:
+        overrides["pool_admission"] = args.pool_admission
     if args.seed is not None:
         overrides["seed"] = args.seed
     if args.solver_samples is not None:

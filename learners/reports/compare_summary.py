@@ -187,6 +187,26 @@ def _heldout_rows(summary: dict[str, Any]) -> list[tuple[str, str, dict, dict, d
     return rows
 
 
+def _training_rows(arms: dict[str, Any], steps: int) -> list[str]:
+    """The training table: each arm's own tasks and costs (not like for like)."""
+    lines = [
+        "",
+        "Training, NOT like for like: each arm's own tasks and costs. Trained steps: steps whose "
+        "update changed the weights (learner/trained).",
+        "",
+        "| arm | learner | protocol | trains | trained steps | solver verifier acc, own "
+        "training tasks | rollout tokens | s/step (with held-out scoring) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, a in arms.items():
+        lines.append(
+            f"| {name} | {a['algorithm']} | {a['protocol']} | {', '.join(a['domains']) or '-'} | "
+            f"{_trained_cell(a, steps)} | {_cell(a['solver_verifier_accuracy'])} | "
+            f"{_cell(a['rollout_tokens'], 0)} | {_cell(a['seconds_per_step'], 1)} |"
+        )
+    return lines
+
+
 def markdown(summary: dict[str, Any]) -> str:
     """The three Markdown tables of a comparison (``summary`` as ``run_compare`` returns).
 
@@ -197,10 +217,11 @@ def markdown(summary: dict[str, Any]) -> str:
     n = len(cfg["seeds"])
     learners = ", ".join(f"`{a}`" for a in dict.fromkeys(a["algorithm"] for a in arms.values()))
     sources = summary.get("heldout", {})
+    scored = {name for a in arms.values() for name in a["heldout"]}
     described = [
         f"{name}: {info['items']} items, {info['source']}, scored by {info['verifier']}"
         for name, info in sources.items()
-        if isinstance(info, dict)
+        if isinstance(info, dict) and name in scored
     ]
     lines = [
         f"Budget: {cfg['steps']} steps x {cfg['rounds_per_step']} rounds per arm and seed; "
@@ -237,21 +258,7 @@ def markdown(summary: dict[str, Any]) -> str:
             f"Benchmarks: the first {cfg['benchmark_limit']} items each, greedy pass@1 through "
             "the same verifiers; start is the starting model's score (the same for every arm).",
         ]
-    lines += [
-        "",
-        "Training, NOT like for like: each arm's own tasks and costs. Trained steps: steps whose "
-        "update changed the weights (learner/trained).",
-        "",
-        "| arm | learner | protocol | trains | trained steps | solver verifier acc, own "
-        "training tasks | rollout tokens | s/step |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, a in arms.items():
-        lines.append(
-            f"| {name} | {a['algorithm']} | {a['protocol']} | {', '.join(a['domains']) or '-'} | "
-            f"{_trained_cell(a, cfg['steps'])} | {_cell(a['solver_verifier_accuracy'])} | "
-            f"{_cell(a['rollout_tokens'], 0)} | {_cell(a['seconds_per_step'], 1)} |"
-        )
+    lines += _training_rows(arms, cfg["steps"])
     roles = list(dict.fromkeys(role for a in arms.values() for role in a["own_reward"]))
     if not roles:
         return "\n".join([*lines, "", "No run logged an own reward (reward/ROLE)."])
