@@ -67,6 +67,7 @@ def tiny(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("tiny"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["trr", "grpo", "reinforce_pp", "ema"])
 def test_every_algorithm_moves_weights_and_checkpoints(tiny, name):
     policy = HFPolicy(tiny, device="cpu", seed=0)
@@ -106,6 +107,7 @@ def test_unknown_algorithm_is_a_clear_error():
         make_learner("ppo2", None)
 
 
+@pytest.mark.slow
 def test_freeze_drops_frozen_roles_from_the_update(tiny, tmp_path):
     cfg = TrainConfig(
         model=tiny,

@@ -190,8 +190,9 @@ def test_real_datasets_loads_a_local_dataset_folder_offline(fresh, monkeypatch, 
     assert [(it.item_id, it.answer) for it in items] == [("7", "2"), ("8", "2")]
 
 
+@pytest.mark.slow
 def test_eval_on_a_fresh_clone_needs_no_data_dir_and_no_network(fresh, tiny_path):
-    """README's eval command, with the tiny model: shipped files, HF_HUB_OFFLINE=1."""
+    """docs/debugging.md's eval command, with the tiny model: shipped files, HF_HUB_OFFLINE=1."""
     from learners.cli import main
 
     rc = main(

@@ -22,6 +22,7 @@ def test_speed_bench_reward_stand_in(k):
     assert speed_bench.reward_fn(["\\boxed{1}", "def f(): pass", "nothing"]) == [1.0, 1.0, 0.0]
 
 
+@pytest.mark.slow
 def test_learning_signal_records_every_figure_per_arm(tmp_path, tiny_path):
     import learning_signal
 
@@ -78,6 +79,7 @@ def test_critic_verifier_reports_both_arms(tmp_path, tiny_path):
     assert 0.0 <= shown["auc"] <= 1.0
 
 
+@pytest.mark.slow
 def test_gpu_check_cpu_variant_records_every_figure(tmp_path):
     import gpu_check
 
@@ -148,6 +150,7 @@ def test_critic_warmup_expected_score_is_the_digit_distribution_mean():
     assert critic_warmup.expected_scores(policy, [item, item]) == [8.0, 8.0]
 
 
+@pytest.mark.slow
 def test_critic_gate_mix_scores_each_mix_both_ways(tmp_path, tiny_path, monkeypatch):
     import critic_gate_mix
 

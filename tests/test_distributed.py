@@ -111,6 +111,7 @@ def ranks(tiny_path, tmp_path_factory):
     return results, batch, policy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agg", AGGS)
 def test_two_ranks_update_equals_one_process_on_all_rounds(ranks, agg):
     results, batch, policy = ranks
@@ -134,6 +135,7 @@ def test_two_ranks_update_equals_one_process_on_all_rounds(ranks, agg):
     assert results[1][agg][0]["loss"] == pytest.approx(m_two["loss"], abs=1e-7)
 
 
+@pytest.mark.slow
 def test_a_rank_without_transitions_still_gets_the_common_update(ranks):
     results, batch, policy = ranks
     half = len(batch) // WORLD
@@ -145,6 +147,7 @@ def test_a_rank_without_transitions_still_gets_the_common_update(ranks):
         assert torch.equal(w0[name], w1[name]), name  # every rank holds the same weights
 
 
+@pytest.mark.slow
 def test_pools_are_identical_across_ranks_in_rank_order(ranks):
     results, _, _ = ranks
     (tasks0, next0, added0), (tasks1, next1, added1) = results[0]["pool"], results[1]["pool"]
@@ -160,6 +163,7 @@ def test_pools_are_identical_across_ranks_in_rank_order(ranks):
     assert len(set(ids)) == len(ids) and ids[3:] == ["gen/1", "gen/2", "gen/4"]
 
 
+@pytest.mark.slow
 def test_env_seeds_are_rank_distinct_and_drawn_from_one_stream(ranks):
     results, _, _ = ranks
     rng = random.Random(5)
@@ -241,6 +245,7 @@ def _rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
 def test_torchrun_two_processes_train_two_steps_with_one_writer(tiny_path, tmp_path, strategy):
     out = tmp_path / "run"
@@ -285,6 +290,7 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(str(folder / "model.safetensors"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
 def test_torchrun_killed_with_sigkill_resumes_as_an_uninterrupted_run(
     tiny_path, tmp_path, strategy

@@ -51,6 +51,26 @@ def test_the_scan_finds_paths():
     assert len(NAMED) > 50  # the docs name many files; a broken regex would find none
 
 
+README_MAX_LINES = 80  # issue 36: what a newcomer reads first; the rest lives in docs/
+
+
+def _readme_commands() -> list[str]:
+    return re.findall(r"```bash\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)
+
+
+def test_readme_fits_on_a_page():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move detail to docs/"
+
+
+def test_ci_runs_readme_command_2_as_written():
+    train, tests = _readme_commands()[:2]
+    assert "sage-env train --preset demo" in train
+    assert tests.endswith("python -m pytest -q")
+    ci = [line for line in (ROOT / ".ci/run").read_text().splitlines() if line.strip()]
+    assert ci[-1] == tests
+
+
 def _dict_fields(obj, prefix=""):
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)

@@ -84,6 +84,7 @@ def test_ct2_greedy_matches_hf_tokens_logprobs_budgets_and_flags(ct2_policy):
         assert a.prefix == obs["prefix"] and a.action == obs["prefix"] + a.text
 
 
+@pytest.mark.slow
 @needs_ct2
 def test_ct2_samples_return_the_learners_logprobs_at_the_temperature(ct2_policy):
     for temperature in (0.7, 1.3):
@@ -103,6 +104,7 @@ def test_ct2_samples_return_the_learners_logprobs_at_the_temperature(ct2_policy)
     assert sorted(ct2_policy.engine._generators) == [1.3]
 
 
+@pytest.mark.slow
 @needs_ct2
 @pytest.mark.parametrize("compute_type", ["int8", "int8_float32"])
 def test_ct2_int8_samples_the_model_quantised_not_a_broken_one(tiny_path, compute_type):
@@ -138,6 +140,7 @@ def test_ct2_samples_are_fixed_by_the_policy_seed(tiny_path):
     assert runs[0] == runs[1]
 
 
+@pytest.mark.slow
 @needs_ct2
 def test_ct2_stops_on_eos_and_on_stop_strings_where_hf_does(ct2_policy):
     greedy = SamplingConfig(do_sample=False)
@@ -193,6 +196,7 @@ def test_ct2_min_new_tokens_holds_back_eos(ct2_policy):
     assert all(len(c.completion_ids) >= 6 for c in ct)
 
 
+@pytest.mark.slow
 @needs_ct2
 def test_ct2_samples_the_weights_of_the_last_sync(ct2_policy):
     greedy = SamplingConfig(do_sample=False)
@@ -215,6 +219,7 @@ def test_ct2_samples_the_weights_of_the_last_sync(ct2_policy):
     assert all(hasattr(layer, "self_attn") for layer in ct2_policy.model.model.layers)
 
 
+@pytest.mark.slow
 @needs_ct2
 def test_ct2_samples_the_lora_model_merged(tiny_path):
     policy = HFPolicy(tiny_path, device="cpu", seed=3, rollout="ct2")
@@ -237,6 +242,7 @@ def test_ct2_samples_the_lora_model_merged(tiny_path):
             assert torch.equal(p, base[n])
 
 
+@pytest.mark.slow
 @needs_ct2
 def test_ct2_trains_through_the_loop_with_a_logprob_gap_and_sync_time(tiny_path, tmp_path):
     from learners.algorithms.pg import PGConfig
@@ -374,6 +380,7 @@ MIXED = [
 ]
 
 
+@pytest.mark.slow
 @needs_ct2
 def test_ct2_parallel_workers_return_hfs_greedy_tokens_and_seeded_samples(tiny_path):
     from learners.engines import length_groups
@@ -428,6 +435,7 @@ def _greedy_then_sample(tiny_path):
     return ids, loaded, policy.engine.syncs
 
 
+@pytest.mark.slow
 @needs_ct2
 def test_ct2_greedy_call_after_a_sync_replaces_the_unused_model_with_the_same_results(
     tiny_path, monkeypatch
@@ -445,6 +453,7 @@ def test_ct2_greedy_call_after_a_sync_replaces_the_unused_model_with_the_same_re
     assert syncs == old_syncs + 2
 
 
+@pytest.mark.slow
 @needs_ct2
 def test_ct2_validating_loop_never_converts_beside_another_converted_model(
     tiny_path, tmp_path, monkeypatch
@@ -484,6 +493,7 @@ def test_ct2_validating_loop_never_converts_beside_another_converted_model(
     assert all(loaded == [] for loaded in loaded_at_conversion)
 
 
+@pytest.mark.slow
 @needs_ct2
 def test_ct2_validating_run_resumed_samples_as_the_uninterrupted_one(tiny_path, tmp_path):
     import dataclasses
@@ -543,6 +553,7 @@ def _sample_release_sync(tiny_path, release):
     return ids, policy.engine.syncs
 
 
+@pytest.mark.slow
 @needs_ct2
 def test_ct2_release_before_a_sync_gives_the_same_tokens_and_no_extra_conversion(tiny_path):
     released, released_syncs = _sample_release_sync(tiny_path, release=True)
@@ -560,6 +571,7 @@ def test_engines_without_a_copy_release_nothing(tiny_path):
     policy.release_engine()
 
 
+@pytest.mark.slow
 @needs_ct2
 def test_ct2_loop_holds_no_converted_model_during_the_update_and_trains_the_same(
     tiny_path, tmp_path, monkeypatch

@@ -181,6 +181,7 @@ def cb_policy(tiny_policy):
     tiny_policy.use_engine("hf")
 
 
+@pytest.mark.slow
 def test_hf_cb_returns_the_learners_logprobs_prefix_and_budgets(cb_policy):
     assert isinstance(cb_policy.engine, HFContinuousBatchingEngine)
     budgets = [3, 9, 6]
@@ -199,6 +200,7 @@ def test_hf_cb_returns_the_learners_logprobs_prefix_and_budgets(cb_policy):
         assert mask[row].sum() == n
 
 
+@pytest.mark.slow
 def test_hf_cb_greedy_matches_hf_and_cuts_at_stop_strings(cb_policy):
     greedy = SamplingConfig(do_sample=False)
     cb = cb_policy.generate(OBS, greedy, budgets=[12] * 3)
@@ -225,6 +227,7 @@ def test_hf_cb_greedy_matches_hf_and_cuts_at_stop_strings(cb_policy):
         cb_policy.generate(OBS[:1], SamplingConfig(min_new_tokens=2))
 
 
+@pytest.mark.slow
 def test_hf_cb_samples_the_lora_model_and_restores_training_mode(tiny_path):
     policy = HFPolicy(tiny_path, device="cpu", seed=3, rollout="hf-cb")
     policy.enable_lora(LoRAConfig(r=4))
@@ -245,6 +248,7 @@ def test_hf_cb_samples_the_lora_model_and_restores_training_mode(tiny_path):
     assert policy.model.training and inner.config._attn_implementation == "sdpa"
 
 
+@pytest.mark.slow
 def test_hf_cb_trains_through_the_loop(tiny_path, tmp_path):
     from learners.reports.plots import read_metrics
     from learners.training.loop import TrainConfig, train
@@ -266,6 +270,7 @@ def test_hf_cb_trains_through_the_loop(tiny_path, tmp_path):
     assert saved["rollout"]["engine"] == "hf-cb"
 
 
+@pytest.mark.slow
 def test_gpu_check_measures_through_the_engine_classes():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import gpu_check
@@ -561,6 +566,7 @@ def test_vllm_wakes_once_per_rollout_and_each_rank_keeps_its_launcher_env(
     assert all(len(t.logprobs) == len(t.completion_ids) > 0 for t in result.transitions)
 
 
+@pytest.mark.slow
 def test_train_pushes_weights_after_every_update_and_sleeps_between_rollouts(
     tiny_path, tmp_path, fake_vllm
 ):

@@ -319,6 +319,7 @@ def test_reset_keeps_the_pool_and_rng_and_clears_the_round():
     env.close()
 
 
+@pytest.mark.slow
 def test_determinism_holds_with_verifiers_in_worker_processes():
     def run(workers):
         env = sage_env.env(
@@ -632,6 +633,7 @@ def test_turn_order_must_be_known():
         EnvConfig(turn_order="parallel")
 
 
+@pytest.mark.slow
 def test_interleaved_sage_passes_protocol_checks_and_pettingzoo_tests():
     from sage_env import check_protocol
 

@@ -25,6 +25,7 @@ BUILTIN_PROTOCOLS = ["azr", "azr-qa", "mae", "rlvr", "sage"]
 # ----------------------------------------------------------------- unknown names
 
 
+@pytest.mark.slow
 def test_unknown_algorithm_in_a_fresh_process_lists_all_four_builtins():
     # the bug: only the algorithms imported so far were listed ("registered: ['trr']")
     proc = subprocess.run(

@@ -50,6 +50,7 @@ def verifiers():
         yield mv, cv
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("name", sorted(SAMPLE))
 def test_gold_answers_of_a_sample_of_every_benchmark_score_correct(name, verifiers):

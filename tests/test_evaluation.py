@@ -146,6 +146,7 @@ def test_decontam_flags_a_planted_duplicate():
     assert report.contaminated and math.isclose(report.share, 0.5)
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize(
     "name, count",
@@ -172,6 +173,7 @@ def test_local_loaders(name, count):
     )
 
 
+@pytest.mark.slow
 @needs_data
 def test_canonical_solutions_score_correct_on_plus_tests(verifiers):
     mv, cv = verifiers

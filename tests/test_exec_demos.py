@@ -35,6 +35,7 @@ def test_azr_warmup_is_execution_format_and_moves_critic_share_to_solver():
     }
 
 
+@pytest.mark.slow
 def test_solver_demonstrations_are_scored_right_by_the_executor():
     env = sage_env.env(EnvConfig(protocol="azr", solver_samples=1)).unwrapped
     demos = build_exec_demonstrations(list(EXEC.values()), 9, {"solver": 1.0}, seed=3)
@@ -50,6 +51,7 @@ def test_solver_demonstrations_are_scored_right_by_the_executor():
     env.close()
 
 
+@pytest.mark.slow
 def test_proposer_demonstrations_are_valid_proposals_for_the_executor():
     env = sage_env.env(EnvConfig(protocol="azr", solver_samples=1)).unwrapped
     env.reset(seed=0)

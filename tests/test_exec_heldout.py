@@ -57,6 +57,7 @@ def test_outputs_are_the_executors():
         assert run.outputs == (r["output"],), r["id"]
 
 
+@pytest.mark.slow
 def test_the_script_rebuilds_the_file_deterministically():
     # the build is sequential, so its first records are the file's first records
     assert build_exec_heldout.build(6) == RECORDS[:6]

@@ -26,6 +26,7 @@ def test_program_printing_fake_results_cannot_change_its_output():
     assert execution.execute(program, [(1,)]).outputs == ("2",)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "program, inputs, check, words",
     [
@@ -285,6 +286,7 @@ def test_azr_groups_advantages_per_mode_and_role_and_play_shows_each_mode():
     assert "<snippet_0>" in seen[("proposer_0", "exec/deduction")]["user"]
 
 
+@pytest.mark.slow
 def test_azr_passes_protocol_checks_and_pettingzoo_api_test():
     assert check_protocol("azr", rounds=3) == []
     env = sage_env.env(
@@ -519,6 +521,7 @@ def test_mae_on_execution_tasks_passes_pettingzoo_api_test():
     api_test(env, num_cycles=10)
 
 
+@pytest.mark.slow
 def test_a_proposals_parents_are_the_references_its_proposer_saw():
     """``reference_chars`` drops references that do not fit; the new task's ``parent_id``
     names only the references shown in the prompt (each one's program is in it)."""

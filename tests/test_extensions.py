@@ -172,6 +172,7 @@ def _cli_yaml(tmp_path, tiny_path, learner):
     return str(cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "module, algorithm, learner, saved",
     [

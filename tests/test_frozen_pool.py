@@ -65,6 +65,7 @@ def _trains(last):
     return last.get("train", True) is not False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", sorted(PROPOSERS))
 def test_frozen_pool_pays_as_usual_but_never_trains_on_a_generated_task(protocol):
     grow, grow_env = _rounds(protocol, "gate")
@@ -94,6 +95,7 @@ def test_frozen_pool_pays_as_usual_but_never_trains_on_a_generated_task(protocol
         assert all(not r[2].startswith("gen/") for r in f_trained)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", sorted(PROPOSERS))
 def test_frozen_pool_over_several_rounds_keeps_generated_tasks_out_of_training(protocol):
     records, env = _rounds(protocol, "frozen", rounds=4)

@@ -137,6 +137,7 @@ needs_root_linux = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 @needs_root_linux
 @pytest.mark.parametrize(("level", "zygote"), _levels())
 def test_red_team_ground_truth_cases_score_zero_at_every_isolation_level(level, zygote):
@@ -161,6 +162,7 @@ def test_red_team_ground_truth_cases_score_zero_at_every_isolation_level(level, 
     assert got["gold_listing"] in ("", "[]")  # an empty folder, or none (/work is hidden too)
 
 
+@pytest.mark.slow
 @needs_root_linux
 @pytest.mark.parametrize("level", ["unshare"] + (["bwrap"] if shutil.which("bwrap") else []))
 def test_gold_is_unreadable_from_a_copy_installed_outside_the_hidden_folders(level, tmp_path):
@@ -253,6 +255,7 @@ PROPOSALS = [
 ]
 
 
+@pytest.mark.slow
 def test_every_accepted_task_of_a_4_step_azr_run_recomputes_in_a_fresh_interpreter():
     import itertools
 

@@ -42,6 +42,7 @@ def test_final_metrics_and_report_line_give_interval_and_paired_test():
     assert "final 0.400 [0.22, 0.61]" in line and "6 gained / 0 lost, McNemar p = 0.0312" in line
 
 
+@pytest.mark.slow
 def test_train_scores_heldout_untouched_start_and_final(tiny_path, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("SAGE_ENV_CACHE", str(tmp_path / "cache"))
     cfg = TrainConfig(

@@ -126,6 +126,7 @@ def test_rollout_driver_batches_envs_and_credits_rewards(policy):
     assert all("challenge" in text for text in result.transcripts)
 
 
+@pytest.mark.slow
 def test_train_writes_artifacts_and_resumes(tiny_path, tmp_path):
     cfg = TrainConfig(
         model=tiny_path,
@@ -181,6 +182,7 @@ def test_config_overlay_and_errors(tmp_path):
         load_yaml_config(bad)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "protocol, roles", [("azr", ["proposer", "solver"]), ("mae", ["proposer", "solver", "judge"])]
 )
@@ -203,6 +205,7 @@ def test_baseline_protocols_train_through_the_same_learner(tiny_path, tmp_path, 
     assert (tmp_path / protocol / "training.png").exists()
 
 
+@pytest.mark.slow
 def test_validation_curve_and_early_stopping(tiny_path, tmp_path):
     cfg = TrainConfig(
         model=tiny_path,
@@ -309,6 +312,7 @@ def test_update_keeps_the_callers_prompt_ids(policy):
     assert [t.prompt_ids for t in trs] == before and len(before[0]) > 16
 
 
+@pytest.mark.slow
 def test_train_with_warmup_probe_and_calibrated_gate(tiny_path, tmp_path, monkeypatch):
     from learners.training.warmup import WarmupConfig
 
@@ -591,6 +595,7 @@ def test_token_budget_gives_the_same_update(tiny_path):
         assert torch.allclose(g_budget[n], g_all[n], rtol=1e-3, atol=1e-7), n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("order", "calls"),
     # the tiny random model's proposals never parse: a round is challenge, plan, the plan's

@@ -158,6 +158,7 @@ def test_summary_schema_and_values_on_a_scripted_run(tmp_path):
     assert summary["table"] == on_disk["table"]
 
 
+@pytest.mark.slow
 def test_equal_token_budget_stops_each_arm_at_its_own_step(tmp_path):
     summary = _scripted(tmp_path, token_budget=300)
     arms = summary["protocols"]
@@ -169,6 +170,7 @@ def test_equal_token_budget_stops_each_arm_at_its_own_step(tmp_path):
     assert math.isclose(arms["azr"]["sets"]["exec_heldout"]["final"], 0.5)
 
 
+@pytest.mark.slow
 def test_merge_keeps_earlier_arms_and_reuses_the_base_scores(tmp_path):
     calls = []
     _scripted(tmp_path, 0, protocols="azr", calls=calls)
@@ -215,6 +217,7 @@ def test_wilson_is_exact_at_the_edges_and_a_zero_accuracy_set_plots(tmp_path):
     assert path.exists() and path.stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_resume_continues_a_stopped_arm_and_skips_a_finished_one(tmp_path):
     trained = []
     first = _scripted(tmp_path, 0, protocols="azr", max_steps=4, keep_runs=True, trained=trained)

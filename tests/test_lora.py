@@ -143,6 +143,7 @@ def _adapter(out, step):
     )
 
 
+@pytest.mark.slow
 def test_lora_resume_is_bit_identical_and_export_reproduces_logprobs(tiny_path, tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     train(_train_cfg(tiny_path, straight, 3), progress=False)
@@ -175,6 +176,7 @@ def test_lora_resume_is_bit_identical_and_export_reproduces_logprobs(tiny_path, 
     assert main(["export", "--run", str(straight), "--out", str(out)]) == 2  # not empty
 
 
+@pytest.mark.slow
 def test_lora_after_warmup_keeps_the_warmed_base(tiny_path, tmp_path, monkeypatch):
     from learners.training.warmup import WarmupConfig
 

@@ -119,6 +119,7 @@ def test_an_unsafe_or_nondeterministic_program_is_refused(program, check):
     assert run.answer is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "returned, claim, stored",
     [
@@ -186,6 +187,7 @@ GARBAGE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("program", GARBAGE)
 def test_garbage_programs_never_crash_the_round(program):
     env = make_env("program", code_timeout_s=1.0, code_memory_mb=256)
@@ -234,6 +236,7 @@ def test_the_prompt_asks_for_a_program_only_under_program():
         assert ("<program>" in user) is asks and "<answer>" in user
 
 
+@pytest.mark.slow
 def test_the_scripted_challenger_writes_a_correct_program_under_program():
     report = sage_env.check_protocol("sage", rounds=2, math_grounding="program", domains=("math",))
     assert list(report) == [] and report.phases_reached.get("probe")  # proposals passed

@@ -7,6 +7,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from sage_env.verifiers import MathVerifier, math_verifier
 
 COLD = textwrap.dedent(
@@ -26,6 +28,7 @@ COLD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_fresh_verifier_scores_its_first_pair_within_a_tiny_deadline(tmp_path):
     script = tmp_path / "cold.py"
     script.write_text(COLD)
@@ -36,6 +39,7 @@ def test_a_fresh_verifier_scores_its_first_pair_within_a_tiny_deadline(tmp_path)
     assert rows == '[[1.0, "passed", 1.0, "passed"], [1.0, "passed", 1.0, "passed"]]', run.stderr
 
 
+@pytest.mark.slow
 def test_a_slow_import_is_not_charged_to_the_first_pair(monkeypatch):
     """A cold start slower than the deadline (simulated: 0.6 s against 0.2 s) still passes."""
     real = math_verifier._math_verify

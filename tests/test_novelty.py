@@ -306,6 +306,7 @@ def _generated_in(env):
     return [t for t in env.unwrapped.pool.tasks if t.source == "generated"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["sage", "mae", "azr"])
 @pytest.mark.parametrize("mode", ["deduction", "abduction"])
 def test_a_renamed_copy_of_a_seed_is_refused_as_a_duplicate(protocol, mode):
@@ -342,6 +343,7 @@ def test_an_honest_new_program_is_still_accepted(protocol):
         assert info["accepted"] is True and reward > 0.5
 
 
+@pytest.mark.slow
 def test_azr_pays_a_duplicate_only_under_its_own_rule():
     """``AZRConfig.pay_duplicates=True``: AZR's rule, a valid duplicate is solved and paid
     its learnability (here 0: the solver is wrong, acc = 0) and kept out of the buffer."""
@@ -370,6 +372,7 @@ def test_azr_induction_with_a_seeds_inputs_reordered_is_a_duplicate():
     assert reward == -1.0 and info["reason"].startswith(f"duplicate of exec/{SEED_98}/induction")
 
 
+@pytest.mark.slow
 def test_azr_pays_a_renamed_seed_program_on_a_new_input_as_azr_does():
     """A pool program on a new input is a near duplicate (the question's words match), not the
     same task: ``azr`` solves and pays it (AZR's rule) and keeps it out of the buffer."""

@@ -112,6 +112,7 @@ def play_remote(client, seed: int, policy, typed: bool = True) -> dict:
     return {"turns": turns, "steps": steps, "last": result.observation}
 
 
+@pytest.mark.slow
 def test_a_round_through_openenv_equals_the_aec_env(base_url):
     SageEnvClient = _server_module().SageEnvClient
     direct = play_direct(3, reply_for)
@@ -140,6 +141,7 @@ def test_a_round_through_openenv_equals_the_aec_env(base_url):
     assert state.pool_size == direct["pool"]
 
 
+@pytest.mark.slow
 def test_the_first_observation_is_the_challengers(base_url):
     SageEnvClient = _server_module().SageEnvClient
     with SageEnvClient(base_url=base_url).sync() as client:
@@ -157,6 +159,7 @@ def test_the_first_observation_is_the_challengers(base_url):
     assert obs.prefix == "<question>"
 
 
+@pytest.mark.slow
 def test_two_concurrent_sessions_do_not_interfere(base_url):
     SageAction, SageEnvClient = _server_module().SageAction, _server_module().SageEnvClient
     seeds = (3, 11)
@@ -205,6 +208,7 @@ def malformed_policy():
     return lambda obs: next(replies)
 
 
+@pytest.mark.slow
 def test_malformed_actions_get_the_envs_handling_not_a_crash(base_url):
     from openenv.core.generic_client import GenericEnvClient
 
@@ -270,6 +274,7 @@ def test_serve_rejects_bad_settings_before_serving(capsys):
     assert done.value.code == 2
 
 
+@pytest.mark.slow
 def test_a_client_never_sees_a_gold_answer(base_url):
     """A verdict's reason reads "0 != gold 386" and the challenger's parsed reply holds its
     answer: over the network neither is sent, so a solver cannot copy the gold into its next

@@ -29,6 +29,8 @@ from learners.trr import TRRConfig, TRRLearner
 from sage_env import TaskPool
 from tests.scripted import CODE_SEED, MATH_SEED
 
+pytestmark = pytest.mark.slow  # every test shares a two-rank training run (about 35 s)
+
 WORLD = 2
 STEPS = 3
 TOL = 1e-5

@@ -89,6 +89,7 @@ def test_play_cli_rejects_unknown_player(capsys):
     assert "unknown player kind" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_play_cli_runs_every_protocol_with_its_own_roles(capsys):
     for protocol, spec in (
         ("azr", "proposer=oracle,solver=oracle"),

@@ -49,6 +49,7 @@ class Typist:
         return line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["deduction", "abduction", "induction"])
 def test_play_azr_shows_each_modes_observation_before_reading_input(mode, monkeypatch):
     screen = io.StringIO()

@@ -58,6 +58,7 @@ def _verify(cv, name, program):
     return cv.verify(program, tests, setup)
 
 
+@pytest.mark.slow
 def test_an_honest_huge_output_passes_and_every_near_miss_fails(cv):
     res = _verify(cv, "pairs", HONEST)
     assert (res.score, res.passed, res.total) == (1.0, 3, 3), res
@@ -66,6 +67,7 @@ def test_an_honest_huge_output_passes_and_every_near_miss_fails(cv):
         assert (res.passed, res.score) == (1, 1 / 3), (name, res)  # only the base input
 
 
+@pytest.mark.slow
 def test_digest_is_exact_and_independent_of_identity_and_interning():
     a = [(i, "x" * 3) for i in range(N)]
     b = [(i, "".join(["x", "x", "x"])) for i in range(N)]  # equal, distinct str objects

@@ -47,6 +47,7 @@ def _row(n):
     }
 
 
+@pytest.mark.slow
 def test_an_input_gets_a_multiple_of_the_references_time_not_the_verifiers_budget(n_for_seconds):
     # the reference needs ~1.5 s of CPU on the plus input: the candidate gets 6 s there, far
     # more than the verifier's 1 s budget; two times slower than the reference still passes
@@ -59,6 +60,7 @@ def test_an_input_gets_a_multiple_of_the_references_time_not_the_verifiers_budge
     assert (res.score, res.status) == (1.0, "passed"), res
 
 
+@pytest.mark.slow
 def test_a_candidate_far_slower_than_the_reference_times_out(n_for_seconds):
     n = n_for_seconds(0.3)  # the reference: 0.3 s, so the candidate gets the 4 s floor
     setup, tests = plus_tests(_row(n), plus_limit=None)

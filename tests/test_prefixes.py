@@ -284,6 +284,7 @@ def test_plan_steps_from_a_gsm8k_solution():
     assert plan_steps("one") == []
 
 
+@pytest.mark.slow
 def test_warmup_lowers_target_nll_and_caches(policy, tmp_path, monkeypatch):
     monkeypatch.setenv("SAGE_ENV_CACHE", str(tmp_path))
     demos = build_demonstrations(sage_env.load_seeds(), n=4, mix={"critic": 1.0})
@@ -346,6 +347,7 @@ def test_seed_quantile_fallback_is_the_level_of_intact_scores():
         critic_probe.seed_quantile(items, replies, 1.5)
 
 
+@pytest.mark.slow
 def test_warmup_step_one_sequence_at_a_time_is_the_batch_mean_gradient(policy):
     # the gradient of the whole batch's mean target NLL, the step's forward one demo at a time
     demos = build_demonstrations(sage_env.load_seeds(), n=3, mix={"challenger": 1.0})

@@ -37,6 +37,7 @@ def offline_cache(tmp_path, monkeypatch):
     return cache
 
 
+@pytest.mark.slow
 def test_paper_preset_on_a_machine_without_gpu_or_cached_weights_is_one_line(tmp_path):
     out = tmp_path / "run"
     env = {

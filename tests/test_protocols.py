@@ -168,6 +168,7 @@ def test_mae_rejected_question_is_not_pooled():
     assert len(env.unwrapped.pool) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["sage", "azr", "azr-qa", "mae", "rlvr"])
 def test_builtin_protocols_pass_checks_and_pettingzoo_tests(protocol):
     assert check_protocol(protocol) == []
@@ -267,6 +268,7 @@ PHASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", sorted(PHASES))
 def test_check_protocol_reaches_every_phase_of_every_builtin(protocol):
     report = check_protocol(protocol, rounds=2)
@@ -423,6 +425,7 @@ def test_check_protocol_plays_the_players_it_is_given():
     assert report == [] and seen == [("solver_0", "solve")] * 2 and report.rounds == 8
 
 
+@pytest.mark.slow
 def test_the_protocols_of_the_docs_pass_the_check():
     import re
     from pathlib import Path

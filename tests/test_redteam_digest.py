@@ -159,12 +159,14 @@ def test_the_rows_take_the_digest_route():
     assert not is_huge([tuple(range(2049))] + [(i, b"") for i in range(3)])  # base input
 
 
+@pytest.mark.slow
 def test_no_cheat_passes(cv):
     for name, (row, program) in CHEATS.items():
         res = _score(cv, ROWS, row, program)
         assert res.score == 0.0, (name, res)
 
 
+@pytest.mark.slow
 def test_honest_programs_pass(cv):
     for name, (row, program) in HONEST.items():
         res = _score(cv, ROWS, row, program)
@@ -173,6 +175,7 @@ def test_honest_programs_pass(cv):
     assert (res.score, res.passed, res.total) == (1.0, 3, 3), res
 
 
+@pytest.mark.slow
 def test_digest_only_for_exact_builtin_types_without_dicts():
     n = HUGE_ITEMS + 1
 
@@ -190,6 +193,7 @@ def test_digest_only_for_exact_builtin_types_without_dicts():
     assert digest_value([loop] * n) is None  # a cycle: the scan is bounded, no digest
 
 
+@pytest.mark.slow
 def test_documented_deviations_of_the_exact_digest():
     # the digest is type-exact and compares floats by their bytes (docs/verifiers.md)
     n = HUGE_ITEMS + 1

@@ -86,6 +86,7 @@ REPATCH_TESTS = [
 ]
 
 
+@pytest.mark.slow
 def test_builtins_patched_inside_the_call_under_test_do_not_reach_the_test(level):
     res = _verify(REPATCH, REPATCH_TESTS)
     assert (res.score, res.passed) == (0.0, 0), res
@@ -136,6 +137,7 @@ LIAR_SHAPES = {
 HONEST_FOUR = "def f(*a):\n    return 4\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(LIAR_SHAPES))
 def test_lying_objects_in_test_code_outside_assert_templates_score_zero(shape):
     # fixed (round 5): the test never operates on an object of the program; what the program
@@ -205,6 +207,7 @@ RANDOM_TEST = (
 )
 
 
+@pytest.mark.slow
 def test_patching_the_random_module_does_not_choose_the_tests_inputs(level):
     # fixed (round 5): the test imports a random module of its own (worker.private_module)
     res = _verify(RANDOM_PATCH, [RANDOM_TEST])
@@ -304,6 +307,7 @@ def test_a_gold_output_that_is_not_a_literal_pays_nothing(gold):
     assert (res.score, res.status) == (0.0, "failed"), res
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "program, inputs",
     [

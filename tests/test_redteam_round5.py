@@ -103,12 +103,14 @@ __answer__ = 4
 HONEST5_ITERABLE = "def f(*a):\n    return [1, 2, 0]\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(LIAR5_SHAPES))
 def test_lying_objects_of_my_own_score_zero(shape, level):
     res = _verify(LIAR5, [LIAR5_SHAPES[shape]])
     assert (res.score, res.passed) == (0.0, 0), res
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(LIAR5_SHAPES))
 def test_honest_programs_pass_the_same_shapes(shape):
     test = LIAR5_SHAPES[shape]
@@ -175,6 +177,7 @@ def test_a_lying_reference_cannot_pool_contradictory_tests_of_my_own():
     assert len(env.unwrapped.pool) == 1  # only the seed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "test",
     [
@@ -228,6 +231,7 @@ STRING_TEST = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "program, test, honest",
     [
@@ -257,6 +261,7 @@ def test_the_program_keeps_its_own_random_module():
 # -- escape_hatch: attribute reads by name (operator.attrgetter and friends) -------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "program",
     [

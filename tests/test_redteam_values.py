@@ -201,6 +201,7 @@ def _verify(program, tests, setup=""):
         return cv.verify(program, tests, setup)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_blind_forgers_score_zero_on_every_test_shape(level, shape):
     program, tests = SHAPES[shape]
@@ -208,6 +209,7 @@ def test_blind_forgers_score_zero_on_every_test_shape(level, shape):
     assert (res.score, res.passed) == (0.0, 0), res
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(READER_CASES))
 def test_memory_reading_forgers_score_zero_where_no_value_passes(level, case):
     program, tests = READER_CASES[case]
@@ -215,6 +217,7 @@ def test_memory_reading_forgers_score_zero_where_no_value_passes(level, case):
     assert (res.score, res.passed) == (0.0, 0), res
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CONTRADICTIONS))
 def test_memory_reading_forgers_cannot_pass_contradictory_tests(level, case):
     values, tests = CONTRADICTIONS[case]
@@ -223,6 +226,7 @@ def test_memory_reading_forgers_cannot_pass_contradictory_tests(level, case):
     assert forged.passed <= returned.passed == 1, (forged, returned)
 
 
+@pytest.mark.slow
 def test_a_memory_reading_forger_gets_no_more_than_returning_values(level):
     # the forger's best on a satisfiable test equals an honest program returning that value
     tests = ["assert f(3) > 2", "assert f(1) > 2\nassert f(2) < 0"]
@@ -263,6 +267,7 @@ ROW = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "program",
     [

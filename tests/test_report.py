@@ -248,6 +248,7 @@ def test_max_rounds_per_step_bounds_transcripts_not_proposals(tmp_path):
     assert any("6 round(s) beyond 2 per step" in n for n in data["notes"])
 
 
+@pytest.mark.slow
 def test_train_writes_the_report_every_n_steps_and_at_the_end(tmp_path, tiny_path, monkeypatch):
     import learners.reports.run_report
 

@@ -33,6 +33,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PROTOCOLS = {"sage": "ct2", "azr": "hf", "mae": "hf", "rlvr": "hf"}
 """The built-in protocols, each trained once per interpreter, and the rollout engine of each
 (``ct2``: the demo's and the learning curve's; ``hf``: ``sage-env train``'s default)."""
@@ -104,6 +106,7 @@ def _spawn(model: str, out: Path, order: list[str], hash_seed: str) -> subproces
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+@pytest.mark.slow
 def test_two_runs_of_every_protocol_under_one_seed_are_bitwise_equal(tiny_path, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     procs = [

@@ -173,6 +173,7 @@ def test_fork_bomb(limits_verified, host_unharmed):
     assert time.monotonic() - start < 8
 
 
+@pytest.mark.slow
 def test_fork_bomb_with_spinning_children(limits_verified, host_unharmed):
     code = "import os\nfor _ in range(10000):\n    try:\n        os.fork()\n    except OSError:\n        pass\nwhile True:\n    pass\n"  # noqa: E501
     r = run(code, timeout_s=2)
@@ -188,6 +189,7 @@ def test_memory_bomb_gradual(limits_verified, host_unharmed):
     assert run(code, memory_mb=256).status == "memory"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sandbox.cgroups_available()["memory"], reason="needs a memory cgroup")
 def test_memory_bomb_across_processes_hits_the_cgroup(limits_verified, host_unharmed):
     # each process stays under RLIMIT_AS; together they exceed the run's memory cgroup
@@ -204,6 +206,7 @@ def test_memory_bomb_across_processes_hits_the_cgroup(limits_verified, host_unha
     assert run(code, memory_mb=200, timeout_s=6).status == "memory"
 
 
+@pytest.mark.slow
 def test_infinite_loop(host_unharmed):
     # stopped by its CPU limit (RLIMIT_CPU) or, on a machine too busy to give it 1 s of CPU
     # within the backstop, by the wall clock: a timeout either way, and no duration asserted
@@ -211,6 +214,7 @@ def test_infinite_loop(host_unharmed):
     assert r.status == "timeout", r
 
 
+@pytest.mark.slow
 def test_busy_threads(host_unharmed):
     code = (
         "import threading\n"
@@ -220,6 +224,7 @@ def test_busy_threads(host_unharmed):
     assert run(code, timeout_s=1.5).status == "timeout"
 
 
+@pytest.mark.slow
 def test_ignores_sigterm(host_unharmed):
     code = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.01)\n"  # noqa: E501
     assert run(code, timeout_s=1).status == "timeout"
@@ -416,6 +421,7 @@ def test_segfault_via_ctypes(host_unharmed):
     assert run("import ctypes\nctypes.string_at(0)").status == "crashed"
 
 
+@pytest.mark.slow
 def test_deep_recursion(host_unharmed):
     assert run("def f(n):\n    return f(n + 1)\nf(0)").status == "failed"  # RecursionError
     # recursion in C (repr of a deeply nested list) with the limit lifted overflows the capped
@@ -502,6 +508,7 @@ FAKE_PASSES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FAKE_PASSES))
 def test_fake_pass_tricks_score_zero(cv, name, host_unharmed):
     r = cv.verify(FAKE_PASSES[name], SQUARE_TESTS)
@@ -584,6 +591,7 @@ def fast_cv():
         yield verifier
 
 
+@pytest.mark.slow
 def test_humaneval_canonical_solutions_pass_and_wrong_ones_fail(fast_cv):
     problems = _load("HumanEval.jsonl.gz")
     assert len(problems) == 164
@@ -597,6 +605,7 @@ def test_humaneval_canonical_solutions_pass_and_wrong_ones_fail(fast_cv):
     assert [p["task_id"] for p, r in zip(problems, faked) if r.score > 0] == []
 
 
+@pytest.mark.slow
 def test_mbppplus_canonical_solutions_pass_base_tests_and_wrong_ones_fail(fast_cv):
     problems = _load("MbppPlus-v0.2.0.jsonl.gz")
     assert len(problems) == 378

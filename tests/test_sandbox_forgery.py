@@ -165,6 +165,7 @@ def level(request, monkeypatch):
     sandbox._close_pools()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_forged_reports_score_zero(level, variant):
     with CodeVerifier(timeout_s=10.0, pool_size=0) as cv:
@@ -172,6 +173,7 @@ def test_forged_reports_score_zero(level, variant):
     assert (res.score, res.passed) == (0.0, 0), res
 
 
+@pytest.mark.slow
 def test_answering_identical_tests_differently_is_caught(level):
     with CodeVerifier(timeout_s=10.0, pool_size=0) as cv:
         res = cv.verify(VARIANTS["stateful_program_answers_per_test"], CONTRADICTORY)

@@ -19,6 +19,8 @@ from sage_env import sandbox
 from sage_env.sandbox import SandboxConfig, probe
 from sage_env.verifiers import CodeVerifier
 
+pytestmark = pytest.mark.slow  # the sandbox with every core busy, by design
+
 WORK = "def work(n):\n    s = 0\n    for i in range(n):\n        s += i % 7\n    return s\n"
 
 

@@ -76,6 +76,7 @@ def test_next_job_on_the_same_zygote_sees_nothing_of_the_last(pool):
     assert only_zygote(pool) is zygote and zygote.jobs == 2
 
 
+@pytest.mark.slow
 def test_hostile_jobs_leave_the_zygote_usable(pool):
     run(pool, "pass")
     zygote = only_zygote(pool)
@@ -179,6 +180,7 @@ def test_a_program_with_threads_is_judged_test_by_test():
     assert (wrong.passed, wrong.status) == (1, "failed"), wrong
 
 
+@pytest.mark.slow
 def test_hostile_suite_passes_with_zygotes_off():
     """The fallback (a whole pre-started sandbox per job) holds the same guarantees."""
     env = dict(os.environ, SAGE_SANDBOX_ZYGOTE="0", HF_HUB_OFFLINE="1")

@@ -222,6 +222,7 @@ def test_sb3_check_env_passes_on_the_curriculum_env():
     sb3_checker.check_env(ex.ChallengerCurriculumEnv(seeds=[MATH_SEED]))
 
 
+@pytest.mark.slow
 def test_ppo_learns_a_curriculum_better_than_random():
     pytest.importorskip("stable_baselines3")
     torch = pytest.importorskip("torch")

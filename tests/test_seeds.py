@@ -223,6 +223,7 @@ def test_humaneval_split_example(by_id: dict[str, Task]) -> None:
     assert len(whole.tests) == 1 and whole.tests[0].endswith("check(decode_cyclic)")
 
 
+@pytest.mark.slow
 def test_sample_of_code_seeds_pass_per_snippet(by_id: dict[str, Task]) -> None:
     sample = [by_id[f"humaneval/{n}"] for n in SAMPLE_HUMANEVAL]
     sample += [by_id[f"mbpp/{n}"] for n in SAMPLE_MBPP]
@@ -235,6 +236,7 @@ def test_sample_of_code_seeds_pass_per_snippet(by_id: dict[str, Task]) -> None:
     assert failed == []
 
 
+@pytest.mark.slow
 def test_all_code_seeds_pass_with_reference(seeds: list[Task]) -> None:
     code = [task for task in seeds if task.domain == "code"]
     assert len(code) == 196
@@ -323,6 +325,7 @@ def test_mbpp_entry_point() -> None:
 # ------------------------------------------------------------------------ reproducibility
 
 
+@pytest.mark.slow
 @needs_raw_data
 def test_build_is_reproducible(tmp_path: Path) -> None:
     out = tmp_path / "seeds.jsonl"

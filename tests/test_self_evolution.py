@@ -59,6 +59,7 @@ def _stand_ins(seen):
     return dict(warm_fn=warm_fn, train_fn=train_fn, evaluate_fn=evaluate_fn, model_of=model_of)
 
 
+@pytest.mark.slow
 def test_scripted_experiment_summary(tmp_path):
     seen = []
     cfg = se.EvolutionConfig(

@@ -61,6 +61,7 @@ def test_unknown_tracker_is_an_error(tmp_path):
         MetricsLog(tmp_path, report_to="mlflow")
 
 
+@pytest.mark.slow
 def test_wandb_offline_run_gets_the_rows_and_the_config(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")

@@ -170,6 +170,7 @@ def test_math_off_main_thread_runs_without_deadline(mv):
     assert out and (out[0].score, out[0].status) == (1.0, "passed")
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -203,6 +204,7 @@ _PAIRS = [
 ]
 
 
+@pytest.mark.slow
 def test_math_workers_match_in_process(mv):
     expected = mv.verify_batch(_PAIRS)
     with MathVerifier(workers=2, timeout_s=5.0) as pooled:
@@ -212,6 +214,7 @@ def test_math_workers_match_in_process(mv):
     assert [r.score for r in expected[:4]] == [1.0, 0.0, 1.0, 1.0]
 
 
+@pytest.mark.slow
 def test_math_worker_crash_is_isolated_and_pool_recreated():
     with MathVerifier(workers=2, timeout_s=5.0) as pooled:
         pooled._chunk_fn = _crashing_chunk
@@ -227,6 +230,7 @@ def test_math_worker_crash_is_isolated_and_pool_recreated():
         assert pooled.verify("\\boxed{9}", "9").status == "passed"
 
 
+@pytest.mark.slow
 def test_math_worker_hang_is_killed():
     with MathVerifier(workers=1, timeout_s=1.0) as pooled:
         pooled.worker_grace_s = 1.0
@@ -242,6 +246,7 @@ def test_math_worker_hang_is_killed():
         assert time.monotonic() - start < 30
 
 
+@pytest.mark.slow
 def test_math_worker_killed_externally_recovers():
     with MathVerifier(workers=1, timeout_s=5.0) as pooled:
         assert pooled.verify("\\boxed{1}", "1").score == 1.0
@@ -318,12 +323,14 @@ def test_code_main_block_does_not_run(cv):
     assert cv.verify(program, ["assert double(2) == 4"]).status == "passed"
 
 
+@pytest.mark.slow
 def test_code_infinite_loop_times_out(cv):
     # stopped by its CPU limit, however loaded the machine: no wall-clock bound is asserted
     r = cv.verify("def f():\n    while True:\n        pass\n", ["f()"])
     assert (r.score, r.status) == (0.0, "timeout")
 
 
+@pytest.mark.slow
 def test_code_timeout_fails_only_the_spinning_test(cv, monkeypatch):
     # timeout_s is each test process's CPU budget (RLIMIT_CPU): the spinning test is killed
     # and the tests around it are judged. The wall-clock backstop is widened so that a loaded
@@ -404,6 +411,7 @@ def test_code_environment_is_scrubbed(cv, monkeypatch):
     assert (r.score, r.status) == (1.0, "passed")
 
 
+@pytest.mark.slow
 def test_code_temp_dir_is_used_and_removed(monkeypatch, tmp_path):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     cv = CodeVerifier(timeout_s=1.5, pool_size=0)  # no pre-started sandbox (and temp dir)
