@@ -609,3 +609,37 @@ def test_train_pushes_weights_after_every_update_and_sleeps_between_rollouts(
     assert metrics["time/weight_sync_s"] >= 0
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
+
+
+def test_vllm_on_a_cpu_platform_stays_awake_reloads_layerwise_and_repacks_a_tied_head(
+    tiny_path, fake_vllm, monkeypatch
+):
+    # vLLM's CPU platform: no sleep mode, a bounded KV cache, eager; a worker with vLLM's
+    # layerwise reload_weights, and a head packed for the CPU (cpu_linear) that the reload
+    # skips when tied, so the engine re-packs it (tests/test_vllm_cpu.py runs the real one)
+    from learners.engines.vllm_engine import CPU_KV_CACHE_GIB
+
+    platform = types.ModuleType("vllm.platforms")
+    platform.current_platform = SimpleNamespace(
+        is_cpu=lambda: True, is_sleep_mode_available=lambda: False
+    )
+    monkeypatch.setitem(sys.modules, "vllm.platforms", platform)
+    policy = HFPolicy(tiny_path, device="cpu", seed=0, rollout=RolloutConfig(engine="vllm"))
+    llm = FakeLLM.instances[-1]
+    assert llm.kwargs["enable_sleep_mode"] is False and policy.engine.sleeps is False
+    assert llm.kwargs["kv_cache_memory_bytes"] == int(CPU_KV_CACHE_GIB * 2**30)
+    assert llm.kwargs["enforce_eager"] is True
+    reloads, repacks = [], []
+    head = SimpleNamespace(cpu_linear=object())
+    head.quant_method = SimpleNamespace(process_weights_after_loading=repacks.append)
+    worker = llm.llm_engine.model_executor.driver_worker
+    worker.model_runner.model.lm_head = head
+    worker.reload_weights = lambda weights_iterator, is_checkpoint_format: reloads.append(
+        (dict(weights_iterator), is_checkpoint_format)
+    )
+    policy.generate(OBS[:1], SamplingConfig(do_sample=False), budgets=[4])
+    assert llm.events == ["reset_prefix_cache", "generate"]  # awake throughout, never asleep
+    ((pushed, checkpoint_format),) = reloads
+    assert checkpoint_format is True and llm.pushes == []  # not model.load_weights
+    assert set(pushed) == {n for n, _ in policy.model.named_parameters()}
+    assert repacks == [head]

