@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 
 from learners.reports.plots import read_metrics
-from learners.training.loop import PRESETS, train
+from learners.training.presets import PRESETS
+from learners.training.loop import train
 
 OUT = Path(__file__).parent / "results" / "learning_signal"
 

@@ -52,7 +52,7 @@ SETTINGS = {
         "adamw_foreach": False,
     },
 }
-"""Name -> :class:`~learners.pg.PGConfig` fields over the demo's learner."""
+"""Name -> :class:`~learners.algorithms.pg.PGConfig` fields over the demo's learner."""
 REPLAY_SETTINGS = {
     "demo (1,024-token micro-batches)": {},
     "checkpointing": {"gradient_checkpointing": True},

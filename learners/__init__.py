@@ -7,14 +7,10 @@ back-ends), :mod:`learners.rollout` (plays the environment), :mod:`learners.algo
 needs), :mod:`learners.evaluation` (benchmarks), :mod:`learners.reports` (run reports).
 
 Importing this package is cheap and does not import torch: the names below load their module
-on first use (PEP 562 ``__getattr__``, :mod:`learners.lazy`). Old flat module paths
-(``learners.train``, ``learners.trr``, ...) still import, through :mod:`learners.old_paths`.
+on first use (PEP 562 ``__getattr__``, :mod:`learners.lazy`).
 """
 
-from learners import old_paths
 from learners.lazy import lazy_exports
-
-old_paths.install()
 
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,

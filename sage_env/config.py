@@ -9,106 +9,12 @@ Settings that only one protocol reads belong to that protocol
 from __future__ import annotations
 
 import dataclasses
-import functools
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 ProtocolConfigT = TypeVar("ProtocolConfigT")
 """The chosen protocol's settings class (``AZRConfig`` for ``"azr"``; ``None`` when it has none)."""
-
-MOVED_REWARD_FIELDS: dict[str, tuple[str, str]] = {
-    "mae_solver_weights": ("mae", "solver_weights"),
-    "azr_format_penalty": ("azr", "format_penalty"),
-}
-"""``RewardConfig`` fields (0.1) that moved to their protocol's settings:
-``old name -> (protocol, field of EnvConfig.protocol_config)``. In Python keyword arguments
-and YAML/saved configs the old names still work, with a :class:`ConfigMovedWarning`; as CLI
-flags they are an error naming the new flag. They will be removed in a later release."""
-
-
-class ConfigMovedWarning(FutureWarning):
-    """A config field was given under the name it had before it moved; it still takes effect.
-
-    A ``FutureWarning``, not a ``DeprecationWarning``: Python hides the latter outside
-    ``__main__``, and the people who write these fields (in YAML files and scripts) are the
-    ones who need to see it.
-    """
-
-
-def _moved_message(old: str, protocol: str | None = None) -> str:
-    owner, new = MOVED_REWARD_FIELDS[old]
-    flag = new.replace("_", "-")
-    text = (
-        f"RewardConfig.{old} moved to the settings of protocol {owner!r}: "
-        f"EnvConfig.protocol_config.{new} (YAML env: {{protocol: {owner}, protocol_config: "
-        f"{{{new}: ...}}}}; flags --protocol {owner} --env.protocol-config.{flag}); "
-        "the old name will be removed in a later release"
-    )
-    if protocol is not None and protocol != owner:
-        text += f"; ignored here, the protocol is {protocol!r}"
-    return text
-
-
-def merge_moved_fields(moved: Mapping[str, Any], protocol: str, protocol_config: Any) -> Any:
-    """``protocol_config`` with old-named reward fields (:data:`MOVED_REWARD_FIELDS`) merged in.
-
-    Fields that belong to another protocol are dropped (they never applied to this one).
-    A mapping keeps its own value of a field given under both names; an instance takes the
-    old-named value (``dataclasses.replace``).
-
-    Args:
-        moved: ``{old name: value}``, e.g. ``{"azr_format_penalty": True}``.
-        protocol: The protocol the config is for.
-        protocol_config: ``None``, a mapping or a settings instance.
-
-    Returns:
-        ``protocol_config`` updated (a new mapping or instance; ``None`` stays ``None`` when
-        nothing applies).
-    """
-    mine = {
-        MOVED_REWARD_FIELDS[old][1]: value
-        for old, value in moved.items()
-        if MOVED_REWARD_FIELDS[old][0] == protocol
-    }
-    if not mine:
-        return protocol_config
-    if protocol_config is None:
-        return mine
-    if isinstance(protocol_config, Mapping):
-        return {**mine, **protocol_config}
-    if dataclasses.is_dataclass(protocol_config) and not isinstance(protocol_config, type):
-        return dataclasses.replace(protocol_config, **mine)
-    return protocol_config
-
-
-def move_legacy_reward_fields(env: Mapping[str, Any], protocol: str) -> dict[str, Any]:
-    """An ``EnvConfig`` mapping (YAML, a saved round) with old-named reward fields moved.
-
-    ``rewards.azr_format_penalty`` becomes ``protocol_config.format_penalty`` when
-    ``protocol`` is ``"azr"`` (likewise ``rewards.mae_solver_weights``); one that belongs to
-    another protocol is dropped. Each emits a :class:`ConfigMovedWarning`.
-
-    Args:
-        env: The ``env`` section of a config, as read from YAML.
-        protocol: The protocol the resulting config plays.
-
-    Returns:
-        A new mapping (``env`` itself is not changed).
-    """
-    out = dict(env)
-    rewards = env.get("rewards")
-    if not isinstance(rewards, Mapping) or not set(rewards) & set(MOVED_REWARD_FIELDS):
-        return out
-    moved = {k: v for k, v in rewards.items() if k in MOVED_REWARD_FIELDS}
-    for old in moved:
-        warnings.warn(_moved_message(old, protocol), ConfigMovedWarning, stacklevel=3)
-    out["rewards"] = {k: v for k, v in rewards.items() if k not in MOVED_REWARD_FIELDS}
-    config = merge_moved_fields(moved, protocol, env.get("protocol_config"))
-    if config is not None:
-        out["protocol_config"] = config
-    return out
 
 
 def build_protocol_config(config_cls: type | None, value: Any, protocol: str) -> Any:
@@ -222,32 +128,6 @@ class RewardConfig:
     attempts on the planned task (paid when they end). 0 (default, the paper): format only,
     so a critic whose every reply parses gets no gradient. The term never touches the
     correctness of anything: the verifier decides s, the critic is paid for predicting it."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name in MOVED_REWARD_FIELDS:
-            raise AttributeError(_moved_message(name))
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-
-_reward_fields_init = RewardConfig.__init__
-
-
-@functools.wraps(_reward_fields_init)
-def _reward_init(self: RewardConfig, *args: Any, **kwargs: Any) -> None:
-    """The dataclass ``__init__``, also taking the old names of :data:`MOVED_REWARD_FIELDS`.
-
-    They are kept on the instance (not as fields) for the :class:`EnvConfig` that holds it,
-    which moves them into its ``protocol_config``.
-    """
-    moved = {k: kwargs.pop(k) for k in list(kwargs) if k in MOVED_REWARD_FIELDS}
-    _reward_fields_init(self, *args, **kwargs)
-    if moved:
-        for old in moved:
-            warnings.warn(_moved_message(old), ConfigMovedWarning, stacklevel=2)
-        self.__dict__["_moved"] = moved
-
-
-RewardConfig.__init__ = _reward_init  # type: ignore[method-assign]
 
 
 @dataclass
@@ -381,9 +261,6 @@ class EnvConfig(Generic[ProtocolConfigT]):
     def __post_init__(self) -> None:
         if isinstance(self.rewards, dict):
             self.rewards = RewardConfig(**self.rewards)
-        moved = self.rewards.__dict__.get("_moved")
-        if moved and not dataclasses.is_dataclass(self.protocol_config):
-            self.protocol_config = merge_moved_fields(moved, self.protocol, self.protocol_config)
         config_cls = _registered_config_cls(self.protocol)
         if config_cls is not _UNREGISTERED:  # else raw_env builds it once the name is known
             self.protocol_config = build_protocol_config(

@@ -24,7 +24,7 @@ and output is a bundled execution seed's, whose outputs the sandboxed executor c
 (``scripts/build_exec_seeds.py``); the model's claims never enter. :func:`demonstrations_for`
 picks the set a run needs from its protocol and domains.
 
-Text only; the learner does the supervised step (``learners.warmup``).
+Text only; the learner does the supervised step (``learners.training.warmup``).
 """
 
 from __future__ import annotations

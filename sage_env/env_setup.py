@@ -9,18 +9,9 @@ from :mod:`sage_env.env`).
 from __future__ import annotations
 
 import copy
-import warnings
 from dataclasses import fields, replace
 
-from sage_env.config import (
-    MOVED_REWARD_FIELDS,
-    ConfigMovedWarning,
-    EnvConfig,
-    RewardConfig,
-    _moved_message,
-    build_protocol_config,
-    merge_moved_fields,
-)
+from sage_env.config import EnvConfig, RewardConfig, build_protocol_config
 from sage_env.pool import TaskPool
 from sage_env.protocols import Protocol, protocol_config_cls
 from sage_env.tasks import Task
@@ -30,25 +21,21 @@ def _apply_overrides(config: EnvConfig, overrides: dict) -> EnvConfig:
     """``config`` with keyword overrides of its fields or its reward fields.
 
     A new ``protocol`` resets ``protocol_config`` to that protocol's defaults unless it is
-    given too; the old names of moved reward fields (``azr_format_penalty``) still work,
-    with a :class:`~sage_env.config.ConfigMovedWarning`.
+    given too.
+
+    Raises:
+        TypeError: on a name that is neither a field of ``EnvConfig`` nor of ``RewardConfig``.
     """
     env_keys = {f.name for f in fields(EnvConfig)}
     reward_keys = {f.name for f in fields(RewardConfig)}
     env_kw = {k: v for k, v in overrides.items() if k in env_keys}
     rew_kw = {k: v for k, v in overrides.items() if k in reward_keys}
-    moved = {k: v for k, v in overrides.items() if k in MOVED_REWARD_FIELDS}
-    unknown = set(overrides) - env_keys - reward_keys - set(moved)
+    unknown = set(overrides) - env_keys - reward_keys
     if unknown:
         raise TypeError(f"unknown EnvConfig option(s): {sorted(unknown)}")
     protocol = env_kw.get("protocol", config.protocol)
     if protocol != config.protocol and "protocol_config" not in env_kw:
         env_kw["protocol_config"] = None
-    if moved:
-        for old in moved:
-            warnings.warn(_moved_message(old, protocol), ConfigMovedWarning, stacklevel=4)
-        base = env_kw.get("protocol_config", config.protocol_config)
-        env_kw["protocol_config"] = merge_moved_fields(moved, protocol, base)
     config = replace(config, **env_kw)
     if rew_kw:
         config = replace(config, rewards=replace(config.rewards, **rew_kw))

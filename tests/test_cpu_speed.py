@@ -12,7 +12,8 @@ def test_cpu_speed_command_is_a_valid_demo_train_command(tmp_path):
     import cpu_speed
     import tyro
 
-    from learners.training.loop import PRESETS, config_type
+    from learners.training.config import config_type
+    from learners.training.presets import PRESETS
 
     cmd = cpu_speed.command("ct2", tmp_path / "run", 3, 5, "some/model", ["--rounds-per-step", "2"])
     assert cmd[1:4] == ["-m", "learners", "train"] and cmd[4:6] == ["--preset", "demo"]

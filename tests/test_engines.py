@@ -67,7 +67,8 @@ def test_rollout_config_names_the_engines_and_rejects_unknown_ones():
 def test_rollout_config_is_a_nested_flag_group_and_round_trips_through_yaml(tmp_path):
     import tyro
 
-    from learners.training.loop import PRESETS, config_from_dict, config_type, load_yaml_config
+    from learners.training.config import config_from_dict, config_type, load_yaml_config
+    from learners.training.presets import PRESETS
 
     cfg = tyro.cli(
         config_type("trr"),

@@ -19,7 +19,8 @@ from learners.algorithms.ema_baseline import EMAConfig
 from learners.algorithms.pg import LossInputs, PGConfig
 from learners.policy import HFPolicy
 from learners.rollout import Transition
-from learners.training.loop import TrainConfig, config_from_dict
+from learners.training.config import config_from_dict
+from learners.training.loop import TrainConfig
 from learners.algorithms.trr import TRRLearner
 
 
@@ -426,7 +427,7 @@ def test_protocol_settings_round_trip_through_the_saved_yaml(tmp_path, protocol,
     import yaml
 
     from learners.training.build import plain as _plain
-    from learners.training.loop import load_yaml_config
+    from learners.training.config import load_yaml_config
 
     cfg = config_from_dict({"env": {"protocol": protocol, "protocol_config": settings}})
     if settings is not None:
@@ -436,25 +437,12 @@ def test_protocol_settings_round_trip_through_the_saved_yaml(tmp_path, protocol,
     assert load_yaml_config(saved) == cfg
 
 
-def test_old_reward_field_names_still_load_with_a_warning():
-    from sage_env.config import ConfigMovedWarning
-    from sage_env.protocols import AZRConfig
-
-    # as config.yaml files of earlier runs hold them: both fields, whatever the protocol
-    old = {"rewards": {"alpha": 0.6, "mae_solver_weights": [0.8, 0.2], "azr_format_penalty": True}}
-    with pytest.warns(ConfigMovedWarning) as caught:
-        cfg = config_from_dict({"env": {**old, "protocol": "azr"}})
-    assert cfg.env.protocol_config == AZRConfig(format_penalty=True)
-    assert cfg.env.rewards.alpha == 0.6
-    messages = sorted(str(w.message) for w in caught)
-    assert "ignored here, the protocol is 'azr'" in messages[1]  # mae's field
-    with pytest.warns(ConfigMovedWarning):
-        assert config_from_dict({"env": old}).env.protocol_config is None  # sage
-
-
-def test_old_reward_flags_are_an_error_naming_the_new_flag(capsys):
-    assert main(["train", "--env.rewards.azr-format-penalty"]) == 2
-    err = capsys.readouterr().err
-    assert "use --protocol azr --env.protocol-config.format-penalty" in err
-    assert main(["play", "--env.rewards.mae-solver-weights", "0.5", "0.5"]) == 2
-    assert "--env.protocol-config.solver-weights" in capsys.readouterr().err
+def test_old_reward_field_names_are_refused_naming_the_key(capsys):
+    # 0.1's rewards.azr_format_penalty / mae_solver_weights moved to protocol_config; no shim
+    old = {"rewards": {"alpha": 0.6, "azr_format_penalty": True}, "protocol": "azr"}
+    with pytest.raises(ValueError, match=r"unknown config key 'env\.rewards\.azr_format_penalty'"):
+        config_from_dict({"env": old})
+    with pytest.raises(SystemExit) as info:  # tyro: an unknown flag
+        main(["train", "--env.rewards.azr-format-penalty"])
+    assert info.value.code == 2
+    assert "--env.rewards.azr-format-penalty" in capsys.readouterr().err

@@ -198,14 +198,6 @@ def test_text_only_play_does_not_import_torch():
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_old_module_paths_are_the_new_modules():
-    import learners
-    from learners.old_paths import MOVED
-
-    assert learners  # installs the finder
-    for old, new in MOVED.items():
-        assert importlib.import_module(old) is importlib.import_module(new), old
-        assert importlib.import_module(new).__spec__.name == new
 
 
 def _long_lines(path: Path) -> int:
@@ -259,15 +251,10 @@ def test_design_map_lists_every_module():
 
 
 def test_every_symbol_design_names_exists():
-    from learners.old_paths import MOVED
-
     text = DESIGN.read_text(encoding="utf-8")
     checked = 0
     for ref in sorted(set(re.findall(r"`((?:sage_env|learners)\.[\w.]+)`", text))):
         if ref in MODULES:
-            continue
-        if ref in MOVED:  # an old path: it must still import
-            assert importlib.import_module(ref) is importlib.import_module(MOVED[ref])
             continue
         module = _resolve(ref)
         assert module is not None, ref

@@ -5,7 +5,8 @@ import torch
 
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver, Transition
-from learners.training.loop import TrainConfig, config_from_dict, load_yaml_config, train
+from learners.training.config import config_from_dict, load_yaml_config
+from learners.training.loop import TrainConfig, train
 from learners.algorithms.trr import TRRConfig, TRRLearner, token_logprobs
 from sage_env import EnvConfig
 from tests.scripted import CODE_SEED, MATH_SEED

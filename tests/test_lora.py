@@ -12,7 +12,8 @@ from learners.cli import main
 from learners.algorithms.losses import token_logprobs
 from learners.policy import HFPolicy, LoRAConfig, SamplingConfig
 from learners.rollout import Transition
-from learners.training.loop import TrainConfig, config_from_dict, train
+from learners.training.config import config_from_dict
+from learners.training.loop import TrainConfig, train
 from learners.algorithms.trr import TRRConfig, TRRLearner
 from sage_env import EnvConfig
 

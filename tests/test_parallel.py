@@ -1,7 +1,7 @@
 """DDP and FSDP2 (``--distributed.strategy``) on 2 CPU processes with gloo.
 
 One spawn of two ranks (torch.multiprocessing, a file store) trains the tiny random model
-(``learners.tiny``) for 3 steps under each strategy on its half of one global batch, and the
+(``learners.policy.tiny``) for 3 steps under each strategy on its half of one global batch, and the
 weights are compared with one process training on the whole batch; it also checks that
 FSDP2 trains LoRA adapters, that the rollout engine's weight push sees full weights, that the
 gradients are summed (not averaged) over ranks, and that a ``torch.distributed.checkpoint``
@@ -20,12 +20,12 @@ import torch
 import torch.distributed as dist
 
 from learners import distributed, parallel
-from learners.checkpoint import load_checkpoint, save_checkpoint
+from learners.training.checkpoint import load_checkpoint, save_checkpoint
 from learners.parallel import DistributedConfig
 from learners.engines import inference_weights
 from learners.policy import HFPolicy, LoRAConfig, SamplingConfig
 from learners.rollout import Transition
-from learners.trr import TRRConfig, TRRLearner
+from learners.algorithms.trr import TRRConfig, TRRLearner
 from sage_env import TaskPool
 from tests.scripted import CODE_SEED, MATH_SEED
 

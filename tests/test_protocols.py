@@ -5,7 +5,6 @@ from pettingzoo.test import api_test, seed_test
 
 import sage_env
 from sage_env import EnvConfig, Protocol, ProtocolError, check_protocol, prompts, register_protocol
-from sage_env.config import ConfigMovedWarning
 from sage_env.protocols import AZRConfig, AZRQAConfig, MAEConfig, learnability_reward, propose
 from tests.scripted import CODE_SEED, MATH_SEED, play_round
 
@@ -74,25 +73,12 @@ def test_azr_format_penalty_option():
     assert azr_penalty_round(make("azr-qa", k=2)) == [0.0, 0.0]  # default: off
 
 
-def test_moved_reward_fields_still_work_and_warn_where_they_went():
-    with pytest.warns(ConfigMovedWarning, match=r"protocol_config\.format_penalty"):
-        env = make("azr", k=2, azr_format_penalty=False)  # env(**overrides)
-    assert env.unwrapped.config.protocol_config == AZRConfig(format_penalty=False)
-    with pytest.warns(ConfigMovedWarning, match=r"--env\.protocol-config\.solver-weights"):
-        rewards = sage_env.RewardConfig(alpha=0.6, mae_solver_weights=(0.5, 0.5))
-    cfg = EnvConfig(protocol="mae", rewards=rewards)
-    assert cfg.protocol_config == MAEConfig(solver_weights=(0.5, 0.5))
-    assert cfg.rewards.alpha == 0.6 and "mae_solver_weights" not in repr(cfg.rewards)
-    # another protocol's field is dropped, as it was ignored before
-    assert EnvConfig(protocol="sage", rewards=rewards).protocol_config is None
-    with pytest.warns(ConfigMovedWarning, match="ignored here, the protocol is 'sage'"):
-        assert sage_env.env(azr_format_penalty=True).unwrapped.config.protocol_config is None
-    # the new place wins when both are given
-    with pytest.warns(ConfigMovedWarning):
-        env = make("azr", protocol_config={"format_penalty": False}, azr_format_penalty=True)
-    assert env.unwrapped.config.protocol_config.format_penalty is False
-    with pytest.raises(AttributeError, match=r"moved .*EnvConfig\.protocol_config\.format_penalty"):
-        _ = cfg.rewards.azr_format_penalty
+def test_old_reward_field_names_are_refused_as_unknown():
+    with pytest.raises(TypeError, match=r"unknown EnvConfig option\(s\): \['azr_format_penalty'\]"):
+        make("azr", k=2, azr_format_penalty=False)
+    with pytest.raises(TypeError, match="mae_solver_weights"):
+        sage_env.RewardConfig(alpha=0.6, mae_solver_weights=(0.5, 0.5))
+    assert not hasattr(sage_env.RewardConfig(), "azr_format_penalty")
 
 
 def test_mae_solver_weights_come_from_its_settings():

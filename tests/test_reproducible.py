@@ -50,7 +50,8 @@ and the judge's expected scores), so their learner updates the weights. ``azr`` 
 
 def run_config(protocol: str, model: str, out: str):
     """The run: the ``demo`` preset of ``protocol``, shrunk to seconds on a tiny model."""
-    from learners.training.loop import PRESETS, with_algorithm, with_protocol
+    from learners.training.config import with_algorithm, with_protocol
+    from learners.training.presets import PRESETS
 
     cfg = with_protocol(with_algorithm(PRESETS["demo"], "trr"), protocol)
     env = dataclasses.replace(cfg.env, domains=("math", "code", "exec"), solver_samples=2)

@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Generic
 
-from learners.commands.common import import_plugins, no_moved_flags, preparser
+from learners.commands.common import import_plugins, preparser
 from learners.policy.loading import DEFAULT_MODEL
 from sage_env.config import EnvConfig, ProtocolConfigT
 
@@ -91,7 +91,7 @@ def play_command(argv: list[str]) -> int:
     from sage_env.play import PlayStopped, RoundRecord, play, replay, summary
 
     known, argv = preparser().parse_known_args(argv)
-    if not import_plugins(known.imports, "play") or not no_moved_flags(argv, "play"):
+    if not import_plugins(known.imports, "play"):
         return 2
     peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     peek.add_argument("--replay", default=None)
@@ -153,7 +153,7 @@ def _saved_env_config(saved: dict, protocol: str | None = None) -> EnvConfig:
     Raises:
         ValueError: if a saved value does not fit its field.
     """
-    from learners.training.loop import config_from_dict
+    from learners.training.config import config_from_dict
 
     known = {f.name for f in dataclasses.fields(EnvConfig)}
     env = {k: v for k, v in saved.items() if k in known}

@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from learners.commands.common import import_plugins, no_moved_flags, preparser
+from learners.commands.common import import_plugins, preparser
 
 
 def train_command(argv: list[str]) -> int:
     """``sage-env train ARGS``; returns the exit status (2 on a config or preflight error)."""
-    from learners.training.loop import PRESETS
     from learners.training.preflight import PreflightError
+    from learners.training.presets import PRESETS
 
     pre = preparser()
     pre.add_argument("--preset", default="demo", choices=sorted(PRESETS))
@@ -30,7 +30,7 @@ def train_command(argv: list[str]) -> int:
             print(f"sage-env train: error: {exc}", file=sys.stderr)
             return 2
     imports = _recorded_imports(imports)
-    if not import_plugins(imports, "train") or not no_moved_flags(rest, "train"):
+    if not import_plugins(imports, "train"):
         return 2
     built = _config(known, rest, imports)
     if built is None:
@@ -70,13 +70,13 @@ def _config(known: Any, rest: list[str], imports: list[str]) -> tuple[Any, Any, 
     import tyro
 
     from learners.algorithms.registry import available_learners
-    from learners.training.loop import (
-        PRESETS,
+    from learners.training.config import (
         config_type,
         load_yaml_config,
         with_algorithm,
         with_protocol,
     )
+    from learners.training.presets import PRESETS
     from sage_env.protocols import available_protocols
 
     preset = PRESETS[known.preset]

@@ -213,7 +213,8 @@ def run_config(cfg: CompareConfig, arm: Arm, seed: int) -> Any:
         ValueError: on an unknown preset or algorithm, or a bad YAML file.
     """
     from learners.evaluation.heldout import parse_heldout
-    from learners.training.loop import PRESETS, load_yaml_config, with_algorithm, with_protocol
+    from learners.training.config import load_yaml_config, with_algorithm, with_protocol
+    from learners.training.presets import PRESETS
 
     if cfg.preset not in PRESETS:
         raise ValueError(f"unknown preset {cfg.preset!r}; presets: {sorted(PRESETS)}")

@@ -32,7 +32,7 @@ from learners.training.metrics import check_report_to
 from learners.training.tyro_types import protocol_config_type
 from learners.training.warmup import WarmupConfig
 from sage_env import EnvConfig
-from sage_env.config import ProtocolConfigT, move_legacy_reward_fields
+from sage_env.config import ProtocolConfigT
 from sage_env.protocols import protocol_config_cls
 
 LearnerConfigT = TypeVar("LearnerConfigT")
@@ -283,10 +283,7 @@ def config_from_dict(
     checked against the config of the algorithm the result will have: ``algorithm`` if
     given (a CLI flag wins over the file), else the mapping's ``algorithm``, else ``base``'s.
     Likewise ``env.protocol_config`` against the settings class of ``protocol``, else the
-    mapping's ``env.protocol``, else ``base``'s. Reward fields under their old names
-    (``env.rewards.azr_format_penalty``) are moved to ``env.protocol_config`` with a
-    :class:`~sage_env.config.ConfigMovedWarning` (dropped when they belong to another
-    protocol), so configs saved by earlier versions still load.
+    mapping's ``env.protocol``, else ``base``'s.
 
     Raises:
         ValueError: on an unknown key (the message names it with its path, e.g.
@@ -311,7 +308,7 @@ def config_from_dict(
     protocol_config_cls(game)  # an unknown protocol fails here, naming the registered ones
     start = with_protocol(start, game)
     if isinstance(env, dict):
-        env = move_legacy_reward_fields({**env, "protocol": game}, game)
+        env = {**env, "protocol": game}
         settings = env.get("protocol_config")
         if settings is None:
             env.pop("protocol_config", None)  # null: keep the base's settings

@@ -5,7 +5,7 @@ pieces live one idea to a file: setting a run up (``learners.training.build``), 
 and YAML loading (``learners.training.config``), the presets (``learners.training.presets``),
 checkpoints (``learners.training.checkpoint``), validation, best model, early stopping and the
 critic probe (``learners.training.monitors``), metrics and transcripts
-(``learners.training.metrics``). Their public names are re-exported here. Output folder layout::
+(``learners.training.metrics``). Import their names from those modules. Output folder layout::
 
     OUT/config.yaml          the full resolved config
     OUT/metrics.jsonl        one JSON object per step
@@ -39,20 +39,12 @@ from learners.evaluation import heldout
 from learners.evaluation.during_training import validation_accuracy
 from learners.policy.hf_policy import HFPolicy
 from learners.reports.plots import plot_training
-from learners.rollout import RolloutResult, Transition
+from learners.rollout import RolloutResult
 from learners.training import preflight
 from learners.training import run_checks as checks
 from learners.training.build import Run, build_run, model_source, plain
-from learners.training.checkpoint import checkpoint_dirs, load_checkpoint, save_checkpoint
-from learners.training.config import (
-    TrainConfig,
-    config_from_dict,
-    config_type,
-    load_yaml_config,
-    protocol_config_type,
-    with_algorithm,
-    with_protocol,
-)
+from learners.training.checkpoint import checkpoint_dirs, save_checkpoint
+from learners.training.config import TrainConfig
 from learners.training.metrics import (
     GAP_KEYS,
     logprob_gap_metrics,
@@ -61,7 +53,6 @@ from learners.training.metrics import (
     rollout_metrics,
     write_transcripts,
 )
-from learners.training.presets import DEMO_BUDGETS, DEMO_STOPS, PRESETS
 from sage_env.verifiers import MathVerifier
 
 logger = logging.getLogger("sage_env.train")
@@ -378,20 +369,4 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-__all__ = [
-    "DEMO_BUDGETS",
-    "DEMO_STOPS",
-    "PRESETS",
-    "TrainConfig",
-    "Transition",
-    "config_from_dict",
-    "config_type",
-    "load_checkpoint",
-    "load_yaml_config",
-    "protocol_config_type",
-    "rollout_metrics",
-    "save_checkpoint",
-    "train",
-    "with_algorithm",
-    "with_protocol",
-]
+__all__ = ["train"]
