@@ -8,7 +8,7 @@ checkpoints, the recomputed layer, completion logits). The model shapes are the 
 ``learners.training.presets.PRESETS``, so the table follows the presets. Nothing here is measured:
 the
 per-token activation constants are read off the code (``learners/algorithms/losses.py``, peft's LoRA
-``Linear.forward``, transformers' Qwen2 layers) and rounded up; ``benchmarks/gpu_check.py``
+``Linear.forward``, transformers' Qwen2 layers) and rounded up; ``perf/gpu_check.py``
 measures peak memory on a GPU when one is lent. ``docs/scaling.md`` holds this script's output
 (``tests/test_scaling.py`` checks that it is current)::
 

@@ -1,15 +1,13 @@
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def test_env_bench_math_pairs_are_deterministic():
-    import env_bench
+    from perf import env_bench
 
     pairs = env_bench.math_pairs(50)
     assert len(pairs) == 50 and pairs == env_bench.math_pairs(50)
@@ -17,14 +15,14 @@ def test_env_bench_math_pairs_are_deterministic():
 
 @pytest.mark.parametrize("k", [1])
 def test_speed_bench_reward_stand_in(k):
-    import speed_bench
+    from perf import speed_bench
 
     assert speed_bench.reward_fn(["\\boxed{1}", "def f(): pass", "nothing"]) == [1.0, 1.0, 0.0]
 
 
 @pytest.mark.slow
 def test_learning_signal_records_every_figure_per_arm(tmp_path, tiny_path):
-    import learning_signal
+    from experiments.learning_signal import run as learning_signal
 
     model = tiny_path
     out = tmp_path / "ls"
@@ -65,7 +63,7 @@ def test_learning_signal_records_every_figure_per_arm(tmp_path, tiny_path):
 
 
 def test_critic_verifier_reports_both_arms(tmp_path, tiny_path):
-    import critic_verifier
+    from experiments.critic_verifier import run as critic_verifier
 
     out = tmp_path / "cv.json"
     result = critic_verifier.main(
@@ -81,7 +79,7 @@ def test_critic_verifier_reports_both_arms(tmp_path, tiny_path):
 
 @pytest.mark.slow
 def test_gpu_check_cpu_variant_records_every_figure(tmp_path):
-    import gpu_check
+    from perf import gpu_check
 
     out = tmp_path / "g.json"
     result = gpu_check.main(
@@ -100,7 +98,7 @@ def test_gpu_check_cpu_variant_records_every_figure(tmp_path):
 
 
 def test_critic_warmup_probes_every_checkpoint_on_held_out_seeds(tmp_path, tiny_path):
-    import critic_warmup
+    from experiments.critic_warmup import run as critic_warmup
 
     out = tmp_path / "cw.json"
     result = critic_warmup.main(
@@ -119,8 +117,9 @@ def test_critic_warmup_probes_every_checkpoint_on_held_out_seeds(tmp_path, tiny_
 
 
 def test_critic_warmup_expected_score_is_the_digit_distribution_mean():
-    import critic_warmup
     import torch
+
+    from experiments.critic_warmup import run as critic_warmup
 
     class Tok:
         def __call__(self, text, add_special_tokens=False):
@@ -152,7 +151,7 @@ def test_critic_warmup_expected_score_is_the_digit_distribution_mean():
 
 @pytest.mark.slow
 def test_critic_gate_mix_scores_each_mix_both_ways(tmp_path, tiny_path, monkeypatch):
-    import critic_gate_mix
+    from experiments.critic_gate_mix import run as critic_gate_mix
 
     monkeypatch.setenv("SAGE_ENV_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "mix.json"
@@ -174,7 +173,7 @@ def test_critic_gate_mix_scores_each_mix_both_ways(tmp_path, tiny_path, monkeypa
 
 
 def test_update_skip_bench_skips_the_constant_role_and_keeps_the_weights(tmp_path, tiny_path):
-    import update_skip_bench
+    from perf import update_skip_bench
 
     out = tmp_path / "skip.json"
     result = update_skip_bench.main(

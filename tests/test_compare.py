@@ -182,16 +182,13 @@ def test_bad_options_fail_before_any_model_loads(tmp_path, capsys, args, message
     assert not (tmp_path / "c").exists()
 
 
-def test_compare_protocols_script_is_the_compare_command(tmp_path, monkeypatch):
-    import sys
-
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    import compare_protocols
+def test_compare_protocols_script_is_the_compare_command(tmp_path):
+    from experiments.compare_protocols import run as compare_protocols
 
     with pytest.raises(SystemExit) as done:
         compare_protocols.main(["--protocols", "nope", "--out", str(tmp_path / "c")])
     assert done.value.code == 2
-    assert "compare" in sys.modules["compare_protocols"].__doc__
+    assert "sage-env compare" in compare_protocols.__doc__
 
 
 def test_run_compare_python_api_validates_like_the_cli(tmp_path):

@@ -1,19 +1,15 @@
-"""benchmarks/cpu_speed.py: its train command parses, and its medians skip the warm-up step."""
+"""perf/cpu_speed.py: its train command parses, and its medians skip the warm-up step."""
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
 
 def test_cpu_speed_command_is_a_valid_demo_train_command(tmp_path):
-    import cpu_speed
     import tyro
 
     from learners.training.config import config_type
     from learners.training.presets import PRESETS
+    from perf import cpu_speed
 
     cmd = cpu_speed.command("ct2", tmp_path / "run", 3, 5, "some/model", ["--rounds-per-step", "2"])
     assert cmd[1:4] == ["-m", "learners", "train"] and cmd[4:6] == ["--preset", "demo"]
@@ -24,7 +20,7 @@ def test_cpu_speed_command_is_a_valid_demo_train_command(tmp_path):
 
 
 def test_cpu_speed_summary_is_the_median_of_the_steps_after_the_first():
-    import cpu_speed
+    from perf import cpu_speed
 
     def row(step, tps, rss):
         return {
@@ -44,7 +40,7 @@ def test_cpu_speed_summary_is_the_median_of_the_steps_after_the_first():
 
 
 def test_cpu_speed_variants_make_one_arm_per_engine_and_variant():
-    import cpu_speed
+    from perf import cpu_speed
 
     assert cpu_speed.arms(["hf", "ct2"], []) == [("hf", "hf", []), ("ct2", "ct2", [])]
     kinds = cpu_speed.arms(
@@ -61,9 +57,8 @@ def test_cpu_speed_variants_make_one_arm_per_engine_and_variant():
 
 
 def test_update_memory_buffer_is_eight_demo_turns_a_round(tiny_path):
-    import update_memory
-
     from learners.policy import HFPolicy
+    from perf import update_memory
 
     policy = HFPolicy(tiny_path, device="cpu", seed=0)
     buffer = update_memory.build_buffer(policy, 2, seed=0)

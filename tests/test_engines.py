@@ -276,8 +276,7 @@ def test_hf_cb_trains_through_the_loop(tiny_path, tmp_path):
 
 @pytest.mark.slow
 def test_gpu_check_measures_through_the_engine_classes():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import gpu_check
+    from perf import gpu_check
 
     model = gpu_check.build("tiny", "cpu", torch.float32).eval()
     for engine in ("hf", "hf-cb"):

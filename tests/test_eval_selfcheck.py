@@ -1,22 +1,18 @@
 """The eval self-check: each benchmark's own gold, written as a model would, must score.
 
 A sample of every local benchmark (the first items plus the ones that used to fail) runs in
-CI; ``benchmarks/eval_selfcheck.py`` runs them all (figures in ``docs/results.md``).
+CI; ``experiments/eval_selfcheck/run.py`` runs them all (figures in ``docs/results.md``).
 """
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
+from experiments.eval_selfcheck import run as eval_selfcheck  # noqa: E402
 from learners.evaluation import input_literal, mbpp_plus_inputs
 from learners.evaluation.benchmarks.math_benchmarks import _olympiad_answer
 from sage_env.verifiers import CodeVerifier, MathVerifier
 from tests.data_paths import SHARED_DATA
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import eval_selfcheck  # noqa: E402
 
 needs_data = pytest.mark.skipif(
     not SHARED_DATA.exists(), reason=f"benchmark data not at {SHARED_DATA}"

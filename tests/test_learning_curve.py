@@ -1,14 +1,12 @@
-"""benchmarks/learning_curve.py: its statistics and its summary, on a scripted run (no model)."""
+"""experiments/learning_curve/run.py: its statistics and summary, on a scripted run (no model)."""
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import learning_curve as lc  # noqa: E402
+from experiments.learning_curve import run as lc  # noqa: E402
 
 
 @pytest.mark.parametrize(

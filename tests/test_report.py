@@ -3,22 +3,20 @@ item scores) and that it is one self-contained file. The browser tests are in
 ``test_report_browser.py``."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 import sage_env
 from learners.cli import main
-from learners.training.metrics import round_records, write_transcripts
 from learners.policy import Completion, SamplingConfig
 from learners.reports.run_report import load_run, roc_curve, write_report
 from learners.rollout import RolloutDriver
+from learners.training.metrics import round_records, write_transcripts
 from sage_env.critic_probe import auc
 from sage_env.play import PLAYERS
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def _data(html: str) -> dict:
@@ -131,7 +129,7 @@ def test_roc_curve_area_is_the_probe_auc():
 
 
 def test_the_page_is_one_file_with_plotly_and_the_data_inline(tmp_path):
-    from report_bench import KNOWN_WORD, make_synthetic_run
+    from perf.report_bench import KNOWN_WORD, make_synthetic_run
 
     made = make_synthetic_run(tmp_path / "run", steps=3, rounds=4)
     html = write_report([tmp_path / "run"], tmp_path / "r.html").read_text()
@@ -151,7 +149,7 @@ def test_the_page_is_one_file_with_plotly_and_the_data_inline(tmp_path):
 
 
 def test_model_text_cannot_close_the_data_script(tmp_path):
-    from report_bench import make_synthetic_run
+    from perf.report_bench import make_synthetic_run
 
     make_synthetic_run(tmp_path / "run", steps=1, rounds=1)
     path = tmp_path / "run" / "transcripts" / "step_000001.jsonl"
@@ -165,7 +163,7 @@ def test_model_text_cannot_close_the_data_script(tmp_path):
 
 
 def test_broken_files_are_skipped_and_named_not_raised(tmp_path):
-    from report_bench import make_synthetic_run
+    from perf.report_bench import make_synthetic_run
 
     run = tmp_path / "run"
     make_synthetic_run(run, steps=2, rounds=2)
@@ -187,7 +185,7 @@ def test_broken_files_are_skipped_and_named_not_raised(tmp_path):
 
 def test_an_old_run_falls_back_to_text_transcripts_and_the_pool(tmp_path):
     """A run written before transcripts/step_N.jsonl and the probe's item scores."""
-    old = ROOT / "benchmarks" / "results" / "learning_signal" / "sage-seed0"
+    old = ROOT / "experiments" / "learning_signal" / "results" / "sage-seed0"
     data = load_run(old)
     assert data["rounds"] and all("text" in r for r in data["rounds"])
     assert data["rounds"][0]["text"].startswith("=== challenge: challenger_0 ===")
@@ -217,7 +215,7 @@ def test_pool_only_run_lists_its_generated_tasks(tmp_path):
 
 
 def test_cli_writes_a_multi_run_comparison(tmp_path, capsys):
-    from report_bench import make_synthetic_run
+    from perf.report_bench import make_synthetic_run
 
     for name, seed in (("a", 0), ("b", 1)):
         make_synthetic_run(tmp_path / name / "run", steps=2, rounds=2, seed=seed)
@@ -239,7 +237,7 @@ def test_cli_errors_are_clear(tmp_path, capsys):
 
 
 def test_max_rounds_per_step_bounds_transcripts_not_proposals(tmp_path):
-    from report_bench import make_synthetic_run
+    from perf.report_bench import make_synthetic_run
 
     make_synthetic_run(tmp_path / "run", steps=2, rounds=5)
     data = load_run(tmp_path / "run", max_rounds_per_step=2)
@@ -291,7 +289,7 @@ def test_train_writes_the_report_every_n_steps_and_at_the_end(tmp_path, tiny_pat
 
 
 def test_max_rejected_keeps_every_accepted_and_the_latest_rejected(tmp_path):
-    from report_bench import make_synthetic_run
+    from perf.report_bench import make_synthetic_run
 
     made = make_synthetic_run(tmp_path / "run", steps=3, rounds=6)
     rejected = made["proposals"] - made["accepted"]

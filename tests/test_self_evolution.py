@@ -1,14 +1,12 @@
-"""benchmarks/self_evolution.py on a scripted run (no model): schema, differences, plots."""
+"""experiments/self_evolution/run.py on a scripted run (no model): schema, differences, plots."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import learning_curve as lc  # noqa: E402
-import self_evolution as se  # noqa: E402
+from experiments.learning_curve import run as lc  # noqa: E402
+from experiments.self_evolution import run as se  # noqa: E402
 
 # right items at the end of a run: growing azr gains more than frozen; seed 1 gains one more
 FINAL_RIGHT = {"azr": 12, "azr:frozen": 8, "rlvr": 7}

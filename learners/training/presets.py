@@ -95,7 +95,7 @@ PRESETS: dict[str, TrainConfig] = {
         # micro-batches of at most 1024 padded tokens: a micro-batch of 4 long sequences held
         # 5 GB of activations; with activation checkpointing the demo's own second update
         # peaked at 3.4 GB instead of 4.8 GB, at 1.2-1.3x its seconds (docs/training.md,
-        # "Where the memory goes"; benchmarks/results/demo_memory.json)
+        # "Where the memory goes"; perf/results/demo_memory.json)
         learner=PGConfig(
             lr=1e-5, micro_batch_size=16, micro_batch_tokens=1024, gradient_checkpointing=True
         ),

@@ -1,0 +1,679 @@
+r"""Learning curve: does the loop teach the default model, and which protocol teaches most?
+
+Issue 22, part 5. Every arm (``sage``, ``azr``, ``rlvr``, ``mae`` by default) trains the same
+model from the same start on **one task source whose ground truth is never wrong**: AZR's
+execution tasks (``--env.domains exec``; the ``azr`` protocol has no other), through
+:func:`learners.training.loop.train` with the configuration ``sage-env compare`` builds
+(:func:`learners.reports.compare.run_config`: preset, algorithm, protocol, seed), the ``ct2`` engine
+by default. RLVR trains the solver on the execution seed tasks only (its pool never grows).
+
+**Budget: equal rollout tokens.** An arm trains in chunks of ``eval_every`` steps (each chunk
+resumes the last checkpoint); after each chunk its rollout tokens (``rollout/tokens`` of
+``metrics.jsonl``, prompts excluded) are summed, and the arm stops at the first chunk that
+reaches ``token_budget`` (or at ``max_steps``). ``token_budget = 0`` makes the budget
+``max_steps`` steps for every arm instead. Steps, tokens and seconds are reported per arm.
+
+**Held-out sets**, scored at step 0 (the shared base model) and after every chunk, greedy:
+
+- ``exec_heldout``: the held-out execution tasks (``sage_env/data/exec_heldout.jsonl``,
+  deduction, disjoint from the seeds and CRUXEval), ``sage-env eval``'s loop;
+- ``cruxeval_o`` / ``cruxeval_i``: CRUXEval's first N items, ``sage-env eval``'s loop;
+- ``validation``: the math/code validation split's first N tasks
+  (:func:`sage_env.load_validation`, MATH and GSM8K in turn), prompted as the solver role and
+  scored by the math verifier, as training's validation is.
+
+**Statistics.** Accuracy with its Wilson score interval at 95% (Wilson 1927; the interval
+recommended by Brown, Cai & DasGupta 2001); final against base on the same items with the
+exact McNemar test (two-sided binomial test on the discordant pairs, McNemar 1947).
+
+Writes ``OUT/summary.json`` (per arm and held-out set: ``base``, ``final``, ``ci95`` =
+``{"base": [lo, hi], "final": [lo, hi]}``, ``items``, ``steps``, ``p_value``, ``gained``,
+``lost``, ``curve``; per arm also ``step_log``, each step's solver accuracy and proposal
+parse/valid/accept rates), ``OUT/learning_curve.png`` (accuracy against step, one line per arm,
+Wilson intervals) and ``OUT/table.md``. Training runs go to ``--runs`` (deleted at the end
+unless ``--keep-runs``). Usage::
+
+    python -m experiments.learning_curve.run \
+        --protocols sage,azr,rlvr,mae --max-steps 4 --eval-every 2 --token-budget 20000 \
+        --sets exec_heldout:200:24,cruxeval_o:200:160,cruxeval_i:200:160,validation:200:192
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from learners.evaluation.heldout import Z95, mcnemar_exact, wilson  # noqa: F401 (re-used)
+
+logger = logging.getLogger("sage_env.learning_curve")
+
+SETS = ("exec_heldout", "cruxeval_o", "cruxeval_i", "validation")
+"""Held-out sets this benchmark knows."""
+
+
+# --------------------------------------------------------------------------- statistics
+def set_summary(curve: list[tuple[int, list[bool]]]) -> dict[str, Any]:
+    """One arm on one held-out set, from ``[(step, per-item correctness), ...]`` (step 0 first).
+
+    Returns:
+        ``{"base", "final", "ci95": {"base": [lo, hi], "final": [lo, hi]}, "items", "steps",
+        "p_value", "gained", "lost", "gained_items", "lost_items" (indices of the items that
+        turned right / wrong), "curve": [{"step", "accuracy", "ci95"}, ...]}``.
+    """
+    (_, base), (last, final) = curve[0], curve[-1]
+    n = len(base)
+
+    def acc(xs: list[bool]) -> float:
+        return sum(xs) / len(xs) if xs else 0.0
+
+    gained, lost, p = mcnemar_exact(base, final)
+    return {
+        "base": acc(base),
+        "final": acc(final),
+        "ci95": {"base": list(wilson(sum(base), n)), "final": list(wilson(sum(final), n))},
+        "items": n,
+        "steps": last,
+        "p_value": p,
+        "gained": gained,
+        "lost": lost,
+        "gained_items": [i for i, (b, f) in enumerate(zip(base, final)) if f and not b],
+        "lost_items": [i for i, (b, f) in enumerate(zip(base, final)) if b and not f],
+        "curve": [
+            {"step": s, "accuracy": acc(xs), "ci95": list(wilson(sum(xs), len(xs)))}
+            for s, xs in curve
+        ],
+    }
+
+
+# --------------------------------------------------------------------------- config
+@dataclass
+class CurveConfig:
+    """Options of the learning-curve benchmark."""
+
+    protocols: str = "sage,azr,rlvr,mae"
+    """Arms, comma-separated: protocol names, a suffix ``:frozen`` for the frozen-pool
+    ablation (``azr:frozen``: proposals judged and paid as usual, accepted tasks never
+    trained on)."""
+    model: str = "smollm2-135m-instruct"
+    """The start model of every arm: a bundled name or a folder (e.g. a warmed model)."""
+    preset: str = "demo"
+    """The training preset every arm starts from (``sage-env train --preset``)."""
+    algorithm: str = "trr"
+    """The learner of every arm (``trr``: Task-Relative REINFORCE++)."""
+    domains: str = "exec"
+    """``EnvConfig.domains`` of every arm (``azr`` ignores it: execution tasks only)."""
+    rounds_per_step: int = 4
+    """Rounds per environment copy per optimiser step."""
+    max_steps: int = 4
+    """Optimiser steps per arm (the most; see ``token_budget``)."""
+    eval_every: int = 2
+    """Steps between held-out evaluations (each chunk resumes the last checkpoint)."""
+    token_budget: int = 0
+    """Rollout tokens per arm (equal-token budget); 0: ``max_steps`` steps for every arm."""
+    sets: str = "exec_heldout:200:24,cruxeval_o:200:160,cruxeval_i:200:160,validation:200:192"
+    """``name:items:max_new_tokens`` per held-out set (names from :data:`SETS`)."""
+    engine: str = "ct2"
+    """Rollout engine of training."""
+    eval_engine: str = "ct2"
+    """Engine of every held-out evaluation (greedy). On 2 cores ``ct2`` at 16 rows scored the
+    held-out execution items at about 1-2 s an item, ``hf`` at 64 rows at 3-5 s (2026-12-02,
+    shared machine)."""
+    eval_batch: int = 16
+    """Rows per generate call of the evaluations."""
+    curve_sets: str = ""
+    """Held-out sets scored after every chunk (comma-separated); the others are scored at
+    step 0 and after the last chunk only. Empty: every set after every chunk."""
+    warmup_steps: int | None = None
+    """Format warm-up steps of every arm (``None``: the preset's)."""
+    solver_samples: int | None = None
+    """``EnvConfig.solver_samples`` (k, the solver's attempts per task: the advantage group)
+    of every arm (``None``: the preset's)."""
+    lr: float | None = None
+    """The learner's learning rate in every arm (``None``: the preset's)."""
+    seed: int = 0
+    """Seed of every arm's run (sampling, task draws); the held-out sets are scored greedily."""
+    out: str = "runs/learning_curve_results"
+    """Where ``summary.json``, ``table.md``, the plot and the kept completions go. The default
+    is under the git-ignored ``runs/``, so a run never overwrites committed results; give
+    ``benchmarks/results/...`` to publish."""
+    runs: str = "runs/learning_curve"
+    """Where the training runs go (deleted at the end unless ``--keep-runs``)."""
+    keep_runs: bool = False
+    """Keep every arm's run folder (checkpoints, ``metrics.jsonl``, pool)."""
+    progress: bool = True
+    """A progress bar over training steps of all arms (the arms' own bars stay off)."""
+    resume: bool = False
+    """Continue arms from ``OUT/partial/<arm>.json`` and their run folders (a stopped
+    invocation, or a larger ``--max-steps``) instead of training them from the start."""
+    merge: bool = False
+    """Keep the arms of an earlier ``summary.json`` in ``out`` (same model, sets and engine)
+    that this invocation does not train: several short invocations make one summary."""
+
+    def parsed_sets(self) -> list[tuple[str, int, int]]:
+        """``[(name, items, max_new_tokens), ...]``.
+
+        Raises:
+            ValueError: on an unknown set or a bad entry.
+        """
+        out = []
+        for entry in (e.strip() for e in self.sets.split(",") if e.strip()):
+            parts = entry.split(":")
+            if len(parts) != 3 or parts[0] not in SETS:
+                raise ValueError(f"--sets entries are name:items:max_new_tokens, name in {SETS}")
+            n, t = int(parts[1]), int(parts[2])
+            if n < 1 or t < 1:
+                raise ValueError(f"--sets {entry}: items and max_new_tokens must be >= 1")
+            out.append((parts[0], n, t))
+        return out
+
+    def every_chunk(self) -> set[str]:
+        """Names of the sets scored after every chunk (:attr:`curve_sets`; empty: all).
+
+        Raises:
+            ValueError: on a name that is not in :attr:`sets`.
+        """
+        names = {n for n, _, _ in self.parsed_sets()}
+        wanted = {x.strip() for x in self.curve_sets.split(",") if x.strip()}
+        if wanted - names:
+            raise ValueError(f"--curve-sets {sorted(wanted - names)} not in --sets")
+        return wanted or names
+
+
+FROZEN_POOL = ":frozen"
+"""Suffix of an arm that trains under the frozen-pool ablation (``azr:frozen``:
+``EnvConfig.pool_admission = "frozen"``; docs/rewards.md, "Frozen pool")."""
+
+
+def split_arm(arm: str) -> tuple[str, bool]:
+    """``("azr", True)`` for ``"azr:frozen"``, ``("azr", False)`` for ``"azr"``."""
+    if arm.endswith(FROZEN_POOL):
+        return arm[: -len(FROZEN_POOL)], True
+    return arm, False
+
+
+def parse_curve_arms(spec: str) -> list[str]:
+    """Arm names from ``"sage,sage:frozen,azr,rlvr"``, checked against the protocol registry.
+
+    Raises:
+        ValueError: on an empty or repeated arm, an unknown protocol, or ``rlvr:frozen``
+            (RLVR proposes nothing: its pool never grows).
+    """
+    from learners.reports.compare import parse_arms
+
+    names = [a.strip() for a in spec.split(",") if a.strip()]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--protocols repeats an arm: {names}")
+    plain = [split_arm(n)[0] for n in names]
+    parse_arms(",".join(dict.fromkeys(plain)))  # unknown protocols, empty list
+    for name, protocol in zip(names, plain):
+        if name.endswith(FROZEN_POOL) and protocol == "rlvr":
+            raise ValueError("rlvr:frozen is rlvr: its pool never grows")
+    return names
+
+
+def train_config(cfg: CurveConfig, protocol: str) -> Any:
+    """The arm's :class:`~learners.training.config.TrainConfig` (``sage-env compare``'s, then ours).
+
+    Ours: the rollout engine, the domains, no in-training validation or critic probe (the
+    held-out sets are scored here, the same way for every arm), a checkpoint per chunk.
+    ``protocol`` may name a frozen-pool arm (``azr:frozen``): ``pool_admission = "frozen"``,
+    and its runs go to ``<runs>/azr-frozen-pool``.
+    """
+    from learners.engines.config import RolloutConfig
+    from learners.reports.compare import Arm, CompareConfig, run_config
+
+    protocol, frozen_pool = split_arm(protocol)
+
+    ccfg = CompareConfig(
+        protocols=protocol,
+        algorithms=cfg.algorithm,
+        seeds=(cfg.seed,),
+        steps=cfg.eval_every,
+        rounds_per_step=cfg.rounds_per_step,
+        model=cfg.model,
+        preset=cfg.preset,
+        out=cfg.runs,
+    )
+    name = f"{protocol}-frozen-pool" if frozen_pool else protocol
+    tcfg = run_config(ccfg, Arm(name, protocol, algorithm=cfg.algorithm), cfg.seed)
+    env = dataclasses.replace(tcfg.env, domains=tuple(cfg.domains.split(",")))
+    if frozen_pool:
+        env = dataclasses.replace(env, pool_admission="frozen")
+    if cfg.solver_samples is not None:
+        env = dataclasses.replace(env, solver_samples=cfg.solver_samples)
+    learner = tcfg.learner
+    if cfg.lr is not None:
+        learner = dataclasses.replace(learner, lr=cfg.lr)
+    warm = tcfg.warmup
+    if cfg.warmup_steps is not None:
+        warm = dataclasses.replace(warm, steps=cfg.warmup_steps)
+    # the execution solver's prefix opens its answer block: the closing fence ends the answer
+    stops = {**tcfg.phase_stop_strings, "solve/exec": ("```",), "probe/exec": ("```",)}
+    return dataclasses.replace(
+        tcfg,
+        env=env,
+        learner=learner,
+        warmup=warm,
+        phase_stop_strings=stops,
+        rollout=dataclasses.replace(RolloutConfig(), engine=cfg.engine),
+        val_every=0,
+        heldout="",  # the held-out sets are scored here, not by the run
+        critic_probe_size=0,
+        gate_calibration=False,
+        save_every=cfg.eval_every,
+        keep_checkpoints=1,
+        report_to="none",
+        device="cpu",
+    )
+
+
+# --------------------------------------------------------------------------- evaluation
+def evaluate(model: str, sets: list[tuple[str, int, int]], cfg: CurveConfig, out: Path) -> dict:
+    """Per-item greedy correctness of ``model`` on every held-out set, ``{set: [bool]}``.
+
+    Benchmarks run through ``sage-env eval``'s :func:`~learners.evaluation.run_eval` (its
+    files land in ``out/<set>``); ``validation`` prompts each task as the solver role and
+    scores it with the math verifier, as training's validation does.
+    """
+    from learners.engines.config import RolloutConfig
+    from learners.evaluation.run import EvalConfig, run_eval
+    from learners.policy.hf_policy import HFPolicy
+    from learners.types import SamplingConfig, action_text
+    from sage_env import load_validation, prompts
+    from sage_env.verifiers import MathVerifier
+
+    policy = HFPolicy(
+        model, device="cpu", seed=cfg.seed, rollout=RolloutConfig(engine=cfg.eval_engine)
+    )
+    got: dict[str, list[bool]] = {}
+    try:
+        for name, n, tokens in sets:
+            if name == "validation":
+                tasks = load_validation(n)
+                sampling = SamplingConfig(
+                    max_new_tokens=tokens, do_sample=False, batch_size=cfg.eval_batch
+                )
+                comps = policy.generate([prompts.solver(t) for t in tasks], sampling)
+                with MathVerifier() as mv:
+                    got[name] = [
+                        mv.verify(action_text(c), t.answer or "").score >= 1.0
+                        for c, t in zip(comps, tasks)
+                    ]
+                continue
+            ecfg = EvalConfig(
+                model=model,
+                benchmarks=name,
+                limit=n,
+                max_new_tokens=tokens,
+                batch_size=cfg.eval_batch,
+                out=str(out / name),
+                device="cpu",
+            )
+            (result,) = run_eval(ecfg, policy=policy, progress=False)
+            got[name] = [bool(r["correct"][0]) for r in result.records]
+    finally:
+        policy.close()
+    return got
+
+
+# --------------------------------------------------------------------------- the run
+STEP_KEYS = (
+    "solver/accuracy",
+    "rollout/tokens",
+    "time/step_s",
+    "pool/size",
+    "pool/generated",
+    "solver/trained_rows",
+    "solver/judging_rows",
+    "solver/generated_share",
+)
+"""Per-step metrics kept in ``summary.json`` (with every ``<role>/parse_rate``,
+``valid_rate`` and ``accept_rate`` and every ``pool/accepted*``, ``pool/proposals`` and
+``pool/valid``: the pool dynamics of :func:`learners.training.metrics.pool_dynamics_metrics`),
+so a run's proposals and pool survive its folder."""
+
+
+def step_log(run: Path) -> list[dict[str, Any]]:
+    """One row per training step of a run's ``metrics.jsonl``: ``step``, :data:`STEP_KEYS` and
+    each proposing role's parse/valid/accept rates (missing keys are left out; steps < 1,
+    such as a warm-up row, are skipped)."""
+    wanted = ("/parse_rate", "/valid_rate", "/accept_rate")
+    pool_keys = ("pool/accepted", "pool/proposals", "pool/valid")
+    out: dict[int, dict[str, Any]] = {}
+    for x in (run / "metrics.jsonl").read_text().splitlines():
+        r = json.loads(x) if x.strip() else {}
+        step = r.get("step", 0)
+        if not isinstance(step, int) or step < 1:
+            continue
+        row = out.setdefault(step, {"step": step})
+        row.update(
+            {
+                k: v
+                for k, v in r.items()
+                if k in STEP_KEYS or k.endswith(wanted) or k.startswith(pool_keys)
+            }
+        )
+    return [out[s] for s in sorted(out)]
+
+
+def read_totals(run: Path) -> dict[str, float]:
+    """Steps, rollout tokens and step seconds summed over a run's ``metrics.jsonl``."""
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    rows = [r for r in rows if r.get("step", 0) > 0]
+    return {
+        "steps": max((r["step"] for r in rows), default=0),
+        "rollout_tokens": float(sum(r.get("rollout/tokens") or 0.0 for r in rows)),
+        "train_seconds": float(sum(r.get("time/step_s") or 0.0 for r in rows)),
+    }
+
+
+def keep_completions(src: Path, dst: Path) -> None:
+    """Copy the per-item completion files (``*.jsonl``) an evaluation wrote under ``src`` to
+    ``dst`` (flat), so that the items an arm gained or lost can be read after its run folder
+    is deleted."""
+    files = sorted(src.rglob("*.jsonl")) if src.exists() else []
+    if files:
+        dst.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        shutil.copyfile(f, dst / f.name)
+
+
+def run_curve(
+    cfg: CurveConfig,
+    train_fn: Callable[[Any], Any] | None = None,
+    evaluate_fn: Callable[..., dict[str, list[bool]]] | None = None,
+    model_of: Callable[[Path], str] | None = None,
+) -> dict[str, Any]:
+    """Train every arm in chunks, score the held-out sets, write the summary and the plot.
+
+    ``train_fn`` (a TrainConfig -> None), ``evaluate_fn`` (as :func:`evaluate`) and
+    ``model_of`` (run folder -> model path) default to the real ones; tests pass scripted
+    stand-ins.
+
+    Returns:
+        The summary written to ``summary.json``.
+
+    Raises:
+        ValueError: on bad budgets or sets.
+    """
+    from learners.reports.compare import final_model
+
+    if train_fn is None:
+        from learners.training.loop import train
+
+        def train_fn(tcfg: Any) -> None:
+            train(tcfg, progress=False)
+
+    evaluate_fn = evaluate_fn or evaluate
+    model_of = model_of or final_model
+    if cfg.max_steps < 1 or cfg.eval_every < 1 or cfg.token_budget < 0:
+        raise ValueError("max_steps and eval_every must be >= 1, token_budget >= 0")
+    sets = cfg.parsed_sets()
+    arms = parse_curve_arms(cfg.protocols)
+    out, runs = Path(cfg.out), Path(cfg.runs)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    base_file = out / "base_items.json"  # the base model's per-item scores, reused by reruns
+    key = {"model": cfg.model, "sets": sets, "engine": cfg.eval_engine}
+    cfg.every_chunk()  # a bad --curve-sets fails before any scoring
+    cached = json.loads(base_file.read_text()) if base_file.exists() else {}
+    if cached.get("key") == json.loads(json.dumps(key)):
+        base, base_s = cached["correct"], cached["seconds"]
+    else:
+        base = evaluate_fn(cfg.model, sets, cfg, runs / "eval_base")
+        base_s = time.perf_counter() - t0
+        base_file.write_text(json.dumps({"key": key, "correct": base, "seconds": base_s}))
+        keep_completions(runs / "eval_base", out / "items" / "base")
+    per_arm: dict[str, dict[str, Any]] = {}
+    earlier = out / "summary.json"
+    if cfg.merge and earlier.exists():  # arms of an earlier invocation on the same base
+        old = json.loads(earlier.read_text())
+        if old.get("base_key") == json.loads(json.dumps(key)):
+            from learners.training.build import code_provenance
+
+            here = code_provenance()
+            ours = {(here["git_commit"], here["git_diff_sha256"])}
+            for p, a in old["protocols"].items():
+                if p in arms:
+                    continue
+                theirs = {
+                    (c.get("git_commit"), c.get("git_diff_sha256")) for c in a.get("code") or [{}]
+                }
+                if theirs != ours:  # a table of arms trained by different code
+                    logger.warning(
+                        "learning curve: merged arm %s was trained by other code (%s) than "
+                        "this invocation (%s)",
+                        p,
+                        sorted(theirs, key=str),
+                        sorted(ours, key=str),
+                    )
+                per_arm[p] = a
+    from tqdm.auto import tqdm
+
+    bar = tqdm(
+        total=len(arms) * cfg.max_steps,
+        desc="learning curve",
+        unit="step",
+        disable=not cfg.progress,
+    )
+    for protocol in arms:
+        bar.set_postfix_str(protocol)
+        per_arm[protocol] = train_arm(
+            cfg, protocol, base, key, bar, train_fn, evaluate_fn, model_of
+        )
+        write_summary(cfg, per_arm, base_s, key, out)  # an arm's result survives a kill
+    bar.close()
+    if not cfg.keep_runs:
+        shutil.rmtree(runs, ignore_errors=True)
+    return write_summary(cfg, per_arm, base_s, key, out)
+
+
+def _state_key(cfg: CurveConfig, protocol: str, key: dict) -> dict:
+    """What must match for ``--resume`` to continue an arm's saved state."""
+    fields = ("preset", "algorithm", "domains", "rounds_per_step", "eval_every", "token_budget",
+              "curve_sets", "warmup_steps", "solver_samples", "lr", "seed", "engine")
+    return json.loads(json.dumps({"arm": protocol, "base": key, **{
+        f: getattr(cfg, f) for f in fields}}))
+
+
+def train_arm(
+    cfg: CurveConfig,
+    protocol: str,
+    base: dict[str, list[bool]],
+    key: dict,
+    bar: Any,
+    train_fn: Callable[[Any], Any],
+    evaluate_fn: Callable[..., dict[str, list[bool]]],
+    model_of: Callable[[Path], str],
+) -> dict[str, Any]:
+    """Train one arm in chunks of ``eval_every`` steps, scoring after each; its summary entry.
+
+    After every chunk the arm's curves so far go to ``OUT/partial/<arm>.json``. With
+    ``--resume`` an arm whose state matches (same settings and base scores) continues from
+    it: a finished arm is not trained again, an unfinished one resumes its run's last
+    checkpoint (``TrainConfig.resume``); ``--max-steps`` may be raised to extend a run.
+    """
+    tcfg = train_config(cfg, protocol)
+    run, out = Path(tcfg.out), Path(cfg.out)
+    state_file = out / "partial" / f"{protocol.replace(':', '-')}.json"
+    skey = _state_key(cfg, protocol, key)
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    sets = cfg.parsed_sets()
+    every = cfg.every_chunk()
+    curves = {name: [(0, base[name])] for name, _, _ in sets}
+    step, totals, eval_s = 0, {"steps": 0, "rollout_tokens": 0.0, "train_seconds": 0.0}, 0.0
+    resumable = cfg.resume and state.get("key") == skey
+    if resumable and (state["done"] and state["steps"] >= cfg.max_steps or run.exists()):
+        curves = {n: [(s_, xs) for s_, xs in c] for n, c in state["curves"].items()}
+        step, totals, eval_s = state["steps"], state["totals"], state["eval_seconds"]
+        logger.info("learning curve: %s resumes at step %d", protocol, step)
+        bar.update(min(step, cfg.max_steps))
+        if state["done"] and step >= cfg.max_steps:
+            return state["result"]
+    elif run.exists():
+        shutil.rmtree(run)
+    while step < cfg.max_steps:
+        target = min(step + cfg.eval_every, cfg.max_steps)
+        logger.info("learning curve: %s steps %d -> %d", protocol, step, target)
+        train_fn(dataclasses.replace(tcfg, steps=target, resume=step > 0))
+        totals = read_totals(run)
+        bar.update(max(0, int(totals["steps"]) - step))
+        step = int(totals["steps"])
+        last = (
+            step >= cfg.max_steps
+            or step < target  # the run stopped early (it should not: no early stopping)
+            or bool(cfg.token_budget and totals["rollout_tokens"] >= cfg.token_budget)
+        )
+        now = [s for s in sets if last or s[0] in every]
+        t1 = time.perf_counter()
+        scores = evaluate_fn(model_of(run), now, cfg, run / f"eval_step{step}")
+        eval_s += time.perf_counter() - t1
+        for name, _, _ in now:
+            curves[name].append((step, scores[name]))
+        state = {"key": skey, "curves": curves, "steps": step, "totals": totals,
+                 "eval_seconds": eval_s, "done": False}
+        if last:
+            keep_completions(run / f"eval_step{step}", out / "items" / f"{protocol}_step{step}")
+            break
+        _write_atomic(state_file, state)
+    result = {
+        "budget": totals,
+        "seconds_per_step": totals["train_seconds"] / totals["steps"] if totals["steps"] else None,
+        "eval_seconds": eval_s,
+        "sets": {name: set_summary(c) for name, c in curves.items()},
+        "step_log": step_log(run) if run.exists() else state.get("result", {}).get("step_log", []),
+        "code": _provenance(run) if run.exists() else state.get("result", {}).get("code"),
+    }
+    _write_atomic(state_file, {**state, "done": True, "result": result})
+    if not cfg.keep_runs:
+        shutil.rmtree(run, ignore_errors=True)
+    bar.update(max(0, cfg.max_steps - step))  # an arm stopped by its token budget
+    return result
+
+
+def _provenance(run: Path) -> list | None:
+    """The code that trained ``run`` (its ``provenance.json``: commit, edits, versions), or None."""
+    p = run / "provenance.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _write_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def write_summary(
+    cfg: CurveConfig, per_arm: dict[str, Any], base_s: float, key: dict, out: Path
+) -> dict[str, Any]:
+    """Write ``summary.json``, ``table.md`` and the plot for the arms done so far."""
+    summary = {
+        "config": dataclasses.asdict(cfg),
+        "budget": (
+            {"unit": "rollout tokens", "per_arm": cfg.token_budget, "max_steps": cfg.max_steps}
+            if cfg.token_budget
+            else {"unit": "steps", "steps": cfg.max_steps, "rounds_per_step": cfg.rounds_per_step}
+        ),
+        "decoding": "greedy",
+        "interval": "Wilson score, 95%",
+        "test": "exact McNemar, final vs base on the same items, two-sided",
+        "base_eval_seconds": base_s,
+        "base_key": key,
+        "protocols": per_arm,
+        "significant": [
+            f"{p}/{name}"
+            for p, arm in per_arm.items()
+            for name, s in arm["sets"].items()
+            if s["p_value"] < 0.05 and s["final"] > s["base"]
+        ],
+    }
+    summary["table"] = markdown(summary)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "table.md").write_text(summary["table"] + "\n")
+    plot(summary, out / "learning_curve.png")
+    return summary
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """One row per arm and held-out set: base, final (Wilson 95%), steps, tokens, p."""
+
+    def ci(c: list[float]) -> str:
+        return f"[{c[0]:.2f}, {c[1]:.2f}]"
+
+    lines = [
+        "| protocol | held-out set | items | base (95% CI) | final (95% CI) | gained / lost "
+        "| McNemar p | steps | rollout tokens | s/step |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p, arm in summary["protocols"].items():
+        sps = arm["seconds_per_step"]
+        for name, s in arm["sets"].items():
+            lines.append(
+                f"| {p} | {name} | {s['items']} | {s['base']:.3f} {ci(s['ci95']['base'])} | "
+                f"{s['final']:.3f} {ci(s['ci95']['final'])} | {s['gained']} / {s['lost']} | "
+                f"{s['p_value']:.3g} | {s['steps']} | {arm['budget']['rollout_tokens']:.0f} | "
+                f"{'-' if sps is None else f'{sps:.0f}'} |"
+            )
+    return "\n".join(lines)
+
+
+def plot(summary: dict[str, Any], path: Path) -> Path:
+    """Accuracy against step per held-out set, one line per arm, Wilson 95% intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    arms = summary["protocols"]
+    names = list(dict.fromkeys(n for a in arms.values() for n in a["sets"]))
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(max(6.5, 4.2 * len(names)), 4))
+    axes = [axes] if len(names) <= 1 else list(axes)
+    for ax, name in zip(axes, names):
+        for i, (p, arm) in enumerate(arms.items()):
+            s = arm["sets"].get(name)
+            if s is None:
+                continue
+            xs = [pt["step"] + 0.06 * (i - (len(arms) - 1) / 2) for pt in s["curve"]]
+            ys = [pt["accuracy"] for pt in s["curve"]]
+            err = [
+                [max(0.0, y - pt["ci95"][0]) for y, pt in zip(ys, s["curve"])],
+                [max(0.0, pt["ci95"][1] - y) for y, pt in zip(ys, s["curve"])],
+            ]
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=p, color=f"C{i % 10}")
+        n = next(iter(a["sets"][name]["items"] for a in arms.values() if name in a["sets"]))
+        ax.set(title=f"{name} ({n} items, greedy)", xlabel="step", ylabel="accuracy")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.set_ylim(-0.02, max(0.2, min(1.02, ax.get_ylim()[1])))
+        ax.legend(fontsize=8)
+    fig.suptitle("Held-out accuracy against training step (Wilson 95% intervals)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command line: every :class:`CurveConfig` field as ``--field-name`` (``--help`` lists
+    them with their documentation)."""
+    import tyro
+
+    cfg = tyro.cli(CurveConfig, args=argv, description=__doc__.split("\n")[0])
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    summary = run_curve(cfg)
+    print(summary["table"])
+    return summary
+
+
+if __name__ == "__main__":
+    main()
