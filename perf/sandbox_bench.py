@@ -37,11 +37,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from sage_env import sandbox  # noqa: E402
 from sage_env.verifiers import CodeVerifier  # noqa: E402
 
-DATA = Path("/work/shared/data/code")
-for cand in (HERE.parents[1] / "shared" / "data" / "code", DATA):
-    if cand.is_dir():
-        DATA = cand
-        break
+DATA = Path(os.environ.get("SAGE_ENV_DATA") or HERE.parent / "learners/data/benchmarks") / "code"
+"""HumanEval and MBPP+ files: ``$SAGE_ENV_DATA/code`` if set, else the copies the package ships."""
 
 
 def load(name):

@@ -32,7 +32,7 @@ pool instead and reports every candidate that would be excluded.
 
 Usage::
 
-    python scripts/build_seeds.py [--data-dir ../shared/data] [--out sage_env/data/seeds.jsonl]
+    python scripts/build_seeds.py --data-dir RAW_DATA [--out sage_env/data/seeds.jsonl]
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from sage_env.tasks import SEED_SOURCES, Task, write_jsonl  # noqa: E402
 
-DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+DEFAULT_DATA_DIR = Path(os.environ["SAGE_ENV_DATA"]) if os.environ.get("SAGE_ENV_DATA") else None
+"""``$SAGE_ENV_DATA`` (the raw training files are not shipped); ``--data-dir`` otherwise."""
 DEFAULT_OUT = REPO_ROOT / "sage_env" / "data" / "seeds.jsonl"
 SEED = 2603
 COUNTS = {"math": 156, "gsm8k": 148, "humaneval": 87, "mbpp": 109}
@@ -614,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
         "--data-dir",
         type=Path,
         default=DEFAULT_DATA_DIR,
-        help="shared raw data folder (default: %(default)s)",
+        help="raw data folder holding SOURCE_FILES (default: $SAGE_ENV_DATA; required without it)",
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="output JSONL (default: %(default)s)"
@@ -632,6 +633,9 @@ def main(argv: list[str] | None = None) -> int:
         help="validate every candidate, report exclusions, write nothing",
     )
     args = parser.parse_args(argv)
+    if args.data_dir is None:
+        parser.error("--data-dir is required (or set $SAGE_ENV_DATA): sage-env does not ship "
+                     f"all of the raw training files {sorted(SOURCE_FILES.values())}")
 
     start = time.monotonic()
     if args.audit:

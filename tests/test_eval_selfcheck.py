@@ -12,11 +12,7 @@ from experiments.eval_selfcheck import run as eval_selfcheck  # noqa: E402
 from learners.evaluation import input_literal, mbpp_plus_inputs
 from learners.evaluation.benchmarks.math_benchmarks import _olympiad_answer
 from sage_env.verifiers import CodeVerifier, MathVerifier
-from tests.data_paths import SHARED_DATA
-
-needs_data = pytest.mark.skipif(
-    not SHARED_DATA.exists(), reason=f"benchmark data not at {SHARED_DATA}"
-)
+from tests.data_paths import require_benchmarks
 
 SAMPLE = {
     "gsm8k": None,
@@ -47,13 +43,12 @@ def verifiers():
 
 
 @pytest.mark.slow
-@needs_data
 @pytest.mark.parametrize("name", sorted(SAMPLE))
 def test_gold_answers_of_a_sample_of_every_benchmark_score_correct(name, verifiers):
     mv, cv = verifiers
-    ids = SAMPLE[name]
+    ids, data = SAMPLE[name], require_benchmarks(name)
     result = eval_selfcheck.check_benchmark(
-        name, SHARED_DATA, mv, cv, limit=None if ids else 4, plus_limit=10, item_ids=ids
+        name, data, mv, cv, limit=None if ids else 4, plus_limit=10, item_ids=ids
     )
     assert result.items == (len(ids) if ids else 4)
     assert result.failures == [] and result.rate == 1.0
@@ -128,16 +123,16 @@ def test_the_selfcheck_table_names_failing_items(monkeypatch):
     assert [f["item_id"] for f in bad.unexplained] == ["Mbpp/7"] and named.unexplained == []
 
 
-@needs_data
 def test_cruxeval_judges_values_and_runs_f_for_the_input(verifiers):
     from learners.evaluation import load_benchmark, score
 
     mv, cv = verifiers
-    o = load_benchmark("cruxeval_o", SHARED_DATA)[0]  # f(nums) -> [(4, 1), ... (2, 3)]
+    data = require_benchmarks("cruxeval_o", "cruxeval_i")
+    o = load_benchmark("cruxeval_o", data)[0]  # f(nums) -> [(4, 1), ... (2, 3)]
     assert o.domain == "exec" and "```input" in o.prompt
     assert score(o, f"```output\n{o.answer.replace(' ', '')}\n```", mv, cv)[0]
     assert not score(o, "```output\n[(4, 1)]\n```", mv, cv)[0]
-    i = load_benchmark("cruxeval_i", SHARED_DATA)[0]
+    i = load_benchmark("cruxeval_i", data)[0]
     # any input for which f gives the output is right: here the same multiset reordered
     assert score(i, "```input\n[3, 1, 1, 3, 1, 1]\n```", mv, cv)[0]
     assert not score(i, "```input\n[1]\n```", mv, cv)[0]

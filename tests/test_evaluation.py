@@ -3,7 +3,6 @@ from itertools import combinations
 
 import pytest
 
-from learners.evaluation.decontam import overlap_report
 from learners.evaluation import (
     EvalItem,
     gsm8k_gold,
@@ -15,12 +14,10 @@ from learners.evaluation import (
     score,
     summarise,
 )
+from learners.evaluation.decontam import overlap_report
 from sage_env import Task
 from sage_env.verifiers import CodeVerifier, MathVerifier
-from tests.data_paths import SHARED_DATA
-
-DATA = SHARED_DATA
-needs_data = pytest.mark.skipif(not DATA.exists(), reason=f"benchmark data not at {DATA}")
+from tests.data_paths import require_benchmarks
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +144,6 @@ def test_decontam_flags_a_planted_duplicate():
 
 
 @pytest.mark.slow
-@needs_data
 @pytest.mark.parametrize(
     "name, count",
     [
@@ -164,7 +160,7 @@ def test_decontam_flags_a_planted_duplicate():
     ],
 )
 def test_local_loaders(name, count):
-    items = load_benchmark(name, DATA, plus_limit=5)
+    items = load_benchmark(name, require_benchmarks(name), plus_limit=5)
     assert len(items) == count
     assert (
         all(it.answer for it in items)
@@ -174,14 +170,14 @@ def test_local_loaders(name, count):
 
 
 @pytest.mark.slow
-@needs_data
 def test_canonical_solutions_score_correct_on_plus_tests(verifiers):
     mv, cv = verifiers
     import gzip
     import json
 
-    rows = [json.loads(x) for x in gzip.open(DATA / "code/HumanEvalPlus-v0.1.10.jsonl.gz", "rt")]
-    items = load_benchmark("humaneval_plus", DATA, plus_limit=20)[:10]
+    data = require_benchmarks("humaneval_plus")
+    rows = [json.loads(x) for x in gzip.open(data / "code/HumanEvalPlus-v0.1.10.jsonl.gz", "rt")]
+    items = load_benchmark("humaneval_plus", data, plus_limit=20)[:10]
     for row, item in zip(rows, items):
         ok, rec = score(
             item, "```python\n" + row["prompt"] + row["canonical_solution"] + "```", mv, cv
@@ -189,10 +185,10 @@ def test_canonical_solutions_score_correct_on_plus_tests(verifiers):
         assert ok, (item.item_id, rec)
 
 
-@needs_data
 def test_decontam_on_real_data_flags_humaneval_only():
     for name, flagged in (("humaneval_plus", True), ("gsm8k", False), ("aime24", False)):
-        assert overlap_report(load_benchmark(name, DATA, plus_limit=1)).contaminated is flagged
+        data = require_benchmarks(name)
+        assert overlap_report(load_benchmark(name, data, plus_limit=1)).contaminated is flagged
 
 
 def test_validation_says_what_it_runs_and_scores_with_the_verifier(verifiers, caplog):

@@ -14,19 +14,19 @@ import types
 from pathlib import Path
 
 import pytest
-from data_paths import SHARED_DATA
 
 from sage_env.exec_tasks import load_exec_seeds, proposer_prompt
 from sage_env.protocols.azr import AZRConfig
 from sage_env.verifiers import execution as ex
 from sage_env.verifiers import program_checks as pc
+from tests.data_paths import RAW_DATA
 
 ROOT = Path(__file__).resolve().parents[1]
 CRUXEVAL = [
     p
     for p in (
         ROOT / "learners/data/benchmarks/code/cruxeval.jsonl.gz",
-        SHARED_DATA / "code/cruxeval.jsonl.gz",
+        RAW_DATA / "code/cruxeval.jsonl.gz",
     )
     if p.is_file()
 ]

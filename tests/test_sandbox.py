@@ -20,11 +20,11 @@ import pytest
 
 from sage_env import sandbox
 from sage_env.verifiers import CodeVerifier
-from tests.data_paths import SHARED_DATA
+from tests.data_paths import RAW_DATA
 
 ROOT = os.geteuid() == 0
 LEVEL = sandbox.isolation_level()
-DATA = SHARED_DATA / "code"
+DATA = RAW_DATA / "code"
 
 
 def _sandbox_pids() -> set[int]:
@@ -547,7 +547,7 @@ def test_network_in_a_test_is_blocked(cv):
 def _load(name: str) -> list[dict]:
     path = DATA / name
     if not path.exists():
-        pytest.skip(f"benchmark data not found at {path} (see ../shared/data/README.md)")
+        pytest.skip(f"needs {path} (set $SAGE_ENV_DATA; learners/data/benchmarks/README.md)")
     with gzip.open(path, "rt") as fh:
         return [json.loads(line) for line in fh]
 

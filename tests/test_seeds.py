@@ -17,16 +17,13 @@ from pathlib import Path
 import pytest
 
 from sage_env.tasks import SEED_SOURCES, Task, load_seeds, write_jsonl
-from tests.data_paths import SHARED_DATA
+from tests.data_paths import RAW_DATA, needs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SEEDS_FILE = REPO_ROOT / "sage_env" / "data" / "seeds.jsonl"
-DATA_DIR = SHARED_DATA
+DATA_DIR = RAW_DATA
 TIMEOUT_S = 30
 
-needs_raw_data = pytest.mark.skipif(
-    not DATA_DIR.is_dir(), reason=f"raw data folder {DATA_DIR} not present"
-)
 
 # A fixed sample of code seeds checked snippet by snippet: HumanEval/38 and /50 have a single
 # whole-check() snippet, 66/101/137/163 had vacuous ``assert True`` lines dropped.
@@ -46,6 +43,7 @@ def _load_build_script():
 
 
 build = _load_build_script()
+needs_raw_data = needs(*build.SOURCE_FILES.values())
 
 
 @pytest.fixture(scope="module")

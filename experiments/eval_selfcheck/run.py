@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> list[SelfCheck]:
         help="plus inputs per task, or 'all' (default: sage-env eval's default)",
     )
     ap.add_argument(
-        "--data-dir", default=None, help="default: $SAGE_ENV_DATA, else ../shared/data if present"
+        "--data-dir", default=None, help="default: $SAGE_ENV_DATA, else the files sage-env ships (AIME, AMC, OlympiadBench need a folder)"
     )
     ap.add_argument("--parallel", type=int, default=2, help="sandboxes at a time (code)")
     ap.add_argument(
@@ -243,11 +243,12 @@ def main(argv: list[str] | None = None) -> list[SelfCheck]:
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args(argv)
     data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
-    shared = HERE.parents[2] / "shared" / "data"  # every raw file; the package ships some
-    aime = data_dir / BENCHMARK_FILES["aime24"]
-    if not args.data_dir and not aime.exists() and shared.is_dir():
-        data_dir = shared
     names = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
+    files = {b: data_dir / BENCHMARK_FILES[b] for b in names if b in BENCHMARK_FILES}
+    absent = [b for b, f in files.items() if not f.exists()]
+    if absent:  # the package ships some raw files; the rest come from --data-dir / $SAGE_ENV_DATA
+        ap.error(f"no file for {absent} in {data_dir}: pass --data-dir (or set $SAGE_ENV_DATA) to "
+                 "a folder holding them (learners/data/benchmarks/README.md), or --benchmarks")
     unknown = [b for b in names if b not in LOCAL_BENCHMARKS]
     if unknown:
         ap.error(f"unknown benchmark(s) {unknown}; local: {', '.join(LOCAL_BENCHMARKS)}")
