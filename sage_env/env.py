@@ -13,7 +13,9 @@ the reward of its previous action.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
+import numbers
 import random
 from typing import Any
 
@@ -221,6 +223,34 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             if verifier_close is not None:
                 verifier_close()
         self._own_verifiers = []
+
+    # ------------------------------------------------------------------- gate
+    @property
+    def gate_alpha(self) -> float:
+        """The critic gate alpha (``config.rewards.alpha``): a proposal joins the pool when
+        the critic's normalised score ``q >= alpha``. Change it with :meth:`set_gate`."""
+        return self.config.rewards.alpha
+
+    def set_gate(self, alpha: float) -> None:
+        """Set the critic gate alpha for the turns to come (a learner's calibration).
+
+        The one public way to move the gate during training (``--gate-calibration`` calls it
+        on every environment after each critic probe). ``config`` is replaced by a copy whose
+        ``rewards.alpha`` is ``alpha``, so a config object shared with other copies is left
+        as it was; the turns scored after the call use the new gate.
+
+        Raises:
+            ValueError: unless ``alpha`` is a real number in [0, 1] (NaN, infinities, a
+                ``bool`` or a string are refused).
+        """
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+            raise ValueError(f"the critic gate alpha must be a number in [0, 1], got {alpha!r}")
+        value = float(alpha)
+        if not 0.0 <= value <= 1.0:  # NaN fails this too
+            raise ValueError(f"the critic gate alpha must be a number in [0, 1], got {value!r}")
+        config = copy.copy(self.config)  # not replace(): a protocol instance's config stays
+        config.rewards = dataclasses.replace(config.rewards, alpha=value)
+        self.config = config
 
     # ------------------------------------------------------------------- step
     def step(self, action: str | None) -> None:
