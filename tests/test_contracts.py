@@ -187,3 +187,260 @@ def test_the_calibrated_gate_reaches_the_env_through_set_gate(monkeypatch):
     assert report["gate/alpha"] == pytest.approx(7 / 9)
     assert all(e.unwrapped.gate_alpha == pytest.approx(7 / 9) for e in envs)
     assert cfg.env.rewards.alpha == 0.7  # the run's config is not written into
+
+
+# ---------------------------------------------------------------------- the action contract
+
+
+def onehot(score):
+    probs = [0.0] * 10
+    probs[score - 1] = 1.0
+    return probs
+
+
+def test_scored_reply_is_exported_at_the_top_and_is_the_parsing_one():
+    from sage_env import parsing
+
+    assert sage_env.ScoredReply is parsing.ScoredReply
+    assert "ScoredReply" in sage_env.__all__
+    reply = sage_env.ScoredReply("<score>2</score> Weak.", onehot(9))
+    assert isinstance(reply, str) and reply == "<score>2</score> Weak."
+    assert reply.score_probs == tuple(onehot(9))
+
+
+def test_read_action_is_the_documented_reading():
+    from sage_env.actions import read_action
+
+    plain = read_action("abc", 10)
+    assert (plain.text, plain.score_probs, plain.chars, plain.cut) == ("abc", None, 3, False)
+    assert type(plain.text) is str
+    scored = read_action(sage_env.ScoredReply("x" * 12, onehot(3)), 10)
+    assert scored.text == "x" * 10 and type(scored.text) is str
+    assert scored.score_probs == tuple(onehot(3)) and scored.chars == 12 and scored.cut
+    assert read_action(None, 10).text == "" and read_action(42, 10).text == "42"
+
+
+def _review_q(reply, estimate="expected"):
+    """Play a round whose question review is ``reply``; return (critic, challenger) lasts."""
+    env = small_env(critic_score_estimate=estimate)
+    records = []
+
+    def play(agent, phase, obs, n):
+        records.append(phase)
+        if phase == "challenge":
+            return "<question>What is 7*6?</question>\n<answer>42</answer>"
+        if phase == "review_question":
+            return reply
+        if phase == "review_plan":
+            return "<score>4</score> The plan is fine."
+        if phase == "plan":
+            return "<plan>\n1. Read.\n2. Compute.\n</plan>"
+        return "\\boxed{42}"
+
+    rows = play_round(env, play)
+    critic = next(r for r in rows if r[1] == "review_question")
+    challenger = next(r for r in rows if r[1] == "challenge")
+    return critic, challenger
+
+
+SAMPLED_REPLY = "<score>2</score> The question is weak."
+
+
+def test_a_plain_str_review_gates_on_its_sampled_score():
+    (_, _, reward, critic), (_, _, _, challenger) = _review_q(SAMPLED_REPLY)
+    assert critic["score_estimate"] == "sampled"
+    assert critic["q"] == pytest.approx(1 / 9) and critic["raw_score"] == 2.0
+    assert challenger["accepted"] is False
+    assert reward == 1.0  # the critic's own reward: its reply's format
+
+
+def test_a_scored_reply_gates_on_its_expected_score_and_pays_the_critic_its_format():
+    reply = sage_env.ScoredReply(SAMPLED_REPLY, onehot(9))
+    (_, _, reward, critic), (_, _, _, challenger) = _review_q(reply)
+    assert critic["score_estimate"] == "expected"
+    assert critic["expected_raw_score"] == 9.0 and critic["q"] == pytest.approx(8 / 9)
+    assert critic["sampled_score"] == pytest.approx(1 / 9) and critic["raw_score"] == 2.0
+    assert challenger["accepted"] is True
+    assert reward == 1.0  # the same as for the plain str: the distribution never pays it
+
+
+def test_under_the_paper_default_a_distribution_is_ignored():
+    reply = sage_env.ScoredReply(SAMPLED_REPLY, onehot(9))
+    (_, _, _, critic), (_, _, _, challenger) = _review_q(reply, estimate="sampled")
+    assert "score_estimate" not in critic and critic["q"] == pytest.approx(1 / 9)
+    assert challenger["accepted"] is False
+
+
+def test_a_distribution_that_does_not_sum_to_one_is_renormalised():
+    reply = sage_env.ScoredReply(SAMPLED_REPLY, [0.0] * 7 + [0.2, 0.0, 0.2])  # 8 and 10
+    (_, _, _, critic), _ = _review_q(reply)
+    assert critic["score_estimate"] == "expected" and critic["expected_raw_score"] == 9.0
+
+
+def test_huge_finite_weights_are_renormalised_without_overflow():
+    reply = sage_env.ScoredReply(SAMPLED_REPLY, [1e308] * 10)
+    (_, _, _, critic), _ = _review_q(reply)
+    assert critic["score_estimate"] == "expected" and critic["expected_raw_score"] == 5.5
+
+
+@pytest.mark.parametrize(
+    "probs",
+    [
+        [0.0, 1.0],  # too short
+        onehot(9) + [0.0],  # too long
+        [0.1] * 100_000,  # huge
+        [-0.5] + [0.0] * 8 + [1.5],  # negative
+        [float("nan")] + [0.1] * 9,  # NaN
+        [float("inf")] + [0.0] * 9,  # infinite
+        [0.0] * 10,  # no mass
+        ["a"] * 10,  # not numbers
+        ["0.1"] * 10,  # numbers written as strings
+        "0123456789",  # a string
+        {i: 0.1 for i in range(10)},  # a mapping
+        5,  # not iterable: kept as None
+    ],
+)
+def test_a_malformed_distribution_falls_back_to_the_sampled_score(probs):
+    (_, _, reward, critic), (_, _, _, challenger) = _review_q(
+        sage_env.ScoredReply(SAMPLED_REPLY, probs)
+    )
+    assert critic["score_estimate"] == "sampled"
+    assert critic["q"] == pytest.approx(1 / 9) and "expected_raw_score" not in critic
+    assert challenger["accepted"] is False and reward == 1.0
+    for value in (reward, critic["q"]):
+        assert math.isfinite(value)
+
+
+def test_a_distribution_on_a_turn_that_is_no_review_is_ignored():
+    def scored(agent, phase, obs, n):
+        text = _scripted(phase)
+        return text if phase.startswith("review") else sage_env.ScoredReply(text, onehot(1))
+
+    plain = play_round(small_env(critic_score_estimate="expected"), lambda *a: _scripted(a[1]))
+    other = play_round(small_env(critic_score_estimate="expected"), scored)
+    assert [r[:3] for r in plain] == [r[:3] for r in other]
+    assert len(plain) == 8  # challenge, review, 2 probes, plan, review, 2 solves
+
+
+def _scripted(phase):
+    return {
+        "challenge": "<question>What is 7*6?</question>\n<answer>42</answer>",
+        "review_question": "<score>9</score> The question is clear.",
+        "review_plan": "<score>9</score> The plan is clear.",
+        "plan": "<plan>\n1. Read.\n2. Compute.\n</plan>",
+    }.get(phase, "\\boxed{42}")
+
+
+# ------------------------------------------------------- scoring without an environment
+
+
+@pytest.fixture(scope="module")
+def verifiers():
+    from sage_env.verifiers import CodeVerifier, MathVerifier
+
+    math_v, code_v = MathVerifier(workers=1), CodeVerifier()
+    yield math_v, code_v
+    math_v.close()
+
+
+def test_verify_is_a_function_of_the_task_the_text_the_config_and_the_verifiers(verifiers):
+    from sage_env import env_scoring
+    from tests.scripted import CODE_SEED
+
+    math_v, code_v = verifiers
+    soft, binary = EnvConfig(), EnvConfig(rewards=RewardConfig(format_rule="binary"))
+    right = env_scoring.verify(MATH_SEED, "so \\boxed{5}", soft, math_v, code_v)
+    assert right[:2] == (1.0, 1.0) and right[2]["status"] == "passed"
+    wrong = env_scoring.verify(MATH_SEED, "\\boxed{6}", soft, math_v, code_v)
+    assert wrong[:2] == (0.0, 1.0)
+    assert env_scoring.verify(MATH_SEED, "5", soft, math_v, code_v) == (
+        0.0, 0.0, {"status": "invalid", "reason": "no \\boxed{} answer"}
+    )
+    good = "```python\ndef inc(x):\n    return x + 1\n```"
+    assert env_scoring.verify(CODE_SEED, good, soft, math_v, code_v)[:2] == (1.0, 1.0)
+    other = "```python\ndef add_one(x):\n    return x + 1\n```"  # code, not the asked function
+    assert env_scoring.verify(CODE_SEED, other, soft, math_v, code_v)[1] == 0.5
+    assert env_scoring.verify(CODE_SEED, other, binary, math_v, code_v)[1] == 0.0
+    assert env_scoring.verify(CODE_SEED, "no code here", soft, math_v, code_v) == (
+        0.0, 0.0, {"status": "invalid", "reason": "no Python code found"}
+    )
+    assert env_scoring.format_score(soft, 0.5, 0.0) == 0.5
+    assert env_scoring.format_score(binary, 0.5, 0.0) == 0.0
+
+
+def test_the_env_methods_are_the_functions_with_the_envs_values(verifiers):
+    from sage_env import env_scoring
+    from tests.scripted import CODE_SEED
+
+    math_v, code_v = verifiers
+    env = sage_env.env(
+        EnvConfig(domains=("math",)), seeds=[MATH_SEED], math_verifier=math_v,
+        code_verifier=code_v,
+    ).unwrapped
+    for task, text in [(MATH_SEED, "\\boxed{5}"), (CODE_SEED, "def inc(x): return x")]:
+        assert env.verify(task, text) == env_scoring.verify(
+            task, text, env.config, math_v, code_v
+        )
+    proposal = dataclasses_replace(MATH_SEED, answer="five apples")
+    assert env.check_verifier(proposal) == env_scoring.check_verifier(
+        proposal, env.config, math_v, code_v
+    )
+
+
+def dataclasses_replace(task, **kw):
+    import dataclasses
+
+    return dataclasses.replace(task, **kw)
+
+
+def test_check_verifier_without_an_environment(verifiers):
+    from sage_env import env_scoring
+    from tests.scripted import CODE_SEED
+
+    math_v, code_v = verifiers
+    cfg = EnvConfig()
+    ok = env_scoring.check_verifier(MATH_SEED, cfg, math_v, code_v)
+    assert ok == {"status": "passed", "reason": "answer parses to a math value"}
+    words = dataclasses_replace(MATH_SEED, answer="five apples")
+    assert env_scoring.check_verifier(words, cfg, math_v, code_v)["status"] == "failed"
+    unchecked = dataclasses_replace(CODE_SEED, reference_solution=None)
+    assert env_scoring.check_verifier(unchecked, cfg, math_v, code_v)["status"] == "failed"
+    lax = EnvConfig(require_code_solution=False)
+    assert env_scoring.check_verifier(unchecked, lax, math_v, code_v)["status"] == "passed"
+    solved = dataclasses_replace(CODE_SEED, reference_solution="def inc(x):\n    return x + 1")
+    assert env_scoring.check_verifier(solved, cfg, math_v, code_v) == {
+        "status": "passed", "reason": "reference solution passes every test"
+    }
+
+
+def test_verify_exec_without_an_environment():
+    from sage_env import env_scoring, exec_tasks
+
+    task = exec_tasks.make_task(
+        "deduction", "def f(a):\n    return a * 2", ["3"], ["6"], task_id="x/0"
+    )
+    cfg = EnvConfig()
+    assert env_scoring.verify_exec(task, "```output\n6\n```", cfg)[:2] == (1.0, 1.0)
+    assert env_scoring.verify_exec(task, "```output\n7\n```", cfg)[:2] == (0.0, 1.0)
+    assert env_scoring.verify_exec(task, "six", cfg)[:2] == (0.0, 0.0)
+    with_math = env_scoring.verify(task, "```output\n6\n```", cfg, None, None)
+    assert with_math == env_scoring.verify_exec(task, "```output\n6\n```", cfg)
+
+
+def test_no_scoring_function_takes_an_environment():
+    import inspect
+
+    from sage_env import env_scoring
+
+    for name in ("verify", "verify_exec", "check_verifier", "ground_math_task", "format_score"):
+        params = inspect.signature(getattr(env_scoring, name)).parameters
+        assert "env" not in params, name
+
+
+def test_a_string_or_a_mapping_is_no_distribution():
+    from sage_env.parsing import expected_critic_score
+
+    assert sage_env.ScoredReply("x", "0123456789").score_probs is None
+    assert sage_env.ScoredReply("x", {i: 0.1 for i in range(10)}).score_probs is None
+    assert expected_critic_score(["0.1"] * 10) is None
+    assert expected_critic_score(tuple(onehot(4))) == 4.0
