@@ -1,5 +1,4 @@
-"""The action contract of :class:`sage_env.env.raw_env`: its text space and how an action
-is read.
+"""The action contract of :class:`sage_env.env.raw_env`: its text space, how an action is read.
 
 An action is one ``str``: the agent's whole reply (the observation's ``prefix`` + the
 completion). Any string is legal. :func:`read_action` is the one reading of it:

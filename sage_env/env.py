@@ -209,8 +209,10 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     # ------------------------------------------------------------------- gate
     @property
     def gate_alpha(self) -> float:
-        """The critic gate alpha (``config.rewards.alpha``): a proposal joins the pool when
-        the critic's normalised score ``q >= alpha``. Change it with :meth:`set_gate`."""
+        """The critic gate alpha (``config.rewards.alpha``); change it with :meth:`set_gate`.
+
+        A proposal joins the pool when the critic's normalised score ``q >= alpha``.
+        """
         return self.config.rewards.alpha
 
     def set_gate(self, alpha: float) -> None:

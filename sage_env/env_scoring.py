@@ -11,11 +11,10 @@ settings) and the verifiers; none takes an environment, so each can be called on
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
+from sage_env.parsing import defines_function, extract_boxed, extract_code, last_fenced
 from sage_env.tasks import Task
-from sage_env.verifiers import extract_boxed, extract_code
 
 if TYPE_CHECKING:
     from sage_env.config import EnvConfig
@@ -52,9 +51,7 @@ def verify(
         if program is None:
             return 0.0, 0.0, {"status": "invalid", "reason": "no Python code found"}
         res = code_verifier.verify(program, task.tests, task.test_setup)
-        if task.entry_point and not re.search(
-            rf"\bdef\s+{re.escape(task.entry_point)}\b", program
-        ):
+        if task.entry_point and not defines_function(program, task.entry_point):
             fmt = format_score(config, 0.5, 0.0)  # code, but not the asked-for function
             return (
                 float(res.score),
@@ -86,15 +83,15 @@ def verify_exec(task: Task, text: str, config: EnvConfig) -> tuple[float, float,
     spec = exec_tasks.ExecSpec.of(task)
     limits = {"timeout_s": config.code_timeout_s, "memory_mb": config.code_memory_mb}
     if spec.mode == "deduction":
-        res = execution.check_deduction(exec_tasks.last_fenced(text, "output"), spec.outputs[0])
+        res = execution.check_deduction(last_fenced(text, "output"), spec.outputs[0])
     elif spec.mode == "abduction":
         res = execution.check_abduction(
-            exec_tasks.last_fenced(text, "input"), spec.program, spec.outputs[0], **limits
+            last_fenced(text, "input"), spec.program, spec.outputs[0], **limits
         )
     else:
         inputs, outputs = spec.held_out()
         res = execution.check_induction(
-            exec_tasks.last_fenced(text, "python"), inputs, outputs, **limits
+            last_fenced(text, "python"), inputs, outputs, **limits
         )
     verdict = {
         "status": res.status,

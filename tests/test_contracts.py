@@ -354,7 +354,9 @@ def test_verify_is_a_function_of_the_task_the_text_the_config_and_the_verifiers(
     wrong = env_scoring.verify(MATH_SEED, "\\boxed{6}", soft, math_v, code_v)
     assert wrong[:2] == (0.0, 1.0)
     assert env_scoring.verify(MATH_SEED, "5", soft, math_v, code_v) == (
-        0.0, 0.0, {"status": "invalid", "reason": "no \\boxed{} answer"}
+        0.0,
+        0.0,
+        {"status": "invalid", "reason": "no \\boxed{} answer"},
     )
     good = "```python\ndef inc(x):\n    return x + 1\n```"
     assert env_scoring.verify(CODE_SEED, good, soft, math_v, code_v)[:2] == (1.0, 1.0)
@@ -362,7 +364,9 @@ def test_verify_is_a_function_of_the_task_the_text_the_config_and_the_verifiers(
     assert env_scoring.verify(CODE_SEED, other, soft, math_v, code_v)[1] == 0.5
     assert env_scoring.verify(CODE_SEED, other, binary, math_v, code_v)[1] == 0.0
     assert env_scoring.verify(CODE_SEED, "no code here", soft, math_v, code_v) == (
-        0.0, 0.0, {"status": "invalid", "reason": "no Python code found"}
+        0.0,
+        0.0,
+        {"status": "invalid", "reason": "no Python code found"},
     )
     assert env_scoring.format_score(soft, 0.5, 0.0) == 0.5
     assert env_scoring.format_score(binary, 0.5, 0.0) == 0.0
@@ -374,13 +378,13 @@ def test_the_env_methods_are_the_functions_with_the_envs_values(verifiers):
 
     math_v, code_v = verifiers
     env = sage_env.env(
-        EnvConfig(domains=("math",)), seeds=[MATH_SEED], math_verifier=math_v,
+        EnvConfig(domains=("math",)),
+        seeds=[MATH_SEED],
+        math_verifier=math_v,
         code_verifier=code_v,
     ).unwrapped
     for task, text in [(MATH_SEED, "\\boxed{5}"), (CODE_SEED, "def inc(x): return x")]:
-        assert env.verify(task, text) == env_scoring.verify(
-            task, text, env.config, math_v, code_v
-        )
+        assert env.verify(task, text) == env_scoring.verify(task, text, env.config, math_v, code_v)
     proposal = dataclasses_replace(MATH_SEED, answer="five apples")
     assert env.check_verifier(proposal) == env_scoring.check_verifier(
         proposal, env.config, math_v, code_v
@@ -409,7 +413,8 @@ def test_check_verifier_without_an_environment(verifiers):
     assert env_scoring.check_verifier(unchecked, lax, math_v, code_v)["status"] == "passed"
     solved = dataclasses_replace(CODE_SEED, reference_solution="def inc(x):\n    return x + 1")
     assert env_scoring.check_verifier(solved, cfg, math_v, code_v) == {
-        "status": "passed", "reason": "reference solution passes every test"
+        "status": "passed",
+        "reason": "reference solution passes every test",
     }
 
 
@@ -444,3 +449,59 @@ def test_a_string_or_a_mapping_is_no_distribution():
     assert sage_env.ScoredReply("x", {i: 0.1 for i in range(10)}).score_probs is None
     assert expected_critic_score(["0.1"] * 10) is None
     assert expected_critic_score(tuple(onehot(4))) == 4.0
+
+
+# ------------------------------------------------------------------ parsing has one home
+
+_EXTRACTOR_MARKS = ("```", "boxed", "fbox", "<score", "<question", "<plan", "<answer", "def\\s")
+"""What a regex that reads a model's reply looks for (fences, boxes, the roles' tags, defs)."""
+
+_NOT_MODEL_OUTPUT = {  # files whose reply-like regexes read something else, and what
+    "sage_env/demonstrations.py": "strips \\boxed{} from the seed files' worked solutions",
+}
+
+
+def _reply_regexes(path: Path) -> list[str]:
+    """String literals passed to a ``re`` function in ``path`` that look for reply syntax."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "re"
+            and node.args
+        ):
+            pattern = node.args[0]
+            text = ast.unparse(pattern)
+            if any(mark in text for mark in _EXTRACTOR_MARKS):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_no_reply_is_parsed_outside_sage_env_parsing():
+    found = []
+    for path in sorted((ROOT / "sage_env").rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith(("sage_env/parsing/", "sage_env/sandbox/")):
+            continue  # the sandbox parses its own wire format, not a model's reply
+        found += [hit for hit in _reply_regexes(path) if rel not in _NOT_MODEL_OUTPUT]
+    for path in sorted((ROOT / "learners").rglob("*.py")):
+        found += _reply_regexes(path)
+    assert found == []
+    assert _reply_regexes(ROOT / "sage_env" / "demonstrations.py")  # the scan sees them
+    assert _reply_regexes(ROOT / "sage_env" / "parsing" / "answers.py")
+
+
+def test_the_extractors_live_in_parsing_only():
+    from sage_env import exec_tasks, parsing, verifiers
+
+    for name in ("extract_boxed", "extract_code"):
+        assert not hasattr(verifiers, name)
+        assert getattr(parsing, name).__module__ == "sage_env.parsing.answers"
+    for name in ("fenced", "last_fenced"):
+        assert not hasattr(exec_tasks, name)
+        assert getattr(parsing, name).__module__ == "sage_env.parsing.answers"
+    assert parsing.ScoredReply.__module__ == "sage_env.parsing.roles"
+    assert not (ROOT / "sage_env" / "verifiers" / "answer_extraction.py").exists()
