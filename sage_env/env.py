@@ -153,7 +153,11 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         return self._obs_space
 
     def action_space(self, agent: str) -> gymnasium.Space:
-        """The same :class:`AnyText` object for every agent."""
+        """The same :class:`AnyText` object for every agent.
+
+        It holds any ``str`` (a :class:`sage_env.ScoredReply` too) up to
+        ``config.max_action_chars``; :meth:`step` takes a longer one and cuts it.
+        """
         return self._act_space
 
     # ------------------------------------------------------------------ reset
@@ -218,10 +222,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def set_gate(self, alpha: float) -> None:
         """Set the critic gate alpha for the turns to come (a learner's calibration).
 
-        The one public way to move the gate during training (``--gate-calibration`` calls it
-        on every environment after each critic probe). ``config`` is replaced by a copy whose
-        ``rewards.alpha`` is ``alpha``, so a config object shared with other copies is left
-        as it was; the turns scored after the call use the new gate.
+        ``--gate-calibration`` calls it on every copy after each critic probe. ``config``
+        becomes a copy with the new alpha (a config shared with other copies is left alone).
 
         Raises:
             ValueError: unless ``alpha`` is a real number in [0, 1] (NaN, infinities, a
