@@ -8,10 +8,14 @@ Text in, text out, rewards out: this package never imports torch or transformers
 >>> for agent in env.agent_iter():
 ...     obs, reward, terminated, truncated, info = env.last()
 ...     env.step(None if terminated or truncated else "my answer")
+
+An action is one ``str``; a critic's reply may be a :class:`ScoredReply` (still a ``str``)
+carrying the policy's score distribution (``docs/environment.md``, "Action").
 """
 
 from sage_env.config import EnvConfig, RewardConfig
 from sage_env.env import AGENTS, AnyText, env, raw_env
+from sage_env.parsing import ScoredReply
 from sage_env.pool import TaskPool
 from sage_env.protocols import Protocol, available_protocols, register_protocol
 from sage_env.protocols.check import ProtocolError, check_protocol
@@ -27,6 +31,7 @@ __all__ = [
     "AnyText",
     "EnvConfig",
     "RewardConfig",
+    "ScoredReply",
     "Task",
     "TaskPool",
     "env",

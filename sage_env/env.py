@@ -13,7 +13,9 @@ the reward of its previous action.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
+import numbers
 import random
 from typing import Any
 
@@ -23,8 +25,9 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 from sage_env import env_scoring, parsing
+from sage_env.actions import AnyText, read_action
 from sage_env.config import EnvConfig
-from sage_env.env_setup import _apply_overrides, _bind_protocol_config, make_pool
+from sage_env.env_setup import apply_overrides, bind_protocol_config, make_pool
 from sage_env.pool import TaskPool
 from sage_env.protocols import SAGEProtocol, make_protocol
 from sage_env.tasks import Task, load_seeds
@@ -32,26 +35,6 @@ from sage_env.verifiers import CodeVerifier, MathVerifier
 
 AGENTS = SAGEProtocol.agents
 """Agent ids of the default ``"sage"`` protocol."""
-MAX_TEXT = 1 << 20
-
-
-class AnyText(spaces.Text):
-    """A text space that contains any Python ``str`` up to ``max_length`` characters.
-
-    ``gymnasium.spaces.Text`` only contains strings over its charset (alphanumeric by
-    default), which rejects the newlines, emoji and LaTeX a language model writes.
-    ``sample()`` still draws from the default charset.
-    """
-
-    def __init__(self, max_length: int = MAX_TEXT, seed: int | None = None) -> None:
-        super().__init__(max_length=max_length, min_length=0, seed=seed)
-
-    def contains(self, x: Any) -> bool:
-        """True for any ``str`` of at most ``max_length`` characters."""
-        return isinstance(x, str) and len(x) <= self.max_length
-
-    def __repr__(self) -> str:
-        return f"AnyText({self.max_length})"
 
 
 def env(config: EnvConfig | None = None, **kwargs: Any) -> AECEnv:
@@ -76,7 +59,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     Observations are ``{"system": str, "user": str, "prefix": str}``: the role's chat messages
     and the start of its reply, chosen by the protocol per phase (``""`` when there is none or
     ``config.prefixes`` is False). Actions are one ``str``, the whole reply: a learner returns
-    ``prefix + completion`` (any string is legal; malformed output gets format score 0).
+    ``prefix + completion`` (any string is legal; malformed output gets format score 0), or
+    on a review a :class:`sage_env.ScoredReply` (see :meth:`step`).
 
     ``infos[agent]`` holds ``phase``, ``task_id`` and ``domain`` of the agent's next action
     and ``last``: every parsed field, verifier verdict, gate decision and reward term of its
@@ -123,7 +107,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         if isinstance(protocol, str):  # env(protocol="azr"): a config override
             overrides["protocol"], protocol = protocol, None
         settings = overrides.pop("protocol_config", None) if protocol is not None else None
-        self.config = _apply_overrides(config, overrides) if overrides else config
+        self.config = apply_overrides(config, overrides) if overrides else config
         if render_mode not in (None, "human", "ansi"):
             raise ValueError(f"render_mode must be None, 'human' or 'ansi', got {render_mode!r}")
         self.render_mode = render_mode
@@ -131,7 +115,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         if settings is not None:  # settings for the protocol instance, not config.protocol
             self.config = copy.copy(self.config)
             self.config.protocol_config = settings
-        self.config = _bind_protocol_config(self.config, self.protocol)
+        self.config = bind_protocol_config(self.config, self.protocol)
         self.seeds = list(seeds) if seeds is not None else load_seeds()
         if "exec" in self.config.domains and not any(t.domain == "exec" for t in self.seeds):
             from sage_env.exec_tasks import load_exec_seeds
@@ -169,7 +153,11 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         return self._obs_space
 
     def action_space(self, agent: str) -> gymnasium.Space:
-        """The same :class:`AnyText` object for every agent."""
+        """The same :class:`AnyText` object for every agent.
+
+        It holds any ``str`` (a :class:`sage_env.ScoredReply` too) up to
+        ``config.max_action_chars``; :meth:`step` takes a longer one and cuts it.
+        """
         return self._act_space
 
     # ------------------------------------------------------------------ reset
@@ -222,23 +210,60 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
                 verifier_close()
         self._own_verifiers = []
 
+    # ------------------------------------------------------------------- gate
+    @property
+    def gate_alpha(self) -> float:
+        """The critic gate alpha (``config.rewards.alpha``); change it with :meth:`set_gate`.
+
+        A proposal joins the pool when the critic's normalised score ``q >= alpha``.
+        """
+        return self.config.rewards.alpha
+
+    def set_gate(self, alpha: float) -> None:
+        """Set the critic gate alpha for the turns to come (a learner's calibration).
+
+        ``--gate-calibration`` calls it on every copy after each critic probe. ``config``
+        becomes a copy with the new alpha (a config shared with other copies is left alone).
+
+        Raises:
+            ValueError: unless ``alpha`` is a real number in [0, 1] (NaN, infinities, a
+                ``bool`` or a string are refused).
+        """
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+            raise ValueError(f"the critic gate alpha must be a number in [0, 1], got {alpha!r}")
+        value = float(alpha)
+        if not 0.0 <= value <= 1.0:  # NaN fails this too
+            raise ValueError(f"the critic gate alpha must be a number in [0, 1], got {value!r}")
+        config = copy.copy(self.config)  # not replace(): a protocol instance's config stays
+        config.rewards = dataclasses.replace(config.rewards, alpha=value)
+        self.config = config
+
     # ------------------------------------------------------------------- step
     def step(self, action: str | None) -> None:
-        """Apply the selected agent's action (one string; anything else is coerced)."""
+        """Apply the selected agent's action: one ``str``, its whole reply (prefix + completion).
+
+        The action contract (:mod:`sage_env.actions`, ``docs/environment.md``): any string is
+        legal (malformed output earns format score 0, never an exception); a non-``str`` is
+        converted with ``str()``, ``None`` becomes ``""``; text beyond
+        ``config.max_action_chars`` is cut and flagged in ``infos[agent]["action_truncated"]``.
+        A :class:`sage_env.ScoredReply` is a ``str`` that also carries ``score_probs``, the
+        policy's probabilities of the critic scores 1-10: on a review turn under
+        ``critic_score_estimate = "expected"`` (``infos[agent]["score_probs"]`` is True) the
+        gates use its expected score; a plain ``str`` or a malformed distribution falls back to
+        the sampled score (``infos[agent]["last"]["score_estimate"]`` says which). Anywhere
+        else the distribution is ignored.
+        """
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return
-        text = action if isinstance(action, str) else ("" if action is None else str(action))
-        self._score_probs = getattr(action, "score_probs", None)
-        limit = self.config.max_action_chars
-        cut_from = len(text)
-        cut = cut_from > limit
+        act = read_action(action, self.config.max_action_chars)
+        self._score_probs = act.score_probs
+        limit, cut_from, cut, text = self.config.max_action_chars, act.chars, act.cut, act.text
         if cut:  # flagged: a reply that lost its closing tags to the cut fails the format
             self.infos[agent]["action_truncated"] = {"chars": cut_from, "kept": limit}
         else:
             self.infos[agent].pop("action_truncated", None)
-        text = str(text[:limit])
         self._cumulative_rewards[agent] = 0.0
         self.rewards = {a: 0.0 for a in self.agents}
         phase = self.infos[agent]["phase"]
@@ -397,19 +422,23 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
 
     def soft(self, soft: float, binary: float) -> float:
         """Pick the format score of the configured ``format_rule``."""
-        return soft if self.config.rewards.format_rule == "soft" else binary
+        return env_scoring.format_score(self.config, soft, binary)
 
     def verify(self, task: Task, text: str) -> tuple[float, float, dict]:
         """Score an answer with the external verifier (:func:`sage_env.env_scoring.verify`)."""
-        return env_scoring.verify(self, task, text)
+        return env_scoring.verify(
+            task, text, self.config, self.math_verifier, self.code_verifier
+        )
 
     def verify_exec(self, task: Task, text: str) -> tuple[float, float, dict]:
         """Score an answer to an ``exec`` task (:func:`sage_env.env_scoring.verify_exec`)."""
-        return env_scoring.verify_exec(self, task, text)
+        return env_scoring.verify_exec(task, text, self.config)
 
     def check_verifier(self, task: Task) -> dict:
         """Check a proposed task's verifier (:func:`sage_env.env_scoring.check_verifier`)."""
-        return env_scoring.check_verifier(self, task)
+        return env_scoring.check_verifier(
+            task, self.config, self.math_verifier, self.code_verifier
+        )
 
     def new_task(self, out: parsing.ChallengerOutput, reference: Task) -> Task:
         """A generated :class:`Task` from a parsed proposal, with provenance.

@@ -1,24 +1,39 @@
-"""How :class:`sage_env.env.raw_env` scores an answer and checks a proposal's own verifier.
+"""Scoring an answer and checking a proposal's own verifier: plain functions of values.
 
-Owns the verifier plumbing of the environment: :func:`verify` (math / code answers through
-the env's :class:`~sage_env.verifiers.MathVerifier` / :class:`~sage_env.verifiers.CodeVerifier`),
-:func:`verify_exec` (AZR's execution tasks) and :func:`check_verifier` (a proposed task's
-answer or reference solution). Each takes the environment (``env.math_verifier``,
-``env.code_verifier``, ``env.config``, ``env.soft``, ``env.verify_exec``) as its first
-argument; the :class:`~sage_env.env.raw_env` methods of the same names call them.
+:func:`verify` (math / code answers through a :class:`~sage_env.verifiers.MathVerifier` /
+:class:`~sage_env.verifiers.CodeVerifier`), :func:`verify_exec` (AZR's execution tasks),
+:func:`check_verifier` (a proposed task's answer or reference solution) and
+:func:`ground_math_task` (``math_grounding = "program"``). Each takes what it reads: the
+task, the text, the :class:`~sage_env.config.EnvConfig` (format rule, code limits, grounding
+settings) and the verifiers; none takes an environment, so each can be called on its own.
+:class:`~sage_env.env.raw_env`'s methods of the same names pass them the environment's.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import TYPE_CHECKING
 
+from sage_env.parsing import defines_function, extract_boxed, extract_code, last_fenced
 from sage_env.tasks import Task
-from sage_env.verifiers import extract_boxed, extract_code
+
+if TYPE_CHECKING:
+    from sage_env.config import EnvConfig
+    from sage_env.verifiers import CodeVerifier, MathVerifier
 
 
-def verify(env: Any, task: Task, text: str) -> tuple[float, float, dict]:
-    r"""Score an answer with the external verifier.
+def format_score(config: EnvConfig, soft: float, binary: float) -> float:
+    """The format score of ``config.rewards.format_rule``: ``soft`` or ``binary``."""
+    return soft if config.rewards.format_rule == "soft" else binary
+
+
+def verify(
+    task: Task,
+    text: str,
+    config: EnvConfig,
+    math_verifier: MathVerifier,
+    code_verifier: CodeVerifier,
+) -> tuple[float, float, dict]:
+    r"""Score an answer to ``task`` with the external verifier.
 
     Returns:
         ``(s_gt, format, verdict)``: verifier score in [0, 1], format score (math: a
@@ -26,33 +41,31 @@ def verify(env: Any, task: Task, text: str) -> tuple[float, float, dict]:
         not compile), and ``{"status", "reason", "score"}``.
     """
     if task.domain == "exec":
-        return env.verify_exec(task, text)
+        return verify_exec(task, text, config)
     if task.domain == "math":
         if extract_boxed(text) is None:
             return 0.0, 0.0, {"status": "invalid", "reason": "no \\boxed{} answer"}
-        res = env.math_verifier.verify(text, task.answer or "")
+        res = math_verifier.verify(text, task.answer or "")
     else:
         program = extract_code(text, task.entry_point)
         if program is None:
             return 0.0, 0.0, {"status": "invalid", "reason": "no Python code found"}
-        res = env.code_verifier.verify(program, task.tests, task.test_setup)
-        if task.entry_point and not re.search(
-            rf"\bdef\s+{re.escape(task.entry_point)}\b", program
-        ):
-            fmt = env.soft(0.5, 0.0)  # code, but not the asked-for function
+        res = code_verifier.verify(program, task.tests, task.test_setup)
+        if task.entry_point and not defines_function(program, task.entry_point):
+            fmt = format_score(config, 0.5, 0.0)  # code, but not the asked-for function
             return (
                 float(res.score),
                 fmt,
                 {"status": res.status, "reason": res.reason, "score": res.score},
             )
-    fmt = env.soft(0.5, 1.0) if res.status == "syntax_error" else 1.0
+    fmt = format_score(config, 0.5, 1.0) if res.status == "syntax_error" else 1.0
     return (
         float(res.score),
         fmt,
         {"status": res.status, "reason": res.reason, "score": res.score},
     )
 
-def verify_exec(env: Any, task: Task, text: str) -> tuple[float, float, dict]:
+def verify_exec(task: Task, text: str, config: EnvConfig) -> tuple[float, float, dict]:
     """Score an answer to an ``exec`` task by running code (AZR Sec. 3.3.4).
 
     Deduction: the ```` ```output ```` literal equals the executor's output. Abduction: the
@@ -68,17 +81,17 @@ def verify_exec(env: Any, task: Task, text: str) -> tuple[float, float, dict]:
     from sage_env.verifiers import execution
 
     spec = exec_tasks.ExecSpec.of(task)
-    limits = {"timeout_s": env.config.code_timeout_s, "memory_mb": env.config.code_memory_mb}
+    limits = {"timeout_s": config.code_timeout_s, "memory_mb": config.code_memory_mb}
     if spec.mode == "deduction":
-        res = execution.check_deduction(exec_tasks.last_fenced(text, "output"), spec.outputs[0])
+        res = execution.check_deduction(last_fenced(text, "output"), spec.outputs[0])
     elif spec.mode == "abduction":
         res = execution.check_abduction(
-            exec_tasks.last_fenced(text, "input"), spec.program, spec.outputs[0], **limits
+            last_fenced(text, "input"), spec.program, spec.outputs[0], **limits
         )
     else:
         inputs, outputs = spec.held_out()
         res = execution.check_induction(
-            exec_tasks.last_fenced(text, "python"), inputs, outputs, **limits
+            last_fenced(text, "python"), inputs, outputs, **limits
         )
     verdict = {
         "status": res.status,
@@ -88,7 +101,10 @@ def verify_exec(env: Any, task: Task, text: str) -> tuple[float, float, dict]:
     }
     return res.score, float(res.formatted), verdict
 
-def check_verifier(env: Any, task: Task) -> dict:
+
+def check_verifier(
+    task: Task, config: EnvConfig, math_verifier: MathVerifier, code_verifier: CodeVerifier
+) -> dict:
     """Check a proposed task's own verifier before it is used.
 
     Math: the answer must be grounded math (:meth:`MathVerifier.check_answer`: no free
@@ -107,23 +123,23 @@ def check_verifier(env: Any, task: Task) -> dict:
         verdict, reason) when the answer program was checked.
     """
     if task.domain == "math":
-        grounded = env.math_verifier.check_answer(task.answer or "")
+        grounded = math_verifier.check_answer(task.answer or "")
         if grounded.score < 1.0:
             return {"status": "failed", "reason": f"answer is not math ({grounded.reason})"}
-        res = env.math_verifier.verify(f"\\boxed{{{task.answer}}}", task.answer or "")
+        res = math_verifier.verify(f"\\boxed{{{task.answer}}}", task.answer or "")
         if res.score < 1.0:
             return {"status": "failed", "reason": f"answer does not parse ({res.reason})"}
-        if env.config.math_grounding == "program":
-            return ground_math_task(env, task)
+        if config.math_grounding == "program":
+            return ground_math_task(task, config, math_verifier)
         return {"status": "passed", "reason": "answer parses to a math value"}
     if not task.reference_solution:
-        if env.config.require_code_solution:
+        if config.require_code_solution:
             return {"status": "failed", "reason": "no <solution> to check the tests against"}
         return {"status": "passed", "reason": "no reference solution to check the tests"}
     program = extract_code(task.reference_solution, task.entry_point)
     if program is None:
         return {"status": "failed", "reason": "reference solution has no Python code"}
-    res = env.code_verifier.verify(program, task.tests, task.test_setup)
+    res = code_verifier.verify(program, task.tests, task.test_setup)
     if res.score < 1.0:
         return {
             "status": "failed",
@@ -132,7 +148,7 @@ def check_verifier(env: Any, task: Task) -> dict:
     return {"status": "passed", "reason": "reference solution passes every test"}
 
 
-def ground_math_task(env: Any, task: Task) -> dict:
+def ground_math_task(task: Task, config: EnvConfig, math_verifier: MathVerifier) -> dict:
     """Compute a proposed math task's answer with its program (``math_grounding="program"``).
 
     Runs :func:`~sage_env.verifiers.math_grounding.ground_answer` on
@@ -151,9 +167,9 @@ def ground_math_task(env: Any, task: Task) -> dict:
     grounding = ground_answer(
         meta.get("answer_program"),
         claim,
-        env.math_verifier,
-        timeout_s=env.config.code_timeout_s,
-        memory_mb=env.config.code_memory_mb,
+        math_verifier,
+        timeout_s=config.code_timeout_s,
+        memory_mb=config.code_memory_mb,
     )
     if not grounding.agreed:
         return {"status": "failed", "reason": grounding.reason, "grounding": grounding.to_dict()}

@@ -1,9 +1,9 @@
-"""How :class:`sage_env.env.raw_env` builds its configuration and task pool.
+"""How :class:`sage_env.env.raw_env` builds its configuration and task pool from values.
 
-Owns the construction-time plumbing of the environment: keyword overrides of an
-:class:`~sage_env.config.EnvConfig` (:func:`_apply_overrides`), binding the protocol's own
-config (:func:`_bind_protocol_config`) and the task pool (:func:`make_pool`, also importable
-from :mod:`sage_env.env`).
+Plain functions of what they read: keyword overrides of an
+:class:`~sage_env.config.EnvConfig` (:func:`apply_overrides`), binding a protocol's own
+config (:func:`bind_protocol_config`) and a task pool with the config's pool settings
+(:func:`make_pool`, also what a training run builds its shared pool with).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sage_env.protocols import Protocol, protocol_config_cls
 from sage_env.tasks import Task
 
 
-def _apply_overrides(config: EnvConfig, overrides: dict) -> EnvConfig:
+def apply_overrides(config: EnvConfig, overrides: dict) -> EnvConfig:
     """``config`` with keyword overrides of its fields or its reward fields.
 
     A new ``protocol`` resets ``protocol_config`` to that protocol's defaults unless it is
@@ -42,7 +42,7 @@ def _apply_overrides(config: EnvConfig, overrides: dict) -> EnvConfig:
     return config
 
 
-def _bind_protocol_config(config: EnvConfig, protocol: Protocol) -> EnvConfig:
+def bind_protocol_config(config: EnvConfig, protocol: Protocol) -> EnvConfig:
     """``config`` whose ``protocol_config`` is an instance of ``protocol``'s ``config_cls``.
 
     Needed when a protocol instance overrides ``config.protocol``, or the protocol was

@@ -29,7 +29,6 @@ abduction buffers.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -49,29 +48,6 @@ EXEC_SYSTEM = (
     "exact fenced format asked for."
 )
 """System message of every execution-task prompt."""
-
-_FENCE = re.compile(r"```[ \t]*([A-Za-z_0-9]*)[^\n]*\n(.*?)```", re.DOTALL)
-
-
-def fenced(text: str, tag: str) -> list[str]:
-    """Contents of the fenced blocks of ``text`` tagged ``tag`` (`````tag``), in order.
-
-    ``python`` also matches ``py``/``python3``. Never raises; a non-``str`` gives ``[]``.
-    """
-    if not isinstance(text, str):
-        return []
-    tags = {"python", "py", "python3"} if tag == "python" else {tag}
-    return [body.strip("\n") for t, body in _FENCE.findall(text) if t.lower() in tags]
-
-
-def last_fenced(text: str, tag: str | None) -> str | None:
-    """The last block tagged ``tag`` (stripped), or ``None``; ``tag=None``: any block."""
-    if tag is None:
-        found = _FENCE.findall(text) if isinstance(text, str) else []
-        return found[-1][1].strip() if found else None
-    blocks = fenced(text, tag)
-    return blocks[-1].strip() if blocks else None
-
 
 @dataclass(frozen=True)
 class ExecSpec:

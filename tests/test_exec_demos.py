@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 import sage_env
-from sage_env import EnvConfig, exec_tasks, prompts
+from sage_env import EnvConfig, exec_tasks, parsing, prompts
 from sage_env.demonstrations import (
     build_exec_demonstrations,
     compact_program,
@@ -120,7 +120,7 @@ def test_proposer_targets_are_the_seed_programs_without_docstrings():
     with_doc = 0
     for d in demos:
         seed = EXEC[d.task_ids[0]].reference_solution
-        program = exec_tasks.fenced(d.observation["prefix"] + d.target, "python")[0]
+        program = parsing.fenced(d.observation["prefix"] + d.target, "python")[0]
         assert '"""' not in program and "'''" not in program and "\n#" not in program
         # the same code: only docstrings (and comments) differ
         assert _without_docstrings(program) == _without_docstrings(seed)

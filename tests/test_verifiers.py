@@ -1,4 +1,5 @@
-"""Tests for sage_env.verifiers: MathVerifier, CodeVerifier, extract_boxed, extract_code."""
+"""Tests for sage_env.verifiers (MathVerifier, CodeVerifier) and the answer extractors they
+read with (sage_env.parsing.extract_boxed, sage_env.parsing.extract_code)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,13 @@ from hypothesis import strategies as st
 
 from sage_env import sandbox
 from sage_env import verifiers as V
+from sage_env.parsing import extract_boxed, extract_code
 from sage_env.verifiers import (
     MAX_PREDICTION_CHARS,
     STATUSES,
     CodeVerifier,
     MathVerifier,
     VerifierResult,
-    extract_boxed,
-    extract_code,
 )
 
 # ------------------------------------------------------------------------------------------
@@ -529,7 +529,10 @@ def test_verifiers_module_is_light():
         "spec.loader.exec_module(mod)\n"
         "bad = {'torch', 'transformers', 'math_verify', 'sympy'} & set(sys.modules)\n"
         "assert not bad, bad\n"
-        "assert mod.extract_boxed('\\\\boxed{3}') == '3'\n"
+        "assert mod.MathVerifier and mod.CodeVerifier\n"
+        "import sage_env.parsing as P\n"  # the extractors the verifiers read with
+        "assert P.extract_boxed('\\\\boxed{3}') == '3'\n"
+        "assert not {'torch', 'transformers', 'math_verify', 'sympy'} & set(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 

@@ -88,7 +88,7 @@ def warm_up(cfg, policy) -> dict:
     import sage_env
     from learners.training.build import _warm_up
     from sage_env.demonstrations import demonstrations_for
-    from sage_env.env import make_pool
+    from sage_env.env_setup import make_pool
 
     if cfg.warmup.steps <= 0:
         return {}

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -202,11 +201,8 @@ class CriticProbe:
                 )
                 alpha = rules.alpha if level is None else min(rules.alpha, level)
             report["gate/youden"] = float(threshold is not None)
-            for e in envs:
-                u = e.unwrapped
-                u.config = dataclasses.replace(
-                    u.config, rewards=dataclasses.replace(u.config.rewards, alpha=alpha)
-                )
+            for e in envs:  # the environment's public gate API, never its config
+                e.unwrapped.set_gate(alpha)
             report["gate/alpha"] = alpha
         report["time/probe_s"] = time.perf_counter() - t0
         return report

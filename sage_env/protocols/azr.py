@@ -39,7 +39,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sage_env import exec_tasks, rewards
+from sage_env import exec_tasks, parsing, rewards
 from sage_env.exec_tasks import MODES, ExecSpec, exec_mode
 from sage_env.protocols.base import Protocol, public
 from sage_env.verifiers import execution
@@ -162,8 +162,8 @@ def vet_exec_proposal(
     meta = {"episode": env.episode, "protocol": protocol}
     if mode == "induction":
         program = ExecSpec.of(reference).program
-        blocks = exec_tasks.fenced(text, "input")[: settings.induction_inputs]
-        message = (exec_tasks.last_fenced(text, "message") or "")[:1000]
+        blocks = parsing.fenced(text, "input")[: settings.induction_inputs]
+        message = (parsing.last_fenced(text, "message") or "")[:1000]
         fields: dict = {"inputs": blocks, "message": message}
         if not blocks:
             return False, False, "no ```input blocks", None, fields
@@ -185,8 +185,8 @@ def vet_exec_proposal(
             meta=meta,
         )
         return True, True, "valid", task, fields
-    program = exec_tasks.last_fenced(text, "python")
-    given = exec_tasks.last_fenced(text, "input")
+    program = parsing.last_fenced(text, "python")
+    given = parsing.last_fenced(text, "input")
     fields = {"program": program, "input": given}
     if program is None or given is None:
         return False, False, "needs a ```python block and an ```input block", None, fields

@@ -19,11 +19,14 @@ rlimits, an unprivileged uid when run as root, per-run cgroups, a private temp c
 environment, capped output) and judges each test in its own process against expected values kept
 outside the untrusted processes; see ``docs/sandbox.md`` and ``docs/verifiers.md``.
 
-This module imports only the standard library and (lazily) ``math_verify``; never torch or
-transformers.
+What the verifiers read out of model output (``extract_boxed``, ``extract_code``) is parsing and
+lives in :mod:`sage_env.parsing` with every other extractor.
+
+This module imports only the standard library, :mod:`sage_env.parsing` and (lazily)
+``math_verify``; never torch or transformers.
 """
 
-from sage_env.verifiers.code_verifier import CodeVerifier, extract_code
+from sage_env.verifiers.code_verifier import CodeVerifier
 from sage_env.verifiers.math_verifier import (
     ANSWER_WORDS,
     MathVerifier,
@@ -32,7 +35,6 @@ from sage_env.verifiers.math_verifier import (
     _parse_gold,
     _verify_math,
     _verify_math_chunk,
-    extract_boxed,
 )
 from sage_env.verifiers.result import (
     MAX_GOLD_CHARS,
@@ -49,8 +51,6 @@ __all__ = [
     "CodeVerifier",
     "MathVerifier",
     "VerifierResult",
-    "extract_boxed",
-    "extract_code",
 ]
 
 # private helpers that tests and the math guards reach for (the chunk function is module level

@@ -2,116 +2,20 @@
 
 from __future__ import annotations
 
-import ast
 import concurrent.futures as cf
 import logging
-import re
 import signal
-import textwrap
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from sage_env import sandbox
+from sage_env.parsing import as_text
 from sage_env.sandbox.compare import PLUS_TASK_CAP_S, REFERENCE_CPU_S
 from sage_env.sandbox.config import WALL_FACTOR, WALL_SLACK_S
-from sage_env.verifiers.result import VerifierResult, _as_text
+from sage_env.verifiers.result import VerifierResult
 
 log = logging.getLogger("sage_env.verifiers")
-
-_FENCE_RE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n", re.MULTILINE)
-_CLOSE_RE = re.compile(r"^[ \t]*```[ \t]*$", re.MULTILINE)
-_PY_LANGS = {"", "python", "py", "python3", "py3"}
-
-
-def _parses(code: str) -> bool:
-    try:
-        ast.parse(code)
-        return True
-    except BaseException as exc:
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        return False
-
-
-def _defines(code: str, name: str) -> bool:
-    """Return True if ``code`` defines ``name`` at top level (def / class / assignment / import)."""
-    try:
-        tree = ast.parse(code)
-    except Exception:
-        pattern = rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b"
-        return re.search(pattern, code, re.MULTILINE) is not None
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if node.name == name:
-                return True
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                return True
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any((a.asname or a.name.split(".")[0]) == name for a in node.names):
-                return True
-    return False
-
-
-def extract_code(text: str, entry_point: str | None = None) -> str | None:
-    """Extract a Python program from model output.
-
-    Takes fenced blocks tagged ``python``, ``py``, ``python3`` or untagged (other languages are
-    ignored). With several blocks, the last one that defines ``entry_point`` wins, else the last
-    block. An unclosed final fence (truncated output) runs to the end of the text. Without any
-    fence, the whole text is returned if it parses as Python (``ast.parse``).
-
-    Args:
-        text: Model output.
-        entry_point: Name of the function the tests call, if known.
-
-    Returns:
-        The dedented program text, or ``None`` if there is no fenced block and the text is not
-        valid Python (or is blank). Never raises.
-    """
-    try:
-        text = _as_text(text)
-        blocks: list[str] = []
-        pos = 0
-        while True:
-            fence = _FENCE_RE.search(text, pos)
-            if fence is None:
-                break
-            close = _CLOSE_RE.search(text, fence.end())
-            reopen = _FENCE_RE.search(text, fence.end())
-            if (
-                reopen is not None
-                and reopen.group(1)
-                and (close is None or reopen.start() < close.start())
-            ):
-                # "```\n\n```python\n...": a bare fence followed by a tagged one before any
-                # close: the bare fence was stray; start over at the tagged one
-                pos = reopen.start()
-                continue
-            body = text[fence.end() : close.start() if close else len(text)]
-            if fence.group(1).lower() in _PY_LANGS:
-                blocks.append(textwrap.dedent(body).strip("\n"))
-            if close is None:
-                break
-            pos = close.end()
-        blocks = [b for b in blocks if b.strip()]
-        if blocks:
-            if entry_point:
-                for block in reversed(blocks):
-                    if _defines(block, entry_point):
-                        return block
-            return blocks[-1]
-        if "```" in text:
-            return None
-        code = textwrap.dedent(text).strip("\n")
-        if code.strip() and _parses(code):
-            return code
-        return None
-    except Exception:
-        return None
-
 
 class CodeVerifier:
     """Runs a candidate program against independent test snippets inside :mod:`sage_env.sandbox`.
@@ -201,11 +105,11 @@ class CodeVerifier:
             score = passed / T. T == 0 gives status ``"invalid"``. Never raises on input.
         """
         try:
-            program = _as_text(program)
-            setup = _as_text(setup)
+            program = as_text(program)
+            setup = as_text(setup)
             if isinstance(tests, (str, bytes)):
                 tests = [tests]
-            test_list = [_as_text(t) for t in (tests or [])]
+            test_list = [as_text(t) for t in (tests or [])]
         except Exception:
             return VerifierResult(0.0, "invalid", "unreadable job")
         total = len(test_list)

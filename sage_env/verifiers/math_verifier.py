@@ -1,7 +1,7 @@
 r"""MathVerifier: the last ``\\boxed{}`` answer against a gold answer, through math-verify.
 
-The answer is found by :func:`sage_env.verifiers.answer_extraction.extract_boxed` (re-exported
-here) and checked under :func:`sage_env.verifiers.deadline._call_with_deadline`.
+The answer is found by :func:`sage_env.parsing.extract_boxed` and checked under
+:func:`sage_env.verifiers.deadline._call_with_deadline`.
 
 math-verify (huggingface/Math-Verify, https://github.com/huggingface/Math-Verify) parses LaTeX
 and plain expressions into SymPy and checks equivalence; it is imported lazily.
@@ -22,14 +22,13 @@ from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from sage_env.verifiers.answer_extraction import extract_boxed
-from sage_env.verifiers.deadline import _DeadlineExceeded, _call_with_deadline
+from sage_env.parsing import as_text, extract_boxed
+from sage_env.verifiers.deadline import _call_with_deadline, _DeadlineExceeded
 from sage_env.verifiers.math_guards import normalise_mixed_numbers, numbers_disagree
 from sage_env.verifiers.result import (
     MAX_GOLD_CHARS,
     MAX_PREDICTION_CHARS,
     VerifierResult,
-    _as_text,
     _clip,
 )
 
@@ -148,8 +147,8 @@ def _verify_math(prediction: Any, gold: Any, timeout_s: float) -> VerifierResult
     """
     try:
         _warm_up()  # outside the deadline: a cold import is not the pair's fault
-        pred = _as_text(prediction)
-        gold_text = _as_text(gold).strip()
+        pred = as_text(prediction)
+        gold_text = as_text(gold).strip()
         if not gold_text:
             return VerifierResult(0.0, "invalid", "empty gold answer")
         if len(gold_text) > MAX_GOLD_CHARS:
@@ -226,7 +225,7 @@ def _check_answer(answer: Any, timeout_s: float) -> VerifierResult:
     """The body of :meth:`MathVerifier.check_answer` (never raises)."""
     try:
         _warm_up()  # outside the deadline, as in _verify_math
-        text = _as_text(answer).strip()
+        text = as_text(answer).strip()
         if not text:
             return VerifierResult(0.0, "invalid", "empty answer")
         if len(text) > MAX_GOLD_CHARS:

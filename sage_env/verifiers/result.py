@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from sage_env import sandbox
 
@@ -62,17 +61,3 @@ class VerifierResult:
 def _clip(text: str, limit: int) -> str:
     """Shorten ``text`` to at most ``limit`` characters, marking the cut with ``...``."""
     return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."
-
-
-def _as_text(value: Any) -> str:
-    """Coerce model output of unexpected type (None, bytes, numbers) to ``str``; never raises."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", errors="replace")
-    try:
-        return str(value)
-    except Exception:
-        return ""

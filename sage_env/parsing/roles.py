@@ -1,8 +1,9 @@
-"""Parsing of model output into the fields each role must produce.
+"""The tagged fields each role writes: proposal, plan, critic score and rationale.
 
-Every function here takes arbitrary text (any length, any unicode, broken tags) and never
-raises: a missing or malformed field comes back as ``None`` and the caller gives a format
-score of 0.
+The challenger's proposal, the planner's plan, the critic's score and rationale, and the
+score distribution a critic reply may carry (:class:`ScoredReply`). Every function here
+takes arbitrary text (any length, any unicode, broken tags) and never raises: a missing or
+malformed field comes back as ``None`` and the caller gives a format score of 0.
 """
 
 from __future__ import annotations
@@ -87,8 +88,13 @@ class ScoredReply(str):
     score_probs: tuple[float, ...] | None
 
     def __new__(cls, text: str, score_probs: object = None) -> ScoredReply:
-        """Build the reply; a ``score_probs`` that is not iterable is kept as ``None``."""
+        """Build the reply; a ``score_probs`` that is not iterable is kept as ``None``.
+
+        So is a string or a mapping: its characters or keys are no distribution.
+        """
         obj = super().__new__(cls, text)
+        if isinstance(score_probs, (str, bytes, dict)):
+            score_probs = None
         try:
             obj.score_probs = None if score_probs is None else tuple(score_probs)  # type: ignore[arg-type]
         except TypeError:
@@ -104,11 +110,13 @@ def expected_critic_score(score_probs: object) -> float | None:
 
     Returns:
         The expected score, or ``None`` unless ``score_probs`` is a sequence of 10 finite
-        non-negative numbers, not all zero (never raises).
+        non-negative numbers (not strings), not all zero (never raises).
     """
     if isinstance(score_probs, (str, bytes, dict)):
         return None
     try:
+        if any(isinstance(p, (str, bytes)) for p in score_probs):  # type: ignore[union-attr]
+            return None
         probs = [float(p) for p in score_probs]  # type: ignore[union-attr]
     except (TypeError, ValueError, OverflowError):
         return None
