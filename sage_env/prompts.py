@@ -67,10 +67,10 @@ CRITIC_RUBRIC = (
 )
 """The critic's scale, anchored at three points of the range rather than by one example
 score: SmolLM2-135M copies a single example (the old prompt's ``<score>7</score>`` came back
-for 18 of 24 questions, so the prompt, not the critic, decided the quality gate). With the
+for most questions, so the prompt, not the critic, decided the quality gate). With the
 three anchors it still writes the first anchor for most questions, and its scores separate
-intact from corrupted seed questions barely better than chance (AUC 0.55 over 3 x 48 probe
-items, ``docs/results.md``); the probe (:mod:`sage_env.critic_probe`) keeps measuring it."""
+intact from corrupted seed questions barely better than chance (the figures are in
+``docs/results.md``); the probe (:mod:`sage_env.critic_probe`) keeps measuring it."""
 CRITIC_QUESTION = (
     "Review this {domain} problem for clarity, correctness and difficulty:\n\n{question}\n\n"
     + CRITIC_RUBRIC

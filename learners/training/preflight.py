@@ -374,8 +374,8 @@ def _missing_weights(repo: str, cache: str) -> str | None:
 def _unreachable(url: str) -> str | None:
     """Why ``url`` cannot be reached with one request, or None if it answered.
 
-    One plain request, no retries: without a network the hub client retries for about 25 s,
-    printing a warning each time, before it gives up.
+    One plain request, no retries: without a network the hub client retries for tens of
+    seconds, printing a warning each time, before it gives up.
     """
     from huggingface_hub.utils import get_session
 

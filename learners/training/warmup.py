@@ -81,7 +81,8 @@ def supervised_step(
     Only target tokens carry loss: the prompt and the response prefix are conditioning. The
     demonstrations go forward and backward one at a time, each loss divided by the batch's
     target tokens, so the gradient is the batch's mean while the activations held at once
-    are one sequence's (a batch of 4 of 640 tokens at once was the demo's 8 GB peak RSS).
+    are one sequence's (a whole batch at once set the demo's peak RSS; the figures are in
+    docs/training.md, "Where the memory goes").
     """
     tok = policy.tokenizer
     prompts, targets = [], []

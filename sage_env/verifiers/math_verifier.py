@@ -38,7 +38,7 @@ _MV: Any = None
 
 
 def _math_verify() -> Any:
-    """Import math_verify lazily (it pulls in SymPy, ~0.5 s) and return the module.
+    """Import math_verify lazily (it pulls in SymPy, slow to import) and return the module.
 
     Also silences its one-time "Timeout is disabled" warning: we pass ``parsing_timeout=None`` /
     ``timeout_seconds=None`` on purpose because :func:`_call_with_deadline` enforces the deadline.
@@ -74,7 +74,7 @@ def _warm_up() -> None:
     """Import math-verify and verify :data:`_WARM_UP_PAIRS` once per process, untimed.
 
     The first call in a fresh process imports SymPy and math-verify and builds their parsers
-    (about 1 s on an idle core, several on a loaded machine). Under a per-pair deadline that
+    (seconds on a loaded machine). Under a per-pair deadline that
     cold start was charged to the first pair: one user saw the same reply scored f = 0.5 once
     and 1.0 six times (issue 33, item 8). :func:`_verify_math` and :func:`_check_answer` call
     this before they arm their deadline, and worker processes call it in their initializer,
