@@ -32,10 +32,10 @@ class DAPOConfig(PGConfig):
     """eps_high: the ratio is clipped to [1 - clip_eps, 1 + clip_eps_high] (DAPO: 0.28)."""
 
 
+@register_learner("dapo", overwrite=True)  # overwrite: importing twice is fine
 class DAPOLearner(TRRLearner):
     """TRR++ advantages with DAPO's decoupled (clip-higher) PPO surrogate."""
 
-    name = "dapo"
     config_cls = DAPOConfig
 
     def loss(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -47,6 +47,3 @@ class DAPOLearner(TRRLearner):
         clipped = ((ratio < lo) | (ratio > hi)).float() * inputs.mask
         n = max(inputs.num_tokens, 1)
         return self.aggregate(per_token, inputs), {"clip_frac": clipped.sum().detach() / n}
-
-
-register_learner("dapo", DAPOLearner, DAPOConfig, overwrite=True)

@@ -34,10 +34,10 @@ class DrGRPOConfig(PGConfig):
     """Tokens each sequence's loss sum is divided by; set it to the generation budget."""
 
 
+@register_learner("dr_grpo", overwrite=True)  # overwrite: importing twice is fine
 class DrGRPOLearner(PolicyGradientLearner):
     """Group-centred advantages per (role, prompt), loss normalised by a constant."""
 
-    name = "dr_grpo"
     config_cls = DrGRPOConfig
 
     def advantages(self, batch: list[Transition]) -> list[float]:
@@ -50,6 +50,3 @@ class DrGRPOLearner(PolicyGradientLearner):
         per_token, metrics = self.per_token_loss(inputs)
         denominator = max(inputs.num_sequences, 1) * self.config.loss_length
         return (per_token * inputs.mask).sum() / denominator, metrics
-
-
-register_learner("dr_grpo", DrGRPOLearner, DrGRPOConfig, overwrite=True)

@@ -37,10 +37,10 @@ def rloo_advantages(rewards: list[float], groups: list) -> list[float]:
     return adv
 
 
+@register_learner("rloo", overwrite=True)  # overwrite: importing twice is fine
 class RLOOLearner(PolicyGradientLearner):
     """REINFORCE with a leave-one-out baseline per (role, prompt)."""
 
-    name = "rloo"
     advantage_group = "role_prompt"  # sage-env train refuses a config with groups of one
 
     def advantages(self, batch: list[Transition]) -> list[float]:
@@ -48,8 +48,6 @@ class RLOOLearner(PolicyGradientLearner):
         groups = [(t.role, tuple(t.prompt_ids)) for t in batch]
         return rloo_advantages([t.reward for t in batch], groups)
 
-
-register_learner("rloo", RLOOLearner, overwrite=True)
 
 if __name__ == "__main__":
     import sys

@@ -9,41 +9,23 @@ lists every flag with its documentation; ``--algorithm NAME`` is read first, so 
 own settings.
 ``--import MODULE`` (train, play; repeatable) imports a module that registers a learner or a
 protocol before names are resolved; installed packages can declare entry points instead
-(``learners.algorithms.plugins``).
+(``learners.algorithms.plugins``). The commands are registered with
+``@register_command(name, summary=...)`` (:mod:`learners.commands`).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
 
-USAGE = """usage: sage-env COMMAND [options]
 
-commands:
-  train    run SAGE self-play training (sage-env train --help)
-  play     step one round turn by turn and see every reward term (sage-env play --help)
-  eval     pass@k of a model on math and code benchmarks (sage-env eval --help)
-  compare  learners and protocols side by side, several seeds (sage-env compare --help)
-  decontam n-gram overlap between the seeds (or a run's pool) and each benchmark
-  export   write a run's checkpoint (LoRA merged) as a plain transformers model
-  report   one self-contained HTML page of one or more runs (sage-env report RUN --out F)
-  serve    the game as an OpenEnv server for other trainers (sage-env serve --help)
-"""
+def usage() -> str:
+    """The ``sage-env --help`` text: every registered command with its summary."""
+    from learners.commands import COMMANDS
 
-
-COMMANDS = {
-    "train": "learners.commands.train:train_command",
-    "play": "learners.commands.play:play_command",
-    "eval": "learners.commands.tools:eval_command",
-    "decontam": "learners.commands.tools:decontam_command",
-    "compare": "learners.commands.tools:compare_command",
-    "export": "learners.commands.tools:export_command",
-    "report": "learners.commands.tools:report_command",
-    "serve": "learners.commands.serve:serve_command",
-}
-"""Command -> ``"module:function"`` taking the remaining arguments (imported when run)."""
+    rows = [f"  {name:<8} {COMMANDS.get(name).summary}" for name in COMMANDS.names()]
+    return "usage: sage-env COMMAND [options]\n\ncommands:\n" + "\n".join(rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,13 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
+        print(usage())
         return 0
+    from learners.commands import COMMANDS
+
     command, rest = argv[0], argv[1:]
     if command in COMMANDS:
-        module, _, function = COMMANDS[command].partition(":")
-        return getattr(importlib.import_module(module), function)(rest)
-    print(f"sage-env: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+        return COMMANDS.get(command).run(rest)
+    print(f"sage-env: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
     return 2
 
 

@@ -169,7 +169,7 @@ def test_debug_run_that_trains_nothing_warns_logs_and_reruns_from_its_config(
     assert saved["warmup"]["steps"] == 0 and saved["critic_probe_size"] == 0
     assert saved["val_every"] == 0 and saved["max_new_tokens"] == 4
     # a fresh process knows nothing of zero_adv: the config alone brings it back
-    del LEARNERS["zero_adv"]
+    LEARNERS.unregister("zero_adv")
     sys.modules.pop("zero_plugin", None)
     again = tmp_path / "again"
     assert main(["train", "--config", str(out / "config.yaml"), "--out", str(again)]) == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from learners.engines import CT2_MISSING, RolloutConfig, make_engine
+from learners.engines import RolloutConfig, engine_spec, make_engine
 from learners.policy import HFPolicy, LoRAConfig, SamplingConfig
 
 needs_ct2 = pytest.mark.skipif(
@@ -56,7 +56,8 @@ def test_ct2_config_is_validated_and_missing_ctranslate2_is_a_one_line_error(
     )
     with pytest.raises(ImportError) as info:
         make_engine(object(), "ct2")
-    assert str(info.value) == CT2_MISSING and "\n" not in CT2_MISSING
+    missing = engine_spec("ct2").missing
+    assert str(info.value) == missing and "\n" not in missing
     from learners.training.preflight import PreflightError, check_train
     from learners.training.loop import TrainConfig
 

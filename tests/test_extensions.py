@@ -241,7 +241,7 @@ class EchoProtocol(Protocol):
 
 
 def test_entry_points_register_learners_and_protocols(tmp_path, monkeypatch):
-    from sage_env.protocols import _REGISTRY, available_protocols, make_protocol
+    from sage_env.protocols import PROTOCOLS, available_protocols, make_protocol
 
     (tmp_path / "sage_plugin_demo.py").write_text(PLUGIN)
     info = tmp_path / "sage_plugin_demo-0.1.dist-info"
@@ -252,7 +252,7 @@ def test_entry_points_register_learners_and_protocols(tmp_path, monkeypatch):
         "[sage_env.protocols]\nep_echo = sage_plugin_demo:EchoProtocol\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(LEARNERS, "ep_trr", raising=False)
+    LEARNERS.unregister("ep_trr")
     try:
         assert learner_spec("ep_trr").config_cls is PGConfig
         assert "ep_trr" in available_learners()
@@ -267,8 +267,8 @@ def test_entry_points_register_learners_and_protocols(tmp_path, monkeypatch):
         assert env.unwrapped._cumulative_rewards["solver_0"] == 1.0
         env.close()
     finally:
-        LEARNERS.pop("ep_trr", None)
-        _REGISTRY.pop("ep_echo", None)
+        LEARNERS.unregister("ep_trr")
+        PROTOCOLS.unregister("ep_echo")
 
 
 def test_make_learner_upgrades_the_shared_config(tiny_path):
@@ -366,7 +366,7 @@ def captured_train(monkeypatch):
 
 
 def test_protocol_settings_from_flags_yaml_and_a_user_module(tmp_path, captured_train, capsys):
-    from sage_env.protocols import _REGISTRY, AZRConfig, MAEConfig
+    from sage_env.protocols import PROTOCOLS, AZRConfig, MAEConfig
 
     assert main(["train", "--protocol", "azr", "--env.protocol-config.format-penalty"]) == 0
     assert captured_train[-1].env.protocol_config == AZRConfig(format_penalty=True)
@@ -409,7 +409,7 @@ def test_protocol_settings_from_flags_yaml_and_a_user_module(tmp_path, captured_
         )
         assert "(protocol 'bonus_demo' takes BonusConfig)" in err
     finally:
-        _REGISTRY.pop("bonus_demo", None)
+        PROTOCOLS.unregister("bonus_demo")
 
 
 @pytest.mark.parametrize(

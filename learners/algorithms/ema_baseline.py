@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from learners.algorithms.advantages import EMABaseline
 from learners.algorithms.pg import PGConfig, PolicyGradientLearner
+from learners.algorithms.registry import register_learner
 from learners.policy import HFPolicy
 from learners.rollout import Transition
 
@@ -28,10 +29,10 @@ class EMAConfig(PGConfig):
             raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
 
 
+@register_learner("ema")
 class EMABaselineLearner(PolicyGradientLearner):
     """``A = r - b_role`` with an EMA baseline per (role, domain)."""
 
-    name = "ema"
     config_cls = EMAConfig
 
     def __init__(

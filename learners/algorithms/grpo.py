@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from learners.algorithms.advantages import group_normalised_advantages
 from learners.algorithms.pg import PolicyGradientLearner
+from learners.algorithms.registry import register_learner
 from learners.rollout import Transition
 
 
+@register_learner("grpo")
 class GRPOLearner(PolicyGradientLearner):
     """Advantages normalised among completions of the same (role, prompt)."""
 
-    name = "grpo"
     advantage_group = "role_prompt"
 
     def advantages(self, batch: list[Transition]) -> list[float]:

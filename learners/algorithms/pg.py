@@ -87,8 +87,6 @@ class PolicyGradientLearner:
         seed: Seed of minibatch shuffling.
     """
 
-    name = "pg"
-    """Registry name."""
     config_cls: type = PGConfig
     """Hyperparameter dataclass (``TrainConfig.learner``); a subclass that adds fields
     extends ``PGConfig`` and sets this."""

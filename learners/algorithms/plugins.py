@@ -12,11 +12,15 @@ Two ways in, both resolved before an algorithm or protocol name is looked up:
       echo = "my_pkg.echo:EchoProtocol"         # registered as --protocol echo
 
   An entry point may also name a module (``"my_pkg.plugins"``) that registers what it
-  defines itself on import. A learner class carries its config as ``config_cls``.
+  defines itself on import. A learner class carries its config as ``config_cls``. The
+  registries read these groups themselves (:class:`sage_env.registry.Registry`, groups
+  ``learners.algorithms.registry.LEARNER_GROUP`` and ``sage_env.protocols.PROTOCOL_GROUP``).
 - ``--import MODULE`` (repeatable) on ``sage-env train`` and ``sage-env play``: imports a
   module (dotted name, searched from the working directory as ``python -m`` does, or a
-  ``.py`` path) whose top level calls :func:`learners.algorithms.registry.register_learner` or
-  :func:`sage_env.register_protocol`.
+  ``.py`` path) whose top level registers a learner or a protocol:
+  ``@register_learner("name")`` (:func:`learners.algorithms.registry.register_learner`) or
+  ``@register_protocol("name")`` (:func:`sage_env.register_protocol`) above the class, or
+  the same functions as plain calls.
 """
 
 from __future__ import annotations
@@ -26,38 +30,7 @@ import importlib.util
 import os
 import sys
 import types
-from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
-
-LEARNER_GROUP = "sage_env.learners"
-"""Entry-point group of learners: ``name = "module:LearnerClass"``. (Protocols:
-``sage_env.protocols.PROTOCOL_GROUP``, read by :func:`sage_env.protocols.make_protocol`.)"""
-
-
-@dataclass(frozen=True)
-class LoadedEntry:
-    """One loaded entry point: its name and object (``None`` when it named a module)."""
-
-    name: str
-    obj: Any
-
-
-def load_entry_points(group: str) -> list[LoadedEntry]:
-    """Load every entry point of ``group`` installed in the environment.
-
-    Raises:
-        ImportError: (re-raised with the entry point named) if one cannot be loaded.
-    """
-    loaded = []
-    for ep in entry_points(group=group):
-        try:
-            obj = ep.load()
-        except Exception as exc:
-            raise ImportError(f"entry point {ep.name} = {ep.value!r} ({group}): {exc}") from exc
-        loaded.append(LoadedEntry(ep.name, None if isinstance(obj, types.ModuleType) else obj))
-    return loaded
 
 
 def import_modules(names: list[str] | tuple[str, ...]) -> list[types.ModuleType]:

@@ -8,20 +8,19 @@ else (it samples through the policy and the rollout driver, not the learner)::
     state_dict() -> dict / load_state_dict(state)
     rng: random.Random                      # its own randomness, saved per rank on resume
 
-Each algorithm owns a config dataclass. Register one with
-``register_learner(name, cls, config_cls)`` and select it with ``sage-env train --algorithm
-NAME``; ``TrainConfig.learner`` is then a ``config_cls`` (flags ``--learner.*`` and the YAML
-``learner:`` section follow). Algorithms in other packages are found through the entry-point
-group ``sage_env.learners`` or ``sage-env train --import MODULE``
-(:mod:`learners.algorithms.plugins`).
-``docs/learners.md`` walks through one. The built-in algorithms are declared here by
-``"module:Class"`` (:data:`BUILTINS`) and imported when first asked for, so this module imports
-no algorithm (and no algorithm's import of it makes a cycle).
+Each algorithm owns a config dataclass. Register one with ``@register_learner(name)`` above
+its class (or the plain call ``register_learner(name, cls, config_cls)``) and select it with
+``sage-env train --algorithm NAME``; ``TrainConfig.learner`` is then a ``config_cls`` (flags
+``--learner.*`` and the YAML ``learner:`` section follow). Algorithms in other packages are
+found through the entry-point group ``sage_env.learners`` or ``sage-env train --import
+MODULE`` (:mod:`learners.algorithms.plugins`). ``docs/learners.md`` walks through one.
+The built-in algorithms' modules are named in :data:`LEARNERS` and imported when a name is
+first looked up, so this module imports no algorithm (and no algorithm's import of it makes
+a cycle).
 """
 
 from __future__ import annotations
 
-import importlib
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,8 +28,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from learners.algorithms.hyperparams import as_config
 from learners.algorithms.plugin_checks import check_learner_class
-from learners.algorithms.plugins import LEARNER_GROUP, load_entry_points
 from learners.rollout import Transition
+from sage_env.registry import Registry
 
 
 @runtime_checkable
@@ -73,21 +72,51 @@ class LearnerSpec:
     config_cls: type
 
 
-LEARNERS: dict[str, LearnerSpec] = {}
-"""Algorithm name -> :class:`LearnerSpec`."""
+def _learner_spec(
+    name: str, cls: Callable[..., Learner], config_cls: type | None = None
+) -> LearnerSpec:
+    """The :class:`LearnerSpec` of ``cls``, checked (the record :data:`LEARNERS` stores)."""
+    config_cls = config_cls or getattr(cls, "config_cls", None)
+    check_learner_class(name, cls, config_cls)
+    return LearnerSpec(name, cls, config_cls)
+
+
+LEARNER_GROUP = "sage_env.learners"
+"""Entry-point group of learners: ``name = "module:LearnerClass"`` (or a module that registers
+its learners on import). Protocols: ``sage_env.protocols.PROTOCOL_GROUP``."""
+
+LEARNERS: Registry[LearnerSpec] = Registry(
+    "algorithm",
+    builtins=(
+        "learners.algorithms.trr",
+        "learners.algorithms.grpo",
+        "learners.algorithms.reinforce_pp",
+        "learners.algorithms.ema_baseline",
+    ),
+    group=LEARNER_GROUP,
+    entry=_learner_spec,
+    hint="a learner in your own module: --import MODULE, or an entry point in group "
+    f"{LEARNER_GROUP!r}",
+)
+"""Algorithm name (``TrainConfig.algorithm``) -> :class:`LearnerSpec`; the built-ins register
+with ``@register_learner(name)`` above their class and are imported on the first lookup."""
 
 
 def register_learner(
     name: str,
-    cls: Callable[..., Learner],
+    cls: Callable[..., Learner] | None = None,
     config_cls: type | None = None,
     overwrite: bool = False,
-) -> None:
+) -> Any:
     """Make ``cls`` available as ``TrainConfig.algorithm = name`` with config ``config_cls``.
+
+    As a decorator above the class, ``@register_learner("rloo")``; as a plain call,
+    ``register_learner("rloo", RLOOLearner, RLOOConfig)``.
 
     Args:
         name: Registry name.
-        cls: Learner class or factory ``(policy, config, temperature=..., seed=...)``.
+        cls: Learner class or factory ``(policy, config, temperature=..., seed=...)``;
+            ``None``: return a decorator that registers the class it decorates.
         config_cls: Its hyperparameter dataclass; default ``cls.config_cls`` (a
             :class:`~learners.algorithms.pg.PolicyGradientLearner` subclass inherits ``PGConfig``).
         overwrite: Replace a learner registered under the same name.
@@ -98,25 +127,21 @@ def register_learner(
     hooks take the arguments the training loop passes and ``loss`` returns a tensor. A
     plugin imported with ``--import`` is so checked before the model loads.
 
+    Returns:
+        ``cls`` (or, without it, the decorator, which returns the class unchanged).
+
     Raises:
         ValueError: if the name is taken and ``overwrite`` is False.
         learners.algorithms.loss_result.LearnerPluginError: (a ``TypeError``) naming the file
             and line of what is wrong: no config dataclass given or found on ``cls``, a
             config class registered as the learner, a hook with the wrong signature.
     """
-    config_cls = config_cls or getattr(cls, "config_cls", None)
-    check_learner_class(name, cls, config_cls)
-    if name in LEARNERS and not overwrite:
-        raise ValueError(f"learner {name!r} is already registered (pass overwrite=True)")
-    LEARNERS[name] = LearnerSpec(name, cls, config_cls)
+    return LEARNERS.register(name, cls, overwrite=overwrite, config_cls=config_cls)
 
 
 def available_learners() -> list[str]:
-    """Registered algorithm names (built-ins, entry points of ``sage_env.learners``)."""
-    for name in BUILTINS:
-        _builtin(name)
-    _discover()
-    return sorted(LEARNERS)
+    """Registered algorithm names (built-ins, entry points of ``sage_env.learners``), sorted."""
+    return sorted(LEARNERS.names())
 
 
 def learner_spec(name: str) -> LearnerSpec:
@@ -126,18 +151,7 @@ def learner_spec(name: str) -> LearnerSpec:
         ValueError: on an unknown name; the message lists every registered one (built-ins,
             entry points, learners registered by ``--import``).
     """
-    _builtin(name)
-    if name not in LEARNERS:
-        _discover()
-    if name not in LEARNERS:
-        # the built-ins register on first use: name them all without importing them (a
-        # listing of LEARNERS alone named only those some earlier call had imported)
-        raise ValueError(
-            f"unknown algorithm {name!r}; registered: {sorted(set(LEARNERS) | set(BUILTINS))}"
-            f" (a learner in your own module: --import MODULE, or an entry point in group "
-            f"{LEARNER_GROUP!r})"
-        )
-    return LEARNERS[name]
+    return LEARNERS.get(name)
 
 
 def make_learner(name: str, policy: Any, config: Any = None, **kwargs: Any) -> Learner:
@@ -149,26 +163,3 @@ def make_learner(name: str, policy: Any, config: Any = None, **kwargs: Any) -> L
     """
     spec = learner_spec(name)
     return spec.factory(policy, as_config(config, spec.config_cls), **kwargs)
-
-
-def _discover() -> None:
-    for entry in load_entry_points(LEARNER_GROUP):
-        if entry.obj is not None and entry.name not in LEARNERS:
-            register_learner(entry.name, entry.obj)
-
-
-BUILTINS: dict[str, str] = {
-    "trr": "learners.algorithms.trr:TRRLearner",
-    "grpo": "learners.algorithms.grpo:GRPOLearner",
-    "reinforce_pp": "learners.algorithms.reinforce_pp:ReinforcePPBaselineLearner",
-    "ema": "learners.algorithms.ema_baseline:EMABaselineLearner",
-}
-"""The built-in algorithms: name -> ``"module:Class"``, registered on first use."""
-
-
-def _builtin(name: str) -> None:
-    """Register built-in ``name`` (importing its module) unless something already holds it."""
-    if name in BUILTINS and name not in LEARNERS:
-        module, _, attr = BUILTINS[name].partition(":")
-        cls = getattr(importlib.import_module(module), attr)
-        register_learner(name, cls)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from learners.algorithms.advantages import group_mean_whitened_advantages
 from learners.algorithms.pg import PolicyGradientLearner
+from learners.algorithms.registry import register_learner
 from learners.rollout import Transition
 
 
+@register_learner("reinforce_pp")
 class ReinforcePPBaselineLearner(PolicyGradientLearner):
     """Group-mean baseline per (role, prompt), then global whitening."""
 
-    name = "reinforce_pp"
     advantage_group = "role_prompt"
 
     def advantages(self, batch: list[Transition]) -> list[float]:

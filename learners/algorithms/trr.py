@@ -11,16 +11,17 @@ from __future__ import annotations
 from learners.algorithms.advantages import group_normalised_advantages
 from learners.algorithms.losses import kl_penalty, token_logprobs
 from learners.algorithms.pg import PGConfig, PolicyGradientLearner
+from learners.algorithms.registry import register_learner
 from learners.rollout import Transition
 
 TRRConfig = PGConfig
 """Hyperparameters of :class:`TRRLearner` (the shared :class:`~learners.algorithms.pg.PGConfig`)."""
 
 
+@register_learner("trr")
 class TRRLearner(PolicyGradientLearner):
     """TRR++: advantages normalised within each (role, domain) group."""
 
-    name = "trr"
     advantage_group = "role_domain"
 
     def advantages(self, batch: list[Transition]) -> list[float]:

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Generic
 
+from learners.commands import register_command
 from learners.commands.common import import_plugins, preparser
 from learners.policy.loading import DEFAULT_MODEL
 from sage_env.config import EnvConfig, ProtocolConfigT
@@ -83,6 +84,10 @@ def _model_player(cfg: PlayConfig):
     return player
 
 
+@register_command(
+    "play",
+    summary="step one round turn by turn and see every reward term (sage-env play --help)",
+)
 def play_command(argv: list[str]) -> int:
     import tyro
 

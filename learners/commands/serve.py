@@ -6,6 +6,7 @@ import argparse
 import importlib.util
 import sys
 
+from learners.commands import register_command
 from learners.commands.common import import_plugins
 
 
@@ -67,6 +68,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+@register_command(
+    "serve",
+    summary="the game as an OpenEnv server for other trainers (sage-env serve --help)",
+)
 def serve_command(argv: list[str]) -> int:
     """Parse the flags, build the config and run the server until interrupted."""
     args = _parser().parse_args(argv)

@@ -7,6 +7,8 @@ import dataclasses
 import sys
 from dataclasses import dataclass
 
+from learners.commands import register_command
+
 
 @dataclass
 class DecontamConfig:
@@ -26,6 +28,10 @@ class DecontamConfig:
     """Write the item-by-item report as JSON here."""
 
 
+@register_command(
+    "eval",
+    summary="pass@k of a model on math and code benchmarks (sage-env eval --help)",
+)
 def eval_command(argv: list[str]) -> int:
     import tyro
 
@@ -50,6 +56,10 @@ def eval_command(argv: list[str]) -> int:
     return 0
 
 
+@register_command(
+    "compare",
+    summary="learners and protocols side by side, several seeds (sage-env compare --help)",
+)
 def compare_command(argv: list[str]) -> int:
     import tyro
 
@@ -81,6 +91,10 @@ def compare_command(argv: list[str]) -> int:
     return 0
 
 
+@register_command(
+    "export",
+    summary="write a run's checkpoint (LoRA merged) as a plain transformers model",
+)
 def export_command(argv: list[str]) -> int:
     import tyro
 
@@ -102,6 +116,10 @@ def export_command(argv: list[str]) -> int:
     return 0
 
 
+@register_command(
+    "report",
+    summary="one self-contained HTML page of one or more runs (sage-env report RUN --out F)",
+)
 def report_command(argv: list[str]) -> int:
     import tyro
 
@@ -124,6 +142,10 @@ def report_command(argv: list[str]) -> int:
     return 0
 
 
+@register_command(
+    "decontam",
+    summary="n-gram overlap between the seeds (or a run's pool) and each benchmark",
+)
 def decontam_command(argv: list[str]) -> int:
     import json
 

@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from learners.commands import register_command
 from learners.commands.common import import_plugins, preparser
 
 
+@register_command("train", summary="run SAGE self-play training (sage-env train --help)")
 def train_command(argv: list[str]) -> int:
     """``sage-env train ARGS``; returns the exit status (2 on a config or preflight error)."""
     from learners.training.preflight import PreflightError
@@ -70,6 +72,7 @@ def _config(known: Any, rest: list[str], imports: list[str]) -> tuple[Any, Any, 
     import tyro
 
     from learners.algorithms.registry import available_learners
+    from learners.engines.registry import ENGINES
     from learners.training.config import (
         config_type,
         load_yaml_config,
@@ -92,6 +95,7 @@ def _config(known: Any, rest: list[str], imports: list[str]) -> tuple[Any, Any, 
         train_type = config_type(base.algorithm, base.env.protocol)
         algorithms = ", ".join(available_learners())
         protocols = ", ".join(available_protocols())
+        engines = ", ".join(sorted(ENGINES.names()))
     except (OSError, ValueError, TypeError, ImportError) as exc:
         print(f"sage-env train: error: {exc}", file=sys.stderr)
         return None
@@ -108,7 +112,8 @@ def _config(known: Any, rest: list[str], imports: list[str]) -> tuple[Any, Any, 
         f"--algorithm {{{algorithms}}} (the --learner.* flags "
         "below are the chosen algorithm's: sage-env train --algorithm NAME --help), "
         "--import MODULE (repeatable: a module that registers a learner or protocol; "
-        "recorded in config.yaml) and --no-progress.",
+        "recorded in config.yaml) and --no-progress. "
+        f"Rollout engines (--rollout.engine): {{{engines}}}.",
     )
     cfg = dataclasses.replace(cfg, imports=tuple(imports), model=_recorded_model(cfg.model))
     return _one_budget(cfg, rest, known.config), base, preset

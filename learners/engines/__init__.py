@@ -22,8 +22,9 @@ Every engine honours a token budget and stop strings per row (one rule,
 temperature (``log_softmax(logits / T)``, what
 :meth:`~learners.policy.HFPolicy.token_logprobs` recomputes), and puts loss on nothing it did
 not generate: the prompt ids it receives (prefix included) come back as ``prompt_ids``.
-:mod:`learners.engines.registry` declares each engine (what it needs installed, whether it
-syncs weights); :func:`make_engine` builds one. Names load lazily (no torch on import).
+:mod:`learners.engines.registry` holds the registry (``@register_engine(name, ...)`` above
+each engine class: what it needs installed, whether it syncs weights); :func:`make_engine`
+builds one. Names load lazily (no torch on import).
 """
 
 from learners.lazy import lazy_exports
@@ -37,9 +38,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "RolloutEngine": "learners.engines.interface",
         "EngineSpec": "learners.engines.registry",
         "ENGINES": "learners.engines.registry",
-        "VLLM_MISSING": "learners.engines.registry",
-        "CT2_MISSING": "learners.engines.registry",
         "engine_spec": "learners.engines.registry",
+        "register_engine": "learners.engines.registry",
         "require_engine": "learners.engines.registry",
         "syncs_weights": "learners.engines.registry",
         "make_engine": "learners.engines.factory",

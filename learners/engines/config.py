@@ -1,7 +1,7 @@
 """The rollout settings (``--rollout.*``; YAML ``rollout:``): which engine and its knobs.
 
-Imports no engine and not torch, so configs and the CLI can build one cheaply; the engine
-names come from :mod:`learners.engines.registry`.
+Imports no engine and not torch; the engine names come from
+:mod:`learners.engines.registry` (checking one imports the engine modules, and so torch).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import torch
 from learners.engines.config import RolloutConfig
 from learners.engines.hf_engine import HFEngine
 from learners.engines.interface import EngineHost
-from learners.engines.registry import import_engine_module
+from learners.engines.registry import import_engine_module, register_engine
 from learners.engines.weights import inference_weights
 from learners.memory import release_memory
 from learners.types import Completion, SamplingConfig
@@ -135,6 +135,13 @@ def _no_gc(module: Any) -> Iterator[None]:
         module.gc = real
 
 
+@register_engine(
+    "ct2",
+    requires="ctranslate2",
+    requires_label="CTranslate2",
+    install="pip install ctranslate2==4.8.5",
+    syncs_weights=True,
+)
 class CT2Engine:
     """CTranslate2 (``ctranslate2.Generator``) on a converted copy of the trainer's weights.
 
@@ -169,10 +176,8 @@ class CT2Engine:
         config: ``ct2_*`` settings.
 
     Raises:
-        ImportError: without CTranslate2 (:data:`CT2_MISSING`).
+        ImportError: without CTranslate2 (``EngineSpec.missing``).
     """
-
-    name = "ct2"
 
     def __init__(self, host: EngineHost, config: RolloutConfig | None = None) -> None:
         self.host = host

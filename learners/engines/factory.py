@@ -24,4 +24,4 @@ def make_engine(host: EngineHost, config: RolloutConfig | str | None = None) -> 
     elif isinstance(config, str):
         config = RolloutConfig(engine=config)
     require_engine(config.engine)
-    return engine_spec(config.engine).load()(host, config)
+    return engine_spec(config.engine).cls(host, config)

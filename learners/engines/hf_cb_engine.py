@@ -10,9 +10,12 @@ import torch
 
 from learners.engines.config import RolloutConfig
 from learners.engines.interface import EngineHost
+from learners.engines.registry import register_engine
 from learners.engines.stops import cut_completion
 from learners.types import Completion, SamplingConfig
 
+
+@register_engine("hf-cb")
 class HFContinuousBatchingEngine:
     """transformers' continuous batching (paged attention) on the host's model (``hf-cb``).
 
@@ -34,8 +37,6 @@ class HFContinuousBatchingEngine:
     Raises:
         RuntimeError: if the installed transformers has no continuous batching.
     """
-
-    name = "hf-cb"
 
     def __init__(self, host: EngineHost, config: RolloutConfig | None = None) -> None:
         self.host = host

@@ -9,9 +9,12 @@ import torch
 
 from learners.engines.config import RolloutConfig
 from learners.engines.interface import EngineHost
+from learners.engines.registry import register_engine
 from learners.engines.stops import RowLimits, eos_cut
 from learners.types import Completion, SamplingConfig
 
+
+@register_engine("hf")
 class HFEngine:
     """Batched ``model.generate`` on the host's model (the default engine, ``hf``).
 
@@ -25,8 +28,6 @@ class HFEngine:
         host: The policy (:class:`EngineHost`).
         config: Unused (no settings); accepted for a uniform factory signature.
     """
-
-    name = "hf"
 
     def __init__(self, host: EngineHost, config: RolloutConfig | None = None) -> None:
         self.host = host

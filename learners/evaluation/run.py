@@ -118,7 +118,8 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
     names = [b.strip() for b in cfg.benchmarks.split(",") if b.strip()]
     unknown = [b for b in names if b not in BENCHMARKS]
     if unknown:
-        raise ValueError(f"unknown benchmark(s) {unknown}; available: {', '.join(BENCHMARKS)}")
+        registered = sorted(BENCHMARKS.names())
+        raise ValueError(f"unknown benchmark(s) {unknown}; registered: {registered}")
     # a missing or broken model fails here, in one line, before benchmarks and weights load
     model = eval_model(cfg.model) if policy is None else cfg.model
     plus_limit = None if cfg.plus_limit in (None, "all") else int(cfg.plus_limit)

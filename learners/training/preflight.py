@@ -281,8 +281,10 @@ def launch_problems(strategy: str = "ddp") -> list[str]:
 
 def engine_problems(engine: str) -> list[str]:
     """What rollout engine ``engine`` needs installed and is missing (its registry entry)."""
+    if engine not in ENGINES:
+        return []  # RolloutConfig refuses an unknown engine, naming the registered ones
     spec = ENGINES.get(engine)
-    if spec is None or spec.requires is None:
+    if spec.requires is None:
         return []
     return module_problem(spec.requires, spec.install, f"--rollout.engine {engine}")
 

@@ -17,7 +17,8 @@ library changes for it::
             env.deliver("solver_0", 1.0, {"const": 1.0})
             env.finish()
 
-    register_protocol("echo", Echo)      # or an entry point in group "sage_env.protocols"
+    register_protocol("echo", Echo)  # or @register_protocol("echo") above the class, or an
+                                     # entry point in group "sage_env.protocols"
     sage_env.check_protocol("echo")          # lists what is wrong, raises if anything is
     env = sage_env.env(protocol="echo")
 
@@ -32,8 +33,8 @@ from sage_env.protocols.azr_qa import AZRQAConfig, AZRQAProtocol
 from sage_env.protocols.base import CODE_PREFIX, DEFAULT_PREFIXES, Protocol, propose, public
 from sage_env.protocols.mae import MAEConfig, MAEProtocol
 from sage_env.protocols.registry import (
-    _REGISTRY,  # noqa: F401  (tests and plugins unregister through it)
     PROTOCOL_GROUP,
+    PROTOCOLS,
     available_protocols,
     make_protocol,
     protocol_config_cls,
@@ -41,9 +42,6 @@ from sage_env.protocols.registry import (
 )
 from sage_env.protocols.rlvr import RLVRProtocol
 from sage_env.protocols.sage import SAGEProtocol
-
-for _cls in (SAGEProtocol, AZRProtocol, AZRQAProtocol, MAEProtocol, RLVRProtocol):
-    register_protocol(_cls.name, _cls)
 
 __all__ = [
     "AZRConfig",
@@ -55,6 +53,7 @@ __all__ = [
     "MAEConfig",
     "MAEProtocol",
     "PROTOCOL_GROUP",
+    "PROTOCOLS",
     "Protocol",
     "RLVRProtocol",
     "SAGEProtocol",

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from sage_env import exec_tasks, parsing, rewards
 from sage_env.exec_tasks import MODES, ExecSpec, exec_mode
 from sage_env.protocols.base import Protocol, public
+from sage_env.protocols.registry import register_protocol
 from sage_env.verifiers import execution
 
 if TYPE_CHECKING:
@@ -351,6 +352,7 @@ class ExecChallenger(Protocol):
         return super().scripted_actions(phase, observation, task)
 
 
+@register_protocol("azr")
 class AZRProtocol(Protocol):
     """Proposer/solver self-play on execution tasks (deduction, abduction, induction)."""
 

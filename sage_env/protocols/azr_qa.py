@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from sage_env import prompts
 from sage_env.protocols.base import Protocol, propose, public
+from sage_env.protocols.registry import register_protocol
 from sage_env.rewards import learnability_reward
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ class AZRQAConfig:
     ``RewardConfig.azr_format_penalty``."""
 
 
+@register_protocol("azr-qa")
 class AZRQAProtocol(Protocol):
     """Proposer/solver self-play with the learnability reward on math/code questions."""
 

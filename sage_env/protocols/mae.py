@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from sage_env import parsing, prompts, rewards
 from sage_env.protocols.azr import ExecChallenger, vet_exec_challenge
 from sage_env.protocols.base import gate_estimate, propose, review, review_parts
+from sage_env.protocols.registry import register_protocol
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv
@@ -53,6 +54,7 @@ class MAEConfig:
         self.solver_weights = (float(weights[0]), float(weights[1]))
 
 
+@register_protocol("mae")
 class MAEProtocol(ExecChallenger):
     """Proposer/solver/judge without ground-truth rewards (protocol ``"mae"``)."""
 

@@ -1,60 +1,61 @@
 """The registry of protocols by name: register, discover (entry points), build.
 
-A leaf module: it imports no protocol (``sage_env.protocols`` registers the built-in ones
-when imported, and importing this module runs that package first), so
-:mod:`sage_env.config` can look a protocol's settings class up without an import cycle.
+Each built-in protocol registers itself with ``@register_protocol(name)`` above its class
+(``sage_env.protocols.sage``, ``azr``, ``azr_qa``, ``mae``, ``rlvr``); :data:`PROTOCOLS`
+imports those modules on the first lookup (a :class:`sage_env.registry.Registry`). This module
+imports no protocol, so :mod:`sage_env.config` can look a protocol's settings class up
+without an import cycle.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import types
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
+
+from sage_env.registry import Registry
 
 Protocol = Any
 """A :class:`sage_env.protocols.base.Protocol` (not imported: this module stays a leaf)."""
-
-_REGISTRY: dict[str, Callable[[], Protocol]] = {}
-"""Protocol name -> factory (usually the class)."""
-
-
-def register_protocol(name: str, factory: Callable[[], Protocol], overwrite: bool = False) -> None:
-    """Make ``factory()`` available as ``EnvConfig(protocol=name)``.
-
-    Raises:
-        ValueError: if ``name`` is taken and ``overwrite`` is False.
-    """
-    if name in _REGISTRY and not overwrite:
-        raise ValueError(f"protocol {name!r} is already registered (pass overwrite=True)")
-    _REGISTRY[name] = factory
-
 
 PROTOCOL_GROUP = "sage_env.protocols"
 """Entry-point group searched for protocols of installed packages:
 ``name = "module:ProtocolClass"`` (or a module that registers its protocols on import)."""
 
+PROTOCOLS: Registry[Callable[[], Protocol]] = Registry(
+    "protocol",
+    builtins=(
+        "sage_env.protocols.sage",
+        "sage_env.protocols.azr",
+        "sage_env.protocols.azr_qa",
+        "sage_env.protocols.mae",
+        "sage_env.protocols.rlvr",
+    ),
+    group=PROTOCOL_GROUP,
+)
+"""Protocol name (``EnvConfig.protocol``) -> factory (usually the class)."""
 
-def _discover() -> None:
-    """Register the protocols of the ``sage_env.protocols`` entry points not yet known."""
-    for ep in entry_points(group=PROTOCOL_GROUP):
-        if ep.name in _REGISTRY:
-            continue
-        try:
-            obj = ep.load()
-        except Exception as exc:
-            raise ImportError(
-                f"entry point {ep.name} = {ep.value!r} ({PROTOCOL_GROUP}): {exc}"
-            ) from exc
-        if not isinstance(obj, types.ModuleType) and ep.name not in _REGISTRY:
-            register_protocol(ep.name, obj)
+
+def register_protocol(
+    name: str, factory: Callable[[], Protocol] | None = None, overwrite: bool = False
+) -> Any:
+    """Make ``factory()`` available as ``EnvConfig(protocol=name)``.
+
+    As a decorator above the class, ``@register_protocol("echo")``; as a plain call,
+    ``register_protocol("echo", Echo)``.
+
+    Returns:
+        ``factory`` (or, without it, a decorator that registers and returns its class).
+
+    Raises:
+        ValueError: if ``name`` is taken and ``overwrite`` is False.
+    """
+    return PROTOCOLS.register(name, factory, overwrite=overwrite)
 
 
 def available_protocols() -> list[str]:
-    """Registered protocol names, after loading the ``sage_env.protocols`` entry points."""
-    _discover()
-    return sorted(_REGISTRY)
+    """Registered protocol names (built-ins, entry points of ``sage_env.protocols``), sorted."""
+    return sorted(PROTOCOLS.names())
 
 
 def make_protocol(spec: str | Protocol) -> Protocol:
@@ -65,12 +66,7 @@ def make_protocol(spec: str | Protocol) -> Protocol:
     """
     if not isinstance(spec, str):  # already a protocol instance
         return spec
-    if spec not in _REGISTRY:
-        _discover()
-    factory = _REGISTRY.get(spec)
-    if factory is None:
-        raise ValueError(f"unknown protocol {spec!r}; registered: {available_protocols()}")
-    return factory()
+    return PROTOCOLS.get(spec)()
 
 
 def protocol_config_cls(spec: str | Protocol) -> type | None:
@@ -89,11 +85,7 @@ def protocol_config_cls(spec: str | Protocol) -> type | None:
     if not isinstance(spec, str):  # a protocol instance
         cls, name = getattr(spec, "config_cls", None), spec.name
     else:
-        if spec not in _REGISTRY:
-            _discover()
-        factory = _REGISTRY.get(spec)
-        if factory is None:
-            raise ValueError(f"unknown protocol {spec!r}; registered: {available_protocols()}")
+        factory = PROTOCOLS.get(spec)
         owner = factory if isinstance(factory, type) else factory()
         cls, name = getattr(owner, "config_cls", None), spec
     if cls is not None and not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):

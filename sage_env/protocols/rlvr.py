@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING
 
 from sage_env import prompts, rewards
 from sage_env.protocols.base import Protocol
+from sage_env.protocols.registry import register_protocol
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv
 
 
+@register_protocol("rlvr")
 class RLVRProtocol(Protocol):
     """Solver-only training on the seeds with verifier rewards."""
 

@@ -37,11 +37,13 @@ from sage_env.protocols.base import (
     review,
     review_parts,
 )
+from sage_env.protocols.registry import register_protocol
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv
 
 
+@register_protocol("sage")
 class SAGEProtocol(ExecChallenger):
     """The four-role SAGE game (default protocol ``"sage"``)."""
 

@@ -6,9 +6,9 @@ hub; the families are :mod:`~learners.evaluation.benchmarks.math_benchmarks`,
 :mod:`~learners.evaluation.benchmarks.code_benchmarks` (with EvalPlus's protocol in
 :mod:`~learners.evaluation.benchmarks.evalplus`),
 :mod:`~learners.evaluation.benchmarks.cruxeval` and
-:mod:`~learners.evaluation.benchmarks.livecodebench`. Importing this package registers them
-all, in the order of :data:`BENCHMARKS`. Used by :mod:`learners.evaluation` (scoring, pass@k,
-``sage-env eval``).
+:mod:`~learners.evaluation.benchmarks.livecodebench`; each registers its own benchmarks
+(:data:`BENCHMARKS` imports them on the first lookup). Used by :mod:`learners.evaluation`
+(scoring, pass@k, ``sage-env eval``).
 
 Where a benchmark's rows come from (``source``, ``sage-env eval --source``):
 
@@ -40,8 +40,7 @@ LiveCodeBench's test cases are not shipped; ``livecodebench`` loads
 ``livecodebench/code_generation_lite`` from the Hugging Face hub and needs a network.
 """
 
-import importlib
-
+from learners.evaluation.benchmarks.code_benchmarks import CODE_INSTRUCTION
 from learners.evaluation.benchmarks.evalplus import (
     MBPP_OUTPUT_NOT_NONE_TASKS,
     PLUS_MEMORY_MB,
@@ -58,6 +57,7 @@ from learners.evaluation.benchmarks.files import (
     default_data_dir,
     hub_rows,
 )
+from learners.evaluation.benchmarks.math_benchmarks import MATH_INSTRUCTION, gsm8k_gold
 from learners.evaluation.benchmarks.registry import (
     BENCHMARK_FILES,
     BENCHMARKS,
@@ -67,22 +67,12 @@ from learners.evaluation.benchmarks.registry import (
     register_benchmark,
 )
 
-FAMILIES = ("math_benchmarks", "code_benchmarks", "cruxeval", "livecodebench")
-"""The benchmark family modules; each registers its benchmarks on import, in this order
-(the order of :data:`BENCHMARKS`)."""
-
-_families = {name: importlib.import_module(f"{__name__}.{name}") for name in FAMILIES}
-CODE_INSTRUCTION: str = _families["code_benchmarks"].CODE_INSTRUCTION
-MATH_INSTRUCTION: str = _families["math_benchmarks"].MATH_INSTRUCTION
-gsm8k_gold = _families["math_benchmarks"].gsm8k_gold
-
 __all__ = [
     "BENCHMARKS",
     "BENCHMARK_FILES",
     "BenchmarkSpec",
     "CODE_INSTRUCTION",
     "EvalItem",
-    "FAMILIES",
     "HUB_SOURCES",
     "HubSource",
     "MATH_INSTRUCTION",

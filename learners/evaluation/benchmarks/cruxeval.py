@@ -42,6 +42,7 @@ register_benchmark("cruxeval_o", _cruxeval, "code/cruxeval.jsonl.gz")
 register_benchmark("cruxeval_i", _cruxeval, "code/cruxeval.jsonl.gz")
 
 
+@register_benchmark("exec_heldout")
 def _exec_heldout(name: str, rows: None = None, **_: object) -> list[EvalItem]:
     """The held-out execution tasks (``sage_env/data/exec_heldout.jsonl``), deduction.
 
@@ -79,5 +80,3 @@ def _exec_heldout(name: str, rows: None = None, **_: object) -> list[EvalItem]:
         )
     return items
 
-
-register_benchmark("exec_heldout", _exec_heldout)

@@ -50,10 +50,9 @@ def _livecodebench() -> list[EvalItem]:  # pragma: no cover - needs a network
     return items
 
 
+@register_benchmark("livecodebench")
 def _load(name: str, rows: Any, source: str = "auto", **_: object) -> list[EvalItem]:
     if source == "local":
         raise ValueError("livecodebench has no local test cases: use --source auto or hub")
     return _livecodebench()
 
-
-register_benchmark("livecodebench", _load)

@@ -2,18 +2,21 @@
 
 A benchmark family's module (``math_benchmarks``, ``code_benchmarks``, ``cruxeval``,
 ``livecodebench``) registers each of its benchmarks with the file its rows come from and the
-function that turns rows into :class:`EvalItem` records. This module imports no family: the
-package ``learners.evaluation.benchmarks`` imports them all (so importing this module, which
-runs the package first, has them registered).
+function that turns rows into :class:`EvalItem` records (``@register_benchmark(name,
+file=...)`` above a loader, or the plain call for a loader several benchmarks share).
+:data:`BENCHMARKS` names those modules and imports them on the first lookup (a
+:class:`sage_env.registry.Registry`); this module imports no family.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from learners.evaluation.benchmarks.files import benchmark_rows
+from sage_env.registry import Registry
 
 
 @dataclass
@@ -72,24 +75,55 @@ class BenchmarkSpec:
     file: str | None = None
 
 
-BENCHMARKS: dict[str, BenchmarkSpec] = {}
-"""Benchmark name -> :class:`BenchmarkSpec`, in registration order."""
+BENCHMARKS: Registry[BenchmarkSpec] = Registry(
+    "benchmark",
+    builtins=(
+        "learners.evaluation.benchmarks.math_benchmarks",
+        "learners.evaluation.benchmarks.code_benchmarks",
+        "learners.evaluation.benchmarks.cruxeval",
+        "learners.evaluation.benchmarks.livecodebench",
+    ),
+    entry=BenchmarkSpec,
+)
+"""Benchmark name (``sage-env eval --benchmarks``) -> :class:`BenchmarkSpec`; :meth:`names`
+lists them family by family, in registration order."""
 
-BENCHMARK_FILES: dict[str, str] = {}
-"""Each local benchmark's file, relative to the data folder (the layout of ``--data-dir``)."""
 
-
-def register_benchmark(name: str, load: Loader, file: str | None = None) -> None:
+def register_benchmark(
+    name: str, load: Loader | None = None, file: str | None = None, overwrite: bool = False
+) -> Any:
     """Make ``load`` available as benchmark ``name`` (reading ``file`` of the data layout).
 
+    As a decorator above the loader, ``@register_benchmark("gsm8k", file="math/...")``; as a
+    plain call, ``register_benchmark("math500", _load_plain, "math/math500_test.jsonl")``.
+
+    Returns:
+        ``load`` (or, without it, a decorator that registers and returns its function).
+
     Raises:
-        ValueError: if the name is taken.
+        ValueError: if the name is taken and ``overwrite`` is False.
     """
-    if name in BENCHMARKS:
-        raise ValueError(f"benchmark {name!r} is already registered")
-    BENCHMARKS[name] = BenchmarkSpec(name, load, file)
-    if file is not None:
-        BENCHMARK_FILES[name] = file
+    return BENCHMARKS.register(name, load, overwrite=overwrite, file=file)
+
+
+class _Layout(Mapping[str, str]):
+    """Benchmark name -> its file in the data folder, read from :data:`BENCHMARKS`."""
+
+    def __getitem__(self, name: str) -> str:
+        file = BENCHMARKS.get(name).file if name in BENCHMARKS else None
+        if file is None:
+            raise KeyError(name)
+        return file
+
+    def __iter__(self) -> Iterator[str]:
+        return (n for n in BENCHMARKS.names() if BENCHMARKS.get(n).file is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+BENCHMARK_FILES: Mapping[str, str] = _Layout()
+"""Each local benchmark's file, relative to the data folder (the layout of ``--data-dir``)."""
 
 
 def load_benchmark(
@@ -101,7 +135,7 @@ def load_benchmark(
     """Load one benchmark from the data folder (by default the shipped files) or the hub.
 
     Args:
-        name: One of :data:`BENCHMARKS`.
+        name: One of :data:`BENCHMARKS` (``BENCHMARKS.names()``).
         data_dir: Data folder (default
             :func:`~learners.evaluation.benchmarks.files.default_data_dir`: ``$SAGE_ENV_DATA``
             or the shipped files).
@@ -110,13 +144,11 @@ def load_benchmark(
             (:func:`~learners.evaluation.benchmarks.files.benchmark_rows`).
 
     Raises:
-        ValueError: on an unknown benchmark or source.
+        ValueError: on an unknown benchmark (the message lists the registered ones) or source.
         FileNotFoundError: if its file is missing (and the hub could not stand in).
         RuntimeError: for ``livecodebench`` or ``source="hub"`` without the ``datasets``
             package or a network.
     """
     spec = BENCHMARKS.get(name)
-    if spec is None:
-        raise ValueError(f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}")
     rows = benchmark_rows(spec.file, data_dir, source) if spec.file is not None else None
     return spec.load(name, rows, plus_limit=plus_limit, source=source)
