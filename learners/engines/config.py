@@ -65,9 +65,8 @@ class RolloutConfig:
     ``get_num_threads()``)."""
     ct2_workers: int = 1
     """``ct2``: generators decoding a call's batches in parallel, each with its own copy of
-    the converted model (+0.8 GB RSS each for the 135M model) and ``ct2_threads /
-    ct2_workers`` threads. 2 on the demo's calls, 2 shared cores: 1.10-1.35x the tokens/s
-    of 1 (``perf/ct2_replay.py``)."""
+    the converted model (more RSS per worker) and ``ct2_threads / ct2_workers`` threads.
+    ``perf/ct2_replay.py`` measures 1 against 2 (figures in ``perf/README.md``)."""
 
     def __post_init__(self) -> None:
         engine_spec(self.engine)  # ValueError on an unknown engine

@@ -48,8 +48,8 @@ def _plain_model(host: EngineHost, shell: list[torch.nn.Module]) -> torch.nn.Mod
 
 
 CT2_ROW_COST = 0.3
-"""Extra cost of one more row in a CTranslate2 decoding step, in one-row steps (135M model,
-float32, 2 cores: a step of 8 rows took about 3x a step of one)."""
+"""Extra cost of one more row in a CTranslate2 decoding step, in one-row steps (fitted to
+the default model in float32 on a 2-core CPU; ``docs/training.md`` has the measurement)."""
 
 
 def length_groups(lengths: list[int], budgets: list[int], batch_size: int) -> list[list[int]]:
@@ -89,8 +89,8 @@ def ct2_workers(config: RolloutConfig) -> tuple[int, int]:
     """``(threads, workers)``: ``ct2_threads`` (0: torch's) and ``ct2_workers``.
 
     Two single-threaded generators decoding two batches at once beat one two-threaded
-    generator decoding them in turn (135M model, float32, 2 shared cores: 1.10-1.35x on the
-    demo's calls), but each holds its own copy of the converted model, so 1 is the default.
+    generator decoding them in turn on the demo's calls (``perf/README.md``), but each holds
+    its own copy of the converted model, so 1 is the default.
     """
     threads = config.ct2_threads or torch.get_num_threads()
     return threads, config.ct2_workers
@@ -124,7 +124,7 @@ def _no_gc(module: Any) -> Iterator[None]:
     """``module.gc.collect`` as a no-op inside.
 
     CTranslate2's loaders collect after every layer (to free the modules they delete from a
-    model they loaded themselves), 1 s each on a loaded 2-core machine; our mirror's tensors
+    model they loaded themselves), slow on a loaded machine; our mirror's tensors
     are the trainer's, so nothing would be freed.
     """
     real = module.gc
@@ -346,9 +346,10 @@ class CT2Engine:
     def release(self) -> None:
         """Drop every converted model and give its memory back (:func:`release_memory`).
 
-        The loop calls it before each update (whose peak then holds no converted copy,
-        0.6-0.7 GB at 135M); the :meth:`sync_weights` after it converts as it would anyway
-        (it drops the models and seeds either way: the same weights, seeds, conversions).
+        The loop calls it before each update (whose peak then holds no converted copy;
+        docs/training.md, "Where the memory goes"); the :meth:`sync_weights` after it
+        converts as it would anyway (it drops the models and seeds either way: the same
+        weights, seeds, conversions).
         Before that sync, an unsampled model is reloaded with its seeds when next used (as
         after :meth:`_drop_unsampled`); a sampled one cannot be (its streams moved on), so
         generating at its temperature raises ``RuntimeError``.

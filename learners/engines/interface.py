@@ -83,7 +83,7 @@ class RolloutEngine(Protocol):
         """Free what generation holds while the trainer needs the memory (called by the
         training loop before every update, which a :meth:`sync_weights` follows).
 
-        ``ct2`` drops its converted models (0.6-0.7 GB for a 135M model); the sync after the
+        ``ct2`` drops its converted models (a copy of the weights each); the sync after the
         update loads the new weights, so the release costs no conversion. A no-op for engines
         that sample from the trainer's model (``hf``, ``hf-cb``) and for ``vllm``, which sleeps
         outside a rollout session.
