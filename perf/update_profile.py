@@ -20,7 +20,8 @@ would make. Writes ``perf/results/update_profile.json``. Never asserts a time.
 
 Usage::
 
-    python -m perf.demo_memory --dump-buffers runs/prof/buf -- --preset demo \\
+    python -m perf.demo_memory --json runs/prof/phases.json --dump-buffers runs/prof/buf -- \\
+        --preset demo \\
         --steps 2 --warmup.steps 0 --val-every 0 --critic-probe-size 0 --heldout "" \\
         --no-gate-calibration --report-to none --out runs/prof/run
     python -m perf.update_profile --buffers runs/prof/buf
@@ -49,6 +50,12 @@ SETTINGS = {
     "shared prompts": {"share_prompts": True},
     "no checkpointing": {"share_prompts": False, "gradient_checkpointing": False},
     "shared prompts, no checkpointing": {"share_prompts": True, "gradient_checkpointing": False},
+    "shared prompts, bf16 autocast": {"share_prompts": True, "autocast_bf16": True},
+    "shared prompts, bf16 autocast, no checkpointing": {
+        "share_prompts": True,
+        "autocast_bf16": True,
+        "gradient_checkpointing": False,
+    },
 }
 """Name -> ``PGConfig`` fields over the demo preset's learner."""
 PARTS = ("forward_s", "backward_s", "optimizer_s", "other_s")
@@ -172,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=None, help="default: the demo's model")
     p.add_argument("--samples", type=int, default=0, help="solver samples per prompt (0: as run)")
     p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--only-settings", default="", help="comma-separated names (default: all)")
+    p.add_argument(
+        "--only-settings", default="", help="names separated by ';' (default: all)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--note", default="", help="what the machine was doing meanwhile")
@@ -186,7 +195,10 @@ def main(argv: list[str] | None = None) -> int:
         row = one(json.loads(args.only), args.model, args.buffers, args.samples, args.seed)
         print(json.dumps(row))
         return 0
-    names = [n for n in args.only_settings.split(",") if n] or list(SETTINGS)
+    names = [n.strip() for n in args.only_settings.split(";") if n.strip()] or list(SETTINGS)
+    unknown = [n for n in names if n not in SETTINGS]
+    if unknown:
+        p.error(f"unknown setting(s) {unknown}; known: {list(SETTINGS)}")
     runs: dict[str, list[dict]] = {n: [] for n in names}
     for _ in range(args.repeats):
         for name in names:

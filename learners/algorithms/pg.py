@@ -296,11 +296,12 @@ class PolicyGradientLearner:
         """The learner's log-probs of every transition's tokens under the current weights."""
         out: list[list[float] | None] = [None] * len(batch)
         for mb in self._chunks(list(range(len(batch))), batch):
-            logp, _ = self.policy.token_logprobs(
-                [batch[i].prompt_ids for i in mb],
-                [batch[i].completion_ids for i in mb],
-                self.temperature,
-            )
+            with self._autocast():
+                logp, _ = self.policy.token_logprobs(
+                    [batch[i].prompt_ids for i in mb],
+                    [batch[i].completion_ids for i in mb],
+                    self.temperature,
+                )
             for r, i in enumerate(mb):
                 out[i] = logp[r, : len(batch[i].completion_ids)].float().cpu().tolist()
         return out
@@ -403,7 +404,8 @@ class PolicyGradientLearner:
         items = [batch[i] for i in mb]
         prompts = [t.prompt_ids for t in items]
         comps = [t.completion_ids for t in items]
-        logp, mask = self.policy.token_logprobs(prompts, comps, self.temperature)
+        with self._autocast():
+            logp, mask = self.policy.token_logprobs(prompts, comps, self.temperature)
         device = logp.device
         old = torch.zeros_like(logp)
         for r, t in enumerate(items):
@@ -426,7 +428,8 @@ class PolicyGradientLearner:
             old = learner_old
         ref_logp = None
         if self.use_reference:
-            ref_logp, _ = self.policy.reference_logprobs(prompts, comps, self.temperature)
+            with self._autocast():
+                ref_logp, _ = self.policy.reference_logprobs(prompts, comps, self.temperature)
         a = torch.tensor([adv[i] for i in mb], device=device, dtype=logp.dtype).unsqueeze(1)
         loss, parts = check_loss_result(
             self,
@@ -436,6 +439,11 @@ class PolicyGradientLearner:
         stats["loss"] += float(loss.detach())
         for key, value in parts.items():
             stats[key] += float(value)
+
+    def _autocast(self) -> torch.autocast:
+        """bfloat16 autocast on the parameters' device when :attr:`PGConfig.autocast_bf16`."""
+        device = self.params[0].device.type if self.params else "cpu"
+        return torch.autocast(device, dtype=torch.bfloat16, enabled=self.config.autocast_bf16)
 
     def _record_gap(self, learner: torch.Tensor, engine: torch.Tensor, mask: torch.Tensor) -> None:
         """Add ``|learner - engine|`` log-prob differences (masked) to this update's ``_gap``."""
