@@ -1,4 +1,4 @@
-"""DAPO's clip-higher as a sage-env learner: one overridden loss hook (docs/learners.md).
+"""DAPO's clip-higher as a sage-env learner: one overridden loss hook (docs/guide/learners.md).
 
 DAPO (Yu et al. 2025, arXiv 2503.14476, Sec. 3.1) decouples PPO's clip range: the ratio of a
 token is clipped to ``[1 - eps_low, 1 + eps_high]`` with ``eps_high > eps_low`` (0.28 vs

@@ -1,4 +1,4 @@
-"""Dr. GRPO as a sage-env learner: its advantage and its loss normalisation (docs/learners.md).
+"""Dr. GRPO as a sage-env learner: its advantage and loss normalisation (docs/guide/learners.md).
 
 Liu et al. 2025, "Understanding R1-Zero-Like Training: A Critical Perspective" (arXiv
 2503.20783, Sec. 3.1) remove two biases of GRPO. (1) The advantage is not divided by the

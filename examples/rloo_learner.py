@@ -1,4 +1,4 @@
-"""Tutorial: a new RL algorithm for sage-env in one small file (docs/learners.md).
+"""Tutorial: a new RL algorithm for sage-env in one small file (docs/guide/learners.md).
 
 RLOO (Ahmadian et al. 2024, arXiv 2402.14740): each completion's baseline is the mean reward
 of the *other* completions sampled for the same prompt,

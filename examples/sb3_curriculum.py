@@ -1,8 +1,8 @@
-"""Stable-Baselines3's PPO learns a curriculum policy for the SAGE Challenger (docs/sb3.md).
+"""Stable-Baselines3's PPO learns a curriculum policy for the SAGE Challenger (docs/guide/sb3.md).
 
 The Challenger's job is to propose tasks that the critic accepts and the solver cannot yet
 solve: its reward is ``(q + d + f) / 3`` when the question passes the quality gate
-(``q >= alpha``) and ``(q + 0 + f) / 3`` when it does not (``docs/rewards.md``). Here the
+(``q >= alpha``) and ``(q + 0 + f) / 3`` when it does not (``docs/reference/rewards.md``). Here the
 Challenger does not write free text. It picks one of 16 *task kinds* — a family of
 procedurally generated arithmetic tasks and a difficulty level — and the example turns the
 pick into Challenger text::
@@ -73,7 +73,7 @@ class ArithmeticTask:
     answer: int
 
     def challenger_text(self) -> str:
-        """The Challenger action proposing this task (math format of ``docs/rewards.md``)."""
+        """The Challenger action proposing this task (``docs/reference/rewards.md``)."""
         return f"<question>{self.question}</question>\n<answer>{self.answer}</answer>"
 
 
@@ -133,7 +133,7 @@ def solver_solves(family: str, level: int) -> bool:
 
 
 def expected_reward(family: str, level: int, cfg: RewardConfig | None = None) -> float:
-    """The Challenger's reward for proposing a (new) task of this kind, by docs/rewards.md."""
+    """The Challenger's reward for a (new) task of this kind, by docs/reference/rewards.md."""
     cfg = cfg or RewardConfig()
     q = (TRIVIAL_SCORE - 1) / 9 if level == 1 else (DEFAULT_SCORE - 1) / 9
     if not quality_gate(q, cfg):  # rejected: the difficulty term is dropped
@@ -305,7 +305,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    print("expected Challenger reward per task kind (docs/rewards.md):")
+    print("expected Challenger reward per task kind (docs/reference/rewards.md):")
     for i, (family, level) in enumerate(ACTIONS):
         print(f"  {i:2d} {family:<15} level {level}: {expected_reward(family, level):.3f}")
     model = train(args.timesteps, seed=args.seed)

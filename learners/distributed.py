@@ -4,7 +4,7 @@ Launch with ``torchrun --nproc_per_node N -m learners train ...`` (anywhere; glo
 ``accelerate launch --num_processes N -m learners train ...`` (GPUs). :func:`init` lets
 accelerate's ``Accelerator`` read the launcher's environment and open the process group;
 everything else is a ``torch.distributed`` collective. On one process every function here is
-the identity, so a single-process run is unchanged. What is shared (``docs/training.md``):
+the identity, so a single-process run is unchanged. What is shared (``docs/guide/training.md``):
 
 - **Rollouts**: each rank plays its own ``rounds_per_step`` environment copies, with env seeds
   drawn from one shared RNG (:func:`rank_seeds`), so rank r plays the seeds that rounds

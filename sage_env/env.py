@@ -242,7 +242,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def step(self, action: str | None) -> None:
         """Apply the selected agent's action: one ``str``, its whole reply (prefix + completion).
 
-        The action contract (:mod:`sage_env.actions`, ``docs/environment.md``): any string is
+        The action contract (:mod:`sage_env.actions`, ``docs/guide/environment.md``): any string is
         legal (malformed output earns format score 0, never an exception); a non-``str`` is
         converted with ``str()``, ``None`` becomes ``""``; text beyond
         ``config.max_action_chars`` is cut and flagged in ``infos[agent]["action_truncated"]``.

@@ -1,9 +1,9 @@
 """The game through OpenEnv: a server any OpenEnv client (TRL among them) can play.
 
 ``pip install -e '.[openenv]'`` first; ``import sage_env`` never imports this module, and
-this module is the only one that imports ``openenv`` (docs/openenv.md).
+this module is the only one that imports ``openenv`` (docs/guide/openenv.md).
 
-Mapping onto the AEC environment (docs/environment.md):
+Mapping onto the AEC environment (docs/guide/environment.md):
 
 - **Session**: one OpenEnv WebSocket session owns one AEC environment (:func:`sage_env.env`),
   built from the server's :class:`~sage_env.config.EnvConfig` at the session's first
@@ -53,7 +53,7 @@ class SageAction(Action):
     reply: Any = Field(
         default="",
         description="The whole reply (prefix + completion). Any value: None becomes '', "
-        "other non-strings str(), text past max_action_chars is cut (docs/environment.md).",
+        "other non-strings str(), text past max_action_chars is cut (docs/guide/environment.md).",
     )
 
 

@@ -46,8 +46,8 @@ CHALLENGER_MATH_PROGRAM = (
 """The math Challenger prompt under ``EnvConfig.math_grounding = "program"`` (ours, not the
 paper's): the reply adds ``<program>`` defining ``answer()``, which the sandbox runs; the
 task stands only when its value agrees with ``<answer>``, and the value becomes the stored
-answer (``docs/rewards.md``, "Math grounding"). The program comes before the answer, so the
-stop string ``</answer>`` still ends a complete reply."""
+answer (``docs/reference/rewards.md``, "Math grounding"). The program comes before the answer,
+so the stop string ``</answer>`` still ends a complete reply."""
 CHALLENGER_CODE = (
     "Reference problem:\n{prompt}\n\n"
     "Write a new, harder Python function problem. Reply exactly in this format:\n"
@@ -70,7 +70,7 @@ score: SmolLM2-135M copies a single example (the old prompt's ``<score>7</score>
 for most questions, so the prompt, not the critic, decided the quality gate). With the
 three anchors it still writes the first anchor for most questions, and its scores separate
 intact from corrupted seed questions barely better than chance (the figures are in
-``docs/results.md``); the probe (:mod:`sage_env.critic_probe`) keeps measuring it."""
+``docs/write-ups/learning.md``); the probe (:mod:`sage_env.critic_probe`) keeps measuring it."""
 CRITIC_QUESTION = (
     "Review this {domain} problem for clarity, correctness and difficulty:\n\n{question}\n\n"
     + CRITIC_RUBRIC

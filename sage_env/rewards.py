@@ -1,7 +1,7 @@
 """Reward formulas of the SAGE round (arXiv 2603.15255, Sec. 3) as pure functions.
 
 Each returns ``(reward, terms)`` where ``terms`` names every term that went in, so a person
-debugging a reward can see exactly why it came out as it did. See ``docs/rewards.md``.
+debugging a reward can see exactly why it came out as it did. See ``docs/reference/rewards.md``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ named after the acting agent (``challenger_0``, ``critic_0``, ``planner_0``, ``s
 ``user`` become the chat messages, the model's reply (with the observation's ``prefix`` put
 in front when the reply does not start with it) is the action. Each turn's trace carries the
 reward the environment credited to that action (reward ``sage``); every trace of the round
-also carries the round's per-role totals as metrics. ``docs/verifiers_env.md``.
+also carries the round's per-role totals as metrics. ``docs/guide/verifiers_env.md``.
 
 Only this module imports verifiers (the ``vf`` extra; it cannot share a virtual environment
 with the ``openenv`` extra). The taskset, the environment and the harness are plugins under the id
@@ -249,7 +249,7 @@ class SageEnv(vf.Env[SageEnvConfig]):
         game.close()
 
     async def finalize(self, task: SageTask, episode: vf.Episode) -> None:
-        """Per-role totals of the round as metrics on every trace (``docs/verifiers_env.md``)."""
+        """Per-role totals of the round as metrics on each trace (docs/guide/verifiers_env.md)."""
         totals: dict[str, float] = {}
         for trace in episode.traces:
             agent = trace.info["sage"]["agent"]

@@ -4,7 +4,7 @@
 (say ``"challenger_0"``); every other agent is played by a *player*, the same callable
 ``(agent, observation, info, env) -> str`` that :mod:`sage_env.play` uses. Any Gymnasium
 algorithm — Stable-Baselines3, CleanRL, your own loop — can then train that role. See
-``docs/sb3.md``.
+``docs/guide/sb3.md``.
 
 This module imports neither Stable-Baselines3 nor torch: it is plain Gymnasium.
 """
@@ -33,9 +33,9 @@ class SingleRoleEnv(gymnasium.Env):
 
     **Reward.** The reward returned by :meth:`step` is exactly the role's reward for the
     action just taken: the environment delivers every reward before the same agent acts again
-    or at the end of the round (``docs/rewards.md``), so it is read with ``env.last()`` at the
-    role's next turn or at its terminated turn. Rewards are floats, in [0, 1] for the built-in
-    protocols (except ``azr`` with ``AZRConfig.format_penalty``).
+    or at the end of the round (``docs/reference/rewards.md``), so it is read with ``env.last()``
+    at the role's next turn or at its terminated turn. Rewards are floats, in [0, 1] for the
+    built-in protocols (except ``azr`` with ``AZRConfig.format_penalty``).
 
     **Episodes.** By default one Gymnasium episode is one round: ``terminated`` is True on the
     step after which the round ended. A role that acts several times per round (the solver:

@@ -11,8 +11,8 @@ CRUXEval program (``learners/data/benchmarks/code/cruxeval.jsonl.gz``) and from 
 identity program; no (program, input) pair repeats.
 
 The set is made for the default model (SmolLM2-135M-Instruct): CRUXEval's programs are too
-hard for it (0/24 greedy, docs/results.md), so these are simpler; the base accuracy measured
-on them is in docs/results.md ("Execution held-out set").
+hard for it (0/24 greedy, docs/write-ups/evaluation.md), so these are simpler; the base accuracy
+measured on them is in docs/write-ups/evaluation.md ("Execution held-out set").
 
 Records: ``{"id", "mode": "deduction", "family", "program", "input", "output"}``.
 Deterministic: the same file on every run (fixed seed, templates in order).
@@ -149,8 +149,8 @@ TEMPLATES: dict[str, list[Template]] = {
 """Template families; a program is one template with its constants drawn."""
 FAMILY_ORDER = ("int", "copy", "str", "copy", "list")
 """Families in turn (``copy`` twice: the default model reads little else). Measured base
-accuracy of the default model: 24/240 = 10.0% (greedy, docs/results.md), the band's lower
-edge; an earlier mix without ``copy`` scored 1/16 on a pilot."""
+accuracy of the default model: 24/240 = 10.0% (greedy, docs/write-ups/evaluation.md), the
+band's lower edge; an earlier mix without ``copy`` scored 1/16 on a pilot."""
 
 
 def known_programs() -> set[str]:

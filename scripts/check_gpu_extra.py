@@ -12,7 +12,7 @@ extra's pin and torch, transformers and numpy at the core pins of ``pyproject.to
 machine runs the versions the CPU test suite ran). It prints the resolved versions and exits 0,
 or names what failed and exits 1. pip downloads the metadata (some wheels) of about 200
 packages: it needs PyPI and takes about 2 minutes. CI runs it before the test suite
-(``.ci/run``); the GPU recipe is in ``docs/scaling.md`` ("Installing on a GPU machine")::
+(``.ci/run``); the GPU recipe is in ``docs/guide/scaling.md`` ("Installing on a GPU machine")::
 
     python scripts/check_gpu_extra.py                 # the check, about 2 minutes
     python scripts/check_gpu_extra.py --report r.json # keep pip's report

@@ -1,4 +1,4 @@
-"""GPU memory arithmetic of the ``paper`` and ``paper-1gpu`` presets (``docs/scaling.md``).
+"""GPU memory arithmetic of the ``paper`` and ``paper-1gpu`` presets (``docs/guide/scaling.md``).
 
 Estimates, per GPU, what training Qwen2.5 with sage-env holds: bf16 weights, the trainable
 state (LoRA adapters with their gradients and AdamW moments, or full-weight training), the
@@ -9,7 +9,7 @@ checkpoints, the recomputed layer, completion logits). The model shapes are the 
 the
 per-token activation constants are read off the code (``learners/algorithms/losses.py``, peft's LoRA
 ``Linear.forward``, transformers' Qwen2 layers) and rounded up; ``perf/gpu_check.py``
-measures peak memory on a GPU when one is lent. ``docs/scaling.md`` holds this script's output
+measures peak memory on a GPU when one is lent. ``docs/guide/scaling.md`` holds this script's output
 (``tests/test_scaling.py`` checks that it is current)::
 
     python scripts/memory_arithmetic.py          # prints the markdown tables
@@ -243,7 +243,7 @@ def preset_table() -> str:
 
 
 def report() -> str:
-    """All three tables, as ``docs/scaling.md`` holds them."""
+    """All three tables, as ``docs/guide/scaling.md`` holds them."""
     return "\n\n".join([parameter_table(), full_ft_table(), preset_table()])
 
 

@@ -192,7 +192,7 @@ def test_real_datasets_loads_a_local_dataset_folder_offline(fresh, monkeypatch, 
 
 @pytest.mark.slow
 def test_eval_on_a_fresh_clone_needs_no_data_dir_and_no_network(fresh, tiny_path):
-    """docs/debugging.md's eval command, with the tiny model: shipped files, HF_HUB_OFFLINE=1."""
+    """docs/guide/debugging.md's eval command, with the tiny model: shipped files, offline."""
     from learners.cli import main
 
     rc = main(

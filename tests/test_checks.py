@@ -187,7 +187,7 @@ def test_debug_preset_is_the_smallest_run():
     for algorithm in ("trr", "grpo", "reinforce_pp", "ema"):
         cfg = dataclasses.replace(DEBUG, algorithm=algorithm)
         assert certain_no_update(cfg, world_size=1) is None
-    for doc in ("docs/learners.md", "docs/debugging.md"):
+    for doc in ("docs/guide/learners.md", "docs/guide/debugging.md"):
         text = (Path(__file__).resolve().parents[1] / doc).read_text()
         assert "sage-env train --preset debug --import examples.rloo_learner" in text
 

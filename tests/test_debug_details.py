@@ -139,7 +139,7 @@ def test_play_cli_with_stdin_at_eof_exits_1_with_a_message(monkeypatch, capsys):
 
 
 def test_rewards_doc_lists_the_format_values_the_parsers_give():
-    line = " ".join((ROOT / "docs" / "rewards.md").read_text().splitlines()[12:16])
+    line = " ".join((ROOT / "docs" / "reference" / "rewards.md").read_text().splitlines()[12:16])
     assert "(challenger, planner and" in line and "critic: 0, 0.25, 0.375, 0.625, 0.75 or 1" in line
     replies = [
         "<score>8</score> The question is clear.",

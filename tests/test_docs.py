@@ -126,3 +126,69 @@ def test_every_train_flag_has_help(capsys, monkeypatch, choice):
         and not flag.startswith(groups)
     ]
     assert not bare, f"flags without help text: {bare}"
+
+
+# --- relative markdown links: README.md and docs/ -------------------------------------------
+
+LINK = re.compile(r"\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")  # [text](target) and ![alt](target)
+
+
+def _prose(text: str):
+    """``(line number, line)`` outside fenced code blocks."""
+    fence = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+        elif not fence:
+            yield number, line
+
+
+def github_anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: link text kept, lowercased, punctuation except ``-`` and
+    ``_`` dropped, spaces to ``-``."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    for _, line in _prose(path.read_text(encoding="utf-8")):
+        m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            anchor = github_anchor(m.group(1))
+            seen[anchor] = seen.get(anchor, 0) + 1
+    # a repeated heading's anchors are anchor, anchor-1, anchor-2, ...
+    return {f"{a}-{i}" if i else a for a, n in seen.items() for i in range(n)}
+
+
+def _doc_links():
+    for src in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for number, line in _prose(src.read_text(encoding="utf-8")):
+            for m in LINK.finditer(line):
+                if not re.match(r"[a-z][a-z0-9+.-]*:", m.group(1)):  # http:, mailto: ...
+                    yield f"{src.relative_to(ROOT).as_posix()}:{number}", m.group(1)
+
+
+LINKS = list(_doc_links())
+
+
+def test_the_link_scan_finds_links():
+    assert len(LINKS) > 150  # the docs link to each other often; a broken regex finds none
+
+
+def test_github_anchor_rule():
+    assert github_anchor("Where the update's time goes") == "where-the-updates-time-goes"
+    assert github_anchor("7. Read a whole run: `sage-env report`") == (
+        "7-read-a-whole-run-sage-env-report"
+    )
+    assert github_anchor("The demo run (README command 1)") == "the-demo-run-readme-command-1"
+
+
+@pytest.mark.parametrize("where, target", LINKS)
+def test_relative_doc_link_resolves(where, target):
+    src = ROOT / where.rsplit(":", 1)[0]
+    path, _, anchor = target.partition("#")
+    dest = (src.parent / path).resolve() if path else src
+    assert dest.exists(), f"{where} links to {target}: no such file"
+    if anchor and dest.suffix == ".md":
+        assert anchor in _anchors(dest), f"{where} links to {target}: no such heading"

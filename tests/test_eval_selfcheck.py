@@ -1,7 +1,8 @@
 """The eval self-check: each benchmark's own gold, written as a model would, must score.
 
 A sample of every local benchmark (the first items plus the ones that used to fail) runs in
-CI; ``experiments/eval_selfcheck/run.py`` runs them all (figures in ``docs/results.md``).
+CI; ``experiments/eval_selfcheck/run.py`` runs them all
+(figures in ``docs/write-ups/evaluation.md``).
 """
 
 import math

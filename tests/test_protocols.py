@@ -418,14 +418,14 @@ def test_the_protocols_of_the_docs_pass_the_check():
 
     from sage_env.protocols import PROTOCOLS
 
-    text = (Path(__file__).resolve().parents[1] / "docs/protocols/custom.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs/reference/protocols/custom.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert len(blocks) == 3
     for name in ("solve_only", "restate", "graded"):
         PROTOCOLS.unregister(name)
     namespace = {}
     for block in blocks:  # each calls check_protocol(...), which raises on a problem
-        exec(compile(block, "docs/protocols/custom.md", "exec"), namespace)
+        exec(compile(block, "docs/reference/protocols/custom.md", "exec"), namespace)
     assert set(namespace["report"].phases_reached) == {"restate", "answer"}
     assert check_protocol("solve_only") == []
     with pytest.raises(ValueError, match="format_weight must be in"):

@@ -195,7 +195,7 @@ def test_digest_only_for_exact_builtin_types_without_dicts():
 
 @pytest.mark.slow
 def test_documented_deviations_of_the_exact_digest():
-    # the digest is type-exact and compares floats by their bytes (docs/verifiers.md)
+    # the digest is type-exact and compares floats by their bytes (docs/reference/verifiers.md)
     n = HUGE_ITEMS + 1
     assert digest_value([(0, 0.0)] * n) != digest_value([(0, -0.0)] * n)  # -0.0 == 0.0
     assert digest_value([(0, 1)] * n) != digest_value([(0, True)] * n)  # 1 == True

@@ -19,7 +19,7 @@ decides. A program that runs out of its CPU budget times out on every host, but 
 math-verify comparison has a wall-clock deadline per pair (``MathVerifier.timeout_s``) and
 a sandboxed run a wall-clock backstop (``SandboxConfig.wall_limit_s``), so a reply whose
 check takes about that long can pass on an idle machine and time out on a loaded one. The
-tiny random model writes nothing a verifier runs long on; ``docs/training.md``
+tiny random model writes nothing a verifier runs long on; ``docs/guide/training.md``
 ("Reproducibility") says what this means for a real model.
 """
 

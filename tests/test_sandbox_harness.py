@@ -284,7 +284,7 @@ def test_judge_fails_identical_tests_that_disagree():
 def test_the_zygotes_warm_up_judges_its_trusted_sample_and_it_passes():
     from sage_env.sandbox.judge import warm
 
-    out = warm()  # the zygote runs this once before freezing (docs/sandbox.md, Performance)
+    out = warm()  # the zygote runs this before freezing (docs/reference/sandbox.md, Performance)
     assert {"ev": "test", "i": 0, "ok": True} in out
     assert out[-1] == {"ev": "done"}
 

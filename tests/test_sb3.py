@@ -174,7 +174,7 @@ def test_gymnasium_checks_pass(role):
 
 
 def test_sb3_check_env_rejects_text_observations():
-    # documented limitation (docs/sb3.md): SB3 requires numpy observations, so text spaces
+    # documented limitation (docs/guide/sb3.md): SB3 requires numpy observations, so text spaces
     # fail its check; the curriculum env below is the SB3-facing one
     sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
     with pytest.raises(AssertionError, match="numpy array"):

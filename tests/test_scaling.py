@@ -1,4 +1,5 @@
-"""The Qwen presets and their memory arithmetic (docs/scaling.md, scripts/memory_arithmetic.py)."""
+"""The Qwen presets and their memory arithmetic (docs/guide/scaling.md,
+scripts/memory_arithmetic.py)."""
 
 import dataclasses
 import importlib.util
@@ -73,8 +74,8 @@ def test_paper_presets_are_what_the_docs_say():
 
 
 def test_docs_hold_the_current_arithmetic():
-    text = (ROOT / "docs" / "scaling.md").read_text(encoding="utf-8")
-    assert mem.report() in text, "rerun python scripts/memory_arithmetic.py into docs/scaling.md"
+    text = (ROOT / "docs" / "guide" / "scaling.md").read_text(encoding="utf-8")
+    assert mem.report() in text, "rerun scripts/memory_arithmetic.py into docs/guide/scaling.md"
 
 
 def test_the_accelerate_config_is_a_valid_multi_gpu_config():

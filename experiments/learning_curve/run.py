@@ -189,7 +189,7 @@ class CurveConfig:
 
 FROZEN_POOL = ":frozen"
 """Suffix of an arm that trains under the frozen-pool ablation (``azr:frozen``:
-``EnvConfig.pool_admission = "frozen"``; docs/rewards.md, "Frozen pool")."""
+``EnvConfig.pool_admission = "frozen"``; docs/reference/rewards.md, "Frozen pool")."""
 
 
 def split_arm(arm: str) -> tuple[str, bool]:

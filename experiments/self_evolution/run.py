@@ -17,7 +17,7 @@ through :func:`learning_curve.run_curve` (its held-out sets, statistics and step
 Held-out sets are scored greedily on the **untouched** model, on the **warmed** model (step 0
 of every curve: gains are measured from it) and after every ``--eval-every`` steps.
 
-Writes ``OUT/summary.json`` (schema in ``docs/results.md``, "Self-evolution"),
+Writes ``OUT/summary.json`` (schema in ``docs/write-ups/learning.md``, "Self-evolution"),
 ``OUT/table.md``, ``OUT/heldout.png`` (accuracy against step, mean over seeds, per arm) and
 ``OUT/pool.png`` (accepted tasks and the share of solver rows on generated tasks, per step);
 each seed's :func:`learning_curve.run_curve` output sits in ``OUT/seed<s>/``.
@@ -325,7 +325,7 @@ def summarise(
     per_seed: dict[int, dict[str, Any]],
     out: Path,
 ) -> dict[str, Any]:
-    """The experiment's ``summary.json`` (schema in docs/results.md, "Self-evolution")."""
+    """The experiment's ``summary.json`` (schema: docs/write-ups/learning.md, "Self-evolution")."""
     arms = lc.parse_curve_arms(cfg.arms)
     start = {}
     for name in untouched:

@@ -2,7 +2,7 @@
 
 :func:`token_chunks` bounds a micro-batch by a sequence count (``PGConfig.micro_batch_size``)
 and a padded-token budget (``PGConfig.micro_batch_tokens``), which bounds the update's memory
-peak whatever the lengths (``docs/training.md``, "Where the memory goes"). Pure functions on
+peak whatever the lengths (``docs/write-ups/memory.md``, "Where the memory goes"). Pure functions on
 index lists; torch-free.
 """
 

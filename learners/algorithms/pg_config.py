@@ -2,7 +2,8 @@
 
 :class:`learners.algorithms.pg.PolicyGradientLearner` and every algorithm built on it (TRR++,
 GRPO, REINFORCE++, the EMA baseline, plug-ins) read them; ``--learner.*`` on the command line
-(``docs/learners.md``). Torch-free. ``from learners.algorithms.pg import PGConfig`` still works.
+(``docs/guide/learners.md``). Torch-free. ``from learners.algorithms.pg import PGConfig``
+still works.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class PGConfig:
     tokens (sequences x its longest prompt + completion) as well as at most
     ``micro_batch_size`` sequences; a longer sequence goes alone. Activations grow with the
     padded tokens, so the budget bounds the update's memory peak whatever the lengths
-    (``docs/training.md``, "Where the memory goes"). 0 (default): no budget."""
+    (``docs/write-ups/memory.md``, "Where the memory goes"). 0 (default): no budget."""
     max_grad_norm: float = 1.0
     """Global gradient-norm clip."""
     adamw_foreach: bool | None = None
@@ -66,7 +67,7 @@ class PGConfig:
     gradients equal the unpacked ones within float rounding; k samples of a P-token prompt
     cost P + sum C tokens instead of k P + sum C. On by default where the model passes a
     one-time check (``HFPolicy.enable_prompt_sharing``); ``False`` forwards every sequence
-    whole, as before (``docs/training.md``, "Where the update's time goes")."""
+    whole, as before (``docs/write-ups/speed.md``, "Where the update's time goes")."""
     autocast_bf16: bool = False
     """Run the update's forwards (its log-probs, the reference's, the rescoring) under
     ``torch.autocast(dtype=torch.bfloat16)``; the backward follows the same casts. Weights,

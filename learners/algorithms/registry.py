@@ -13,7 +13,7 @@ its class (or the plain call ``register_learner(name, cls, config_cls)``) and se
 ``sage-env train --algorithm NAME``; ``TrainConfig.learner`` is then a ``config_cls`` (flags
 ``--learner.*`` and the YAML ``learner:`` section follow). Algorithms in other packages are
 found through the entry-point group ``sage_env.learners`` or ``sage-env train --import
-MODULE`` (:mod:`learners.algorithms.plugins`). ``docs/learners.md`` walks through one.
+MODULE`` (:mod:`learners.algorithms.plugins`). ``docs/guide/learners.md`` walks through one.
 The built-in algorithms' modules are named in :data:`LEARNERS` and imported when a name is
 first looked up, so this module imports no algorithm (and no algorithm's import of it makes
 a cycle).

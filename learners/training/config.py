@@ -76,7 +76,7 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     """Completion budget per action, tokens, of the phases not in ``phase_max_new_tokens``.
     Given on the command line (``--max-new-tokens 16``) or in a YAML file without
     ``phase_max_new_tokens``, it sets every phase: the preset's per-phase budgets are dropped
-    (``docs/training.md``, token budgets)."""
+    (``docs/guide/training.md``, token budgets)."""
     phase_max_new_tokens: dict[str, int] = field(default_factory=dict)
     """Completion budget per phase or per ``"phase/domain"`` (which wins), tokens, e.g.
     ``{"review_question": 40, "challenge": 160, "challenge/code": 224}``: critics short,
@@ -100,7 +100,8 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     ``hf-cb`` (transformers' continuous batching; speed unmeasured), ``ct2`` (CTranslate2 on
     the CPU, weights converted after every update) or ``vllm`` (colocated vLLM,
     ``pip install 'sage-env[vllm]'``; unverified), with its ``--rollout.cb-*`` /
-    ``--rollout.ct2-*`` / ``--rollout.vllm-*`` settings (``docs/training.md#rollout-engines``)."""
+    ``--rollout.ct2-*`` / ``--rollout.vllm-*`` settings
+    (``docs/guide/training.md#rollout-engines``)."""
     save_every: int = 1
     """Write a checkpoint every this many steps (and always at the last step)."""
     keep_checkpoints: int = 2
@@ -161,7 +162,7 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     ``--distributed.strategy ddp`` (default; DistributedDataParallel, a full model per rank) or
     ``fsdp2`` (``fully_shard``: parameters, gradients and AdamW state sharded over ranks), with
     ``--distributed.mixed-precision bf16`` and ``--distributed.cpu-offload`` for ``fsdp2``
-    (``docs/scaling.md``)."""
+    (``docs/guide/scaling.md``)."""
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     """Optional supervised format warm-up on seed-derived demonstrations before RL
     (``learners.training.warmup``; off when ``warmup.steps = 0``)."""

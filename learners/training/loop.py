@@ -266,7 +266,8 @@ def _step(
     result = run.driver.collect(distributed.rank_seeds(run.rng, len(run.envs)))
     learner.observe([t for t in result.transitions if t.role not in frozen and t.trains])
     # ct2 drops its converted model (0.6-0.7 GB) for the update; the sync below loads the
-    # updated weights, so nothing is converted twice (docs/training.md, "Where the memory goes")
+    # updated weights, so nothing is converted twice (docs/write-ups/memory.md,
+    # "Where the memory goes")
     policy.release_engine()
     t1 = time.perf_counter()
     update = learner.update()

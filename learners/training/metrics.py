@@ -93,7 +93,7 @@ GENERATED_ID = "gen/"
 def pool_dynamics_metrics(result: RolloutResult, pool: Any) -> dict[str, float]:
     """What the step's proposals did to the pool, and how much the solver trained on them.
 
-    Counts over the step (issue 34, item 4; ``docs/training.md``, "Pool dynamics"):
+    Counts over the step (issue 34, item 4; ``docs/guide/training.md``, "Pool dynamics"):
 
     - ``pool/proposals``, ``pool/valid``, ``pool/accepted``: proposing actions (those with
       ``details["parsed"]``), the valid ones, the accepted ones (``details["accepted"]``,

@@ -262,19 +262,19 @@ def launch_problems(strategy: str = "ddp") -> list[str]:
 
     The model is wrapped by ``learners.parallel.prepare`` as ``--distributed.strategy``
     says, not by accelerate's plugins: a DeepSpeed config is refused, and an FSDP config
-    (``ACCELERATE_USE_FSDP``) asks for ``--distributed.strategy fsdp2`` (``docs/scaling.md``).
+    (``ACCELERATE_USE_FSDP``) asks for ``--distributed.strategy fsdp2`` (``docs/guide/scaling.md``).
     """
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() in ("1", "true", "yes"):
         return [
             "DeepSpeed is not supported (sage-env shards with torch's FSDP2): launch with "
-            "--distributed.strategy fsdp2 instead (docs/scaling.md)"
+            "--distributed.strategy fsdp2 instead (docs/guide/scaling.md)"
         ]
     fsdp = os.environ.get("ACCELERATE_USE_FSDP", "").lower() in ("1", "true", "yes")
     if fsdp and strategy != "fsdp2":
         return [
             "the launcher asks for FSDP but --distributed.strategy is "
             f"{strategy}: add --distributed.strategy fsdp2 (sage-env wraps the model itself "
-            "with torch's fully_shard; docs/scaling.md)"
+            "with torch's fully_shard; docs/guide/scaling.md)"
         ]
     return []
 

@@ -47,7 +47,7 @@ PRESETS: dict[str, TrainConfig] = {
         steps=4,
         # 4 rounds: wide ticks cut a step's generate calls from 4 to 3, but with ct2 the
         # step was not faster (ct2 splits a call by prompt length), so 8 rounds would double
-        # the step (docs/results.md, "Wide ticks and a lean update")
+        # the step (docs/write-ups/speed.md, "Wide ticks and a lean update")
         rounds_per_step=4,
         val_every=4,
         val_limit=16,
@@ -60,7 +60,7 @@ PRESETS: dict[str, TrainConfig] = {
         critic_probe_size=96,
         # the demo's figure a user can trust: 100 held-out execution tasks (never trained
         # on), scored greedily on the untouched model, after the warm-up and at the end
-        # (docs/results.md, "The demo run")
+        # (docs/write-ups/demo-run.md, "The demo run")
         heldout="exec_heldout:100:16",
         gate_calibration=True,
         warmup=WarmupConfig(
@@ -69,18 +69,18 @@ PRESETS: dict[str, TrainConfig] = {
         env=EnvConfig(
             # the math and code seeds and the execution seeds (AZR's program tasks, whose
             # truth the executor computes): execution tasks are what the default model
-            # learned in the learning curve (docs/results.md, "Learning curve")
+            # learned in the learning curve (docs/write-ups/learning.md, "Learning curve")
             domains=("math", "code", "exec"),
             solver_samples=2,
             # the round's two halves alternate, so a step's rounds make 3 generate calls of
-            # up to 2, 2 and 4 rows a round instead of 6 narrower ones (docs/training.md,
+            # up to 2, 2 and 4 rows a round instead of 6 narrower ones (docs/guide/training.md,
             # "Wide ticks"); a new question is planned from the next round on
             turn_order="interleaved",
             # CPU seconds per test: the seed programs need milliseconds, and a 135M model's
             # infinite loop cost 3 tests x 10 s per answer (64 s of one 135 s demo step)
             code_timeout_s=2.0,
             # a math proposal's answer is computed by its own program, not taken on its
-            # word (not in the paper; docs/rewards.md, "Math grounding")
+            # word (not in the paper; docs/reference/rewards.md, "Math grounding")
             math_grounding="program",
             rewards=RewardConfig(
                 # the critic's plan reviews are half format, half how well p predicted the
@@ -88,19 +88,19 @@ PRESETS: dict[str, TrainConfig] = {
                 # no gradient)
                 critic_plan_grounding=0.5,
                 # gates read the critic's expected score, not one noisy sample (not in the
-                # paper; docs/rewards.md, "Expected-score gate")
+                # paper; docs/reference/rewards.md, "Expected-score gate")
                 critic_score_estimate="expected",
             ),
         ),
         # micro-batches of at most 1024 padded tokens: a micro-batch of 4 long sequences held
         # 5 GB of activations; with activation checkpointing the demo's own second update
-        # peaked at 3.4 GB instead of 4.8 GB, at 1.2-1.3x its seconds (docs/training.md,
+        # peaked at 3.4 GB instead of 4.8 GB, at 1.2-1.3x its seconds (docs/write-ups/memory.md,
         # "Where the memory goes"; perf/results/demo_memory.json)
         learner=PGConfig(
             lr=1e-5, micro_batch_size=16, micro_batch_tokens=1024, gradient_checkpointing=True
         ),
         # CTranslate2 on the CPU: the learner's float32 log-probs, faster than hf's generate
-        # (docs/training.md, "CPU speed")
+        # (docs/guide/training.md, "CPU speed")
         rollout=RolloutConfig(engine="ct2"),
     ),
     "debug": TrainConfig(
@@ -127,7 +127,7 @@ PRESETS: dict[str, TrainConfig] = {
         out="runs/paper",
         steps=200,
         # per process: launched on 8 GPUs (examples/accelerate/paper_8gpu.yaml) a step plays
-        # 8 x 8 = 64 rounds; one GPU of 80 GB holds a rank (docs/scaling.md)
+        # 8 x 8 = 64 rounds; one GPU of 80 GB holds a rank (docs/guide/scaling.md)
         rounds_per_step=8,
         device="cuda",
         dtype="bfloat16",
@@ -184,6 +184,6 @@ PRESETS: dict[str, TrainConfig] = {
 }
 """Named starting points: ``demo`` (CPU, minutes), ``debug`` (the smallest run for developing
 a learner: 2 steps of 2 rounds, 48 tokens a phase, no warm-up, probe or validation, one
-checkpoint; ``docs/learners.md``), ``paper`` (Qwen2.5-7B-Instruct, LoRA
+checkpoint; ``docs/guide/learners.md``), ``paper`` (Qwen2.5-7B-Instruct, LoRA
 r = 128, one process per GPU on 8 GPUs of 80 GB) and ``paper-1gpu`` (Qwen2.5-3B-Instruct,
-LoRA r = 128, one GPU of 80 GB). ``docs/scaling.md`` has their memory arithmetic."""
+LoRA r = 128, one GPU of 80 GB). ``docs/guide/scaling.md`` has their memory arithmetic."""

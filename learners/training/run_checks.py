@@ -124,7 +124,7 @@ def nothing_trained(update: dict[str, float]) -> str | None:
             "every advantage is 0, so the loss hook was never called (rewards were equal "
             "within every advantage group: learner/adv_abs_mean = "
             f"{update.get('adv_abs_mean', 0.0):.3g}; see reward/<role> and "
-            "docs/debugging.md#5-a-run-that-trains-nothing)"
+            "docs/guide/debugging.md#5-a-run-that-trains-nothing)"
         )
     if "grad_norm" in update and update["grad_norm"] == 0.0:
         return "the gradient is 0 (the loss does not depend on the trained weights)"

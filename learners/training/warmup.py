@@ -82,7 +82,7 @@ def supervised_step(
     demonstrations go forward and backward one at a time, each loss divided by the batch's
     target tokens, so the gradient is the batch's mean while the activations held at once
     are one sequence's (a whole batch at once set the demo's peak RSS; the figures are in
-    docs/training.md, "Where the memory goes").
+    docs/write-ups/memory.md, "Where the memory goes").
     """
     tok = policy.tokenizer
     prompts, targets = [], []

@@ -21,7 +21,7 @@ One round, on one of AZR's three modes (drawn uniformly from ``AZRConfig.modes``
    names and dead code on the same input: :meth:`~sage_env.pool.TaskPool.duplicate_of`
    with ``near=False``) is refused and earns -1, as a reply that does not parse; a near
    duplicate (a pool program on a new input) is paid as AZR pays it and kept out of the
-   buffer (``AZRConfig.pay_duplicates``; docs/protocols/azr.md, Duplicates).
+   buffer (``AZRConfig.pay_duplicates``; docs/reference/protocols/azr.md, Duplicates).
 
 Buffers are the pool's ``exec`` tasks, seeded on the first round with AZR's identity triplet
 and the bundled seed programs (:func:`sage_env.exec_tasks.load_exec_seeds`). Actions on

@@ -189,7 +189,8 @@ def propose(
     pool already holds it (format score 0) or when its own verifier fails
     :meth:`raw_env.check_verifier` (format score 0.5, the question part was fine). Under
     ``math_grounding = "program"`` that check runs a math proposal's answer program, and the
-    candidate's answer becomes the program's value (``docs/rewards.md``, "Math grounding").
+    candidate's answer becomes the program's value (``docs/reference/rewards.md``,
+    "Math grounding").
 
     Returns:
         ``(parsed, candidate or None, verifier check or None)``.

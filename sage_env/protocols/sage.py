@@ -21,7 +21,7 @@ already is announced with ``env.announce``, so a driver samples both halves toge
 Steps 2-3 are skipped when the proposal does not parse or its verifier fails its check, and
 step 3 when the question fails the quality gate. With ``pool_admission="solvable"`` a
 question that no probe solves stays out of the pool and earns no difficulty term.
-Rewards: ``docs/rewards.md``; with ``critic_plan_grounding > 0`` the plan review is paid
+Rewards: ``docs/reference/rewards.md``; with ``critic_plan_grounding > 0`` the plan review is paid
 after step 6, from how well ``p`` predicted the solver's mean verifier score.
 """
 

@@ -6,7 +6,7 @@ own mount and IPC namespaces and cgroup-contained process tree; otherwise whole 
 processes are kept pre-started. :class:`~sage_env.verifiers.CodeVerifier` is built on the same
 pieces.
 
-Layers (see ``docs/sandbox.md`` for the threat model):
+Layers (see ``docs/reference/sandbox.md`` for the threat model):
 
 * **Isolation level**, chosen once per process by :func:`isolation_level` in the order
   ``bwrap`` -> ``unshare`` -> ``rlimits`` (override with ``SAGE_SANDBOX_ISOLATION``):

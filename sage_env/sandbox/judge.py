@@ -3,7 +3,7 @@
 A harness module (runs inside the sandbox): standard library only. H never runs untrusted code
 and is the only process holding the report channel to the host (fd 3).
 
-Where a verdict comes from (see ``docs/sandbox.md``, threat model): W forks one process C_i
+Where a verdict comes from (``docs/reference/sandbox.md``, threat model): W forks one process C_i
 per test and relays what C_i writes on a pipe of its own, tagged by W with i, then C_i's exit
 status; the last test runs in W itself on a second pipe, judged by W's exit status, which H
 collects. Untrusted code can therefore speak only about the one test whose process it runs

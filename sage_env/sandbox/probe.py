@@ -210,6 +210,6 @@ def isolation_level() -> str:
         if _LEVEL == "rlimits":
             log.warning(
                 "sandbox: no network/PID namespace; untrusted code keeps network access "
-                "(see docs/sandbox.md)"
+                "(see docs/reference/sandbox.md)"
             )
         return _LEVEL

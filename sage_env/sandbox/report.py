@@ -246,7 +246,7 @@ def digest_value(
     digits; sets in the order of their items' bytes; no interning or back-reference flags, so
     equal values give equal bytes), 32,768 items at a time. The judge then compares exactly (no
     float tolerance, ``1 != 1.0 != True``, ``0.0 != -0.0``, NaN equal to NaN): a documented
-    deviation from EvalPlus's ``==`` (docs/verifiers.md).
+    deviation from EvalPlus's ``==`` (docs/reference/verifiers.md).
 
     ``None`` (the value goes item by item, as any other) for anything else: not an exact
     ``list``/``tuple``, not over :data:`HUGE_ITEMS` items (:func:`is_huge`), a list of floats

@@ -260,7 +260,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
         _ITERABLES[t] = _again
     _MAX_ITEMS = 1 << 20
 
-    # -- the test's view of the program's objects (see docs/verifiers.md, "Values, not
+    # -- the test's view of the program's objects (see docs/reference/verifiers.md, "Values, not
     # verdicts"): test code never operates on an object of the program. A value the program
     # hands to the test (a name it binds, what a call of it returns, an attribute of one of its
     # objects) reaches the test as plain builtin values (``plain``), a one-pass iterator of

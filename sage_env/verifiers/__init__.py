@@ -17,7 +17,8 @@ loop forever, exhaust memory or call ``os._exit`` all come back as a result.
 Isolation: the code runner executes inside :mod:`sage_env.sandbox` (bubblewrap / ``unshare`` /
 rlimits, an unprivileged uid when run as root, per-run cgroups, a private temp cwd, a scrubbed
 environment, capped output) and judges each test in its own process against expected values kept
-outside the untrusted processes; see ``docs/sandbox.md`` and ``docs/verifiers.md``.
+outside the untrusted processes; see ``docs/reference/sandbox.md`` and
+``docs/reference/verifiers.md``.
 
 What the verifiers read out of model output (``extract_boxed``, ``extract_code``) is parsing and
 lives in :mod:`sage_env.parsing` with every other extractor.

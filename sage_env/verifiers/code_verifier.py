@@ -26,7 +26,7 @@ class CodeVerifier:
     afresh, and is judged separately. Score = passed / total, as in HumanEval's
     functional-correctness evaluation (Chen et al. 2021) but per test.
 
-    Anti-gaming rule (see ``docs/verifiers.md``): every ``assert`` in a test is rewritten before
+    Anti-gaming rule (docs/reference/verifiers.md): every ``assert`` in a test is rewritten before
     the program runs. ``assert X == <literal>`` (or ``<literal> == X``) sends only the value of
     ``X``, encoded by exact builtin type, to the judging process, which keeps the literal to
     itself and compares it there; every other ``assert E`` sends ``E``'s truth, with a top-level
@@ -44,7 +44,7 @@ class CodeVerifier:
     environment and capped output. Where ``sandbox.zygotes_available()``, each call is forked
     from a long-lived sandbox (one per concurrent call) into its own mount and IPC namespaces;
     otherwise a small pool of pre-started sandboxed harnesses hides interpreter start-up. See
-    ``docs/sandbox.md``.
+    ``docs/reference/sandbox.md``.
 
     Args:
         timeout_s: CPU-time budget, seconds, of every process of the call (the program with one

@@ -8,7 +8,7 @@ under the execution tasks' rules (:func:`sage_env.verifiers.execution.compute_an
 static allow-list of modules and builtins, two runs in separate interpreters must return the
 same value) and compares its value with the stated answer under math-verify. The task stands
 only when they agree, and its stored answer is then the program's value, rendered as text by
-:func:`render_value`, never the claim (``docs/rewards.md``, "Math grounding").
+:func:`render_value`, never the claim (``docs/reference/rewards.md``, "Math grounding").
 
 The program's value is a Python literal parsed on the judge's side; rendering and comparing
 happen here, in the trusted process.

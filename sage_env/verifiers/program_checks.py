@@ -8,7 +8,7 @@ and :func:`forbidden_import` are views of it. Also :func:`defines_f`, the litera
 :data:`MAX_LITERAL_CHARS` and :func:`safe_input_expression`. Parsed with :mod:`ast` (and
 :mod:`symtable` when a refused builtin's name occurs, to see whether the program bound it);
 :mod:`sage_env.verifiers.execution` runs the programs and re-exports these names. The
-argument why the list is pure, and how it was derived, is in ``docs/protocols/azr.md``
+argument why the list is pure, and how it was derived, is in ``docs/reference/protocols/azr.md``
 ("The allow-list").
 """
 
@@ -83,7 +83,7 @@ ALLOWED_MODULES: tuple[str, ...] = (
     "typing",
 )
 """The modules a program may import: each computes on values it is given and reads no file,
-clock, entropy, process or host state (``docs/protocols/azr.md``, "The allow-list"). A
+clock, entropy, process or host state (``docs/reference/protocols/azr.md``, "The allow-list"). A
 program reads only their members of :data:`MODULE_MEMBERS`."""
 
 EXCLUDED_MEMBERS: dict[str, frozenset[str]] = {
