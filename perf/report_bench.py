@@ -10,7 +10,7 @@ report is built and, when Debian's ``chromium`` and ``playwright`` are installed
     python -m perf.report_bench --steps 3 --rounds 4  # a small one
 
 Writes ``perf/results/report_bench.json``. ``make_synthetic_run`` is also the browser
-tests' run folder (``tests/test_report_browser.py``).
+tests' run folder (``tests/learners/reports/test_run_report_browser.py``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ the
 per-token activation constants are read off the code (``learners/algorithms/losses.py``, peft's LoRA
 ``Linear.forward``, transformers' Qwen2 layers) and rounded up; ``perf/gpu_check.py``
 measures peak memory on a GPU when one is lent. ``docs/guide/scaling.md`` holds this script's output
-(``tests/test_scaling.py`` checks that it is current)::
+(``tests/learners/training/test_qwen_presets.py`` checks that it is current)::
 
     python scripts/memory_arithmetic.py          # prints the markdown tables
 """

@@ -3,7 +3,7 @@
 Size is a reason to look, not a rule: a file or function is split when it holds two concepts,
 never to get under a number. So no test fails on length; this script lists what is over the
 review thresholds, longest first, and a reviewer reads those. (The layout rules a test does
-enforce are in ``tests/test_layout.py``: no import cycle, no torch on ``import learners``,
+enforce are in ``tests/repo/test_layout.py``: no import cycle, no torch on ``import learners``,
 ``docs/design.md`` naming every module.)
 
 Usage::

@@ -2,7 +2,7 @@
 
 Each takes one scalar reward per sequence and returns one advantage per sequence; the learner
 spreads it over the sequence's tokens. Unit-tested against hand-computed values in
-``tests/test_algorithms.py``.
+``tests/learners/algorithms/test_builtin_algorithms.py``.
 """
 
 from __future__ import annotations

@@ -60,9 +60,9 @@ def _repack_tied_head(model: Any) -> None:
     vLLM's CPU build packs the head's weight into a oneDNN handle (``lm_head.cpu_linear``).
     With tied embeddings the reload loads that weight through ``embed_tokens`` and processes
     only that layer ("ParallelLMHead: Failed to load weights"), so the head kept scoring with
-    the start weights (vLLM 0.30.0; measured in tests/test_vllm_cpu.py). Running the head's
-    ``process_weights_after_loading`` again makes a handle of the current weight. A no-op off
-    the CPU platform, where the head has no ``cpu_linear``.
+    the start weights (vLLM 0.30.0; measured in tests/learners/engines/test_vllm_cpu.py).
+    Running the head's ``process_weights_after_loading`` again makes a handle of the current
+    weight. A no-op off the CPU platform, where the head has no ``cpu_linear``.
     """
     head = getattr(model, "lm_head", None)
     method = getattr(head, "quant_method", None)
@@ -108,7 +108,8 @@ class VLLMEngine:
     (``wake_up(tags=["kv_cache"])``) before generating. Platforms without a sleep mode (vLLM's
     CPU build) stay awake.
 
-    Verified for real on vLLM 0.30.0's CPU build (``vllm-cpu``, tests/test_vllm_cpu.py):
+    Verified for real on vLLM 0.30.0's CPU build (``vllm-cpu``,
+    tests/learners/engines/test_vllm_cpu.py):
     greedy tokens and log-probs equal ``hf``'s, sampled log-probs equal the learner's, stop
     strings and EOS, weight pushes (LoRA merged) and a 2-step ``train``. Sleep mode, CUDA
     graphs and tensor parallelism run only on a GPU: unmeasured (docs/guide/scaling.md).

@@ -13,8 +13,9 @@ not what H reads. :class:`Judge` holds the rules; :func:`run_judge` the plumbing
 Why one file of more than 500 lines: it is one process's code, and each harness module is
 shipped as source into the confined interpreter (:data:`sage_env.sandbox.launch.HARNESS_MODULES`),
 so a split adds a module to the boot sequence. One such split (issue 24) changed the verdict of
-a program that kills the judge (``tests/test_sandbox.py``, ``kill_judge_then_exit``) and was
-reverted; a future split must keep that test and the red-team rounds green at both levels.
+a program that kills the judge (``tests/sage_env/sandbox/test_hostile_programs.py``,
+``kill_judge_then_exit``) and was reverted; a future split must keep that test and the red-team
+rounds green at both levels.
 """
 
 from __future__ import annotations

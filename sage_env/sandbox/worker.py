@@ -4,7 +4,7 @@ A harness module (runs inside the sandbox): standard library only. W holds no ex
 and no descriptor of the host's report channel.
 
 :func:`run_worker` (with its nested ``become``) is the one function over the project's
-80-line limit (``tests/test_layout.py``), on purpose: it is one straight-line sequence of
+80-line limit (``tests/repo/test_layout.py``), on purpose: it is one straight-line sequence of
 confinement steps (drop to the worker uid, limits, descriptor hygiene, seccomp, then one
 fork per test) whose order is the security argument. Split into helpers, each step would
 read as safe on its own while the guarantee depends on what ran before it; kept in one

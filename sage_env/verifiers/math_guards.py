@@ -23,7 +23,7 @@ one (``4 10/3``) as text that parses to nothing, so that no fragment of it can m
 :func:`numbers_disagree` vetoes a "correct" verdict when both sides are numbers that differ:
 exactly, for two rationals; by more than ``rel_tol`` of their magnitude otherwise (so
 ``0.333333`` still equals ``1/3``, as math-verify intends). Every row is a test in
-``tests/test_reward_integrity.py``.
+``tests/sage_env/verifiers/test_peer_grader_reward_hacks.py``.
 """
 
 from __future__ import annotations

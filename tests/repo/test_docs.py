@@ -1,0 +1,194 @@
+"""Docs drift: every repository path the docs and docstrings name exists, and every config
+field has help text in ``--help``."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOP = ("sage_env", "learners", "experiments", "perf", "docs", "tests", "examples", "scripts", ".ci")
+PATH = re.compile(r"(?<![\w./-])((?:{})/[\w./-]*\w)".format("|".join(re.escape(t) for t in TOP)))
+GENERATED = ("runs/", "experiments/compare_protocols/results")  # written by runs; absent on a
+# clone (every committed result the docs name is checked)
+
+
+def _sources():
+    yield from [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for top in ("sage_env", "learners", "experiments", "perf", "examples"):
+        yield from sorted((ROOT / top).rglob("*.py"))
+
+
+def _named_paths():
+    for src in _sources():
+        text = src.read_text(encoding="utf-8")
+        for m in PATH.finditer(text):
+            path = m.group(1).rstrip(".")
+            if any(ch in path for ch in "*<>{}") or path.startswith(GENERATED):
+                continue
+            if re.fullmatch(r"tests/(s|second)", path):  # a unit, "tests/s"
+                continue
+            yield src.relative_to(ROOT).as_posix(), path
+
+
+NAMED = sorted(set(_named_paths()))
+
+
+def _exists(path: str) -> bool:
+    target = ROOT / path
+    if target.exists():
+        return True
+    # a module named by its dotted path's file form without .py (sage_env/verifiers)
+    return target.with_suffix(".py").exists()
+
+
+@pytest.mark.parametrize("source, path", NAMED)
+def test_named_repository_path_exists(source, path):
+    assert _exists(path), f"{source} names {path}, which does not exist"
+
+
+def test_the_scan_finds_paths():
+    assert len(NAMED) > 50  # the docs name many files; a broken regex would find none
+
+
+README_MAX_LINES = 80  # issue 36: what a newcomer reads first; the rest lives in docs/
+
+
+def _readme_commands() -> list[str]:
+    return re.findall(r"```bash\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)
+
+
+def test_readme_fits_on_a_page():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move detail to docs/"
+
+
+def test_ci_runs_readme_command_2_as_written():
+    train, tests = _readme_commands()[:2]
+    assert "sage-env train --preset demo" in train
+    assert tests.endswith("python -m pytest -q")
+    ci = [line for line in (ROOT / ".ci/run").read_text().splitlines() if line.strip()]
+    assert ci[-1] == tests
+
+
+def _dict_fields(obj, prefix=""):
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from _dict_fields(value, f"{prefix}{f.name}.")
+        elif isinstance(value, dict):
+            yield prefix + f.name
+
+
+def _help_entries(text: str) -> dict[str, str]:
+    """``{flag line: help text}`` from tyro's boxed ``--help`` output."""
+    entries: dict[str, str] = {}
+    current = None
+    for raw in text.splitlines():
+        line = raw.rstrip().rstrip("│|").rstrip().lstrip("│|")
+        if re.match(r"^\s*(-h, )?--[a-z]", line):
+            current = line.strip()
+            entries[current] = ""
+        elif current is not None and re.match(r"^\s{4,}\S", line):
+            entries[current] += " " + line.strip()
+        else:
+            current = None
+    return entries
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [
+        ["--algorithm", "trr"],
+        ["--algorithm", "ema"],
+        ["--protocol", "azr"],
+        ["--protocol", "mae"],
+    ],
+)
+def test_every_train_flag_has_help(capsys, monkeypatch, choice):
+    from learners.cli import main
+    from learners.training.loop import TrainConfig
+
+    monkeypatch.setenv("COLUMNS", "120")
+    with pytest.raises(SystemExit):
+        main(["train", *choice, "--help"])
+    entries = _help_entries(capsys.readouterr().out)
+    assert len(entries) > 60
+    if choice[0] == "--protocol":  # the protocol's own settings are flags
+        assert any(flag.startswith("--env.protocol-config.") for flag in entries)
+    # tyro gives a dict field one flag per key; the field's help heads that group
+    groups = tuple(f"--{p.replace('_', '-')}." for p in _dict_fields(TrainConfig()))
+    bare = [
+        flag
+        for flag, text in entries.items()
+        if not re.sub(r"\((default|required|fixed)[^)]*\)", "", text).strip()
+        and not flag.startswith(groups)
+    ]
+    assert not bare, f"flags without help text: {bare}"
+
+
+# --- relative markdown links: README.md and docs/ -------------------------------------------
+
+LINK = re.compile(r"\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")  # [text](target) and ![alt](target)
+
+
+def _prose(text: str):
+    """``(line number, line)`` outside fenced code blocks."""
+    fence = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+        elif not fence:
+            yield number, line
+
+
+def github_anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: link text kept, lowercased, punctuation except ``-`` and
+    ``_`` dropped, spaces to ``-``."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    for _, line in _prose(path.read_text(encoding="utf-8")):
+        m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            anchor = github_anchor(m.group(1))
+            seen[anchor] = seen.get(anchor, 0) + 1
+    # a repeated heading's anchors are anchor, anchor-1, anchor-2, ...
+    return {f"{a}-{i}" if i else a for a, n in seen.items() for i in range(n)}
+
+
+def _doc_links():
+    for src in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for number, line in _prose(src.read_text(encoding="utf-8")):
+            for m in LINK.finditer(line):
+                if not re.match(r"[a-z][a-z0-9+.-]*:", m.group(1)):  # http:, mailto: ...
+                    yield f"{src.relative_to(ROOT).as_posix()}:{number}", m.group(1)
+
+
+LINKS = list(_doc_links())
+
+
+def test_the_link_scan_finds_links():
+    assert len(LINKS) > 150  # the docs link to each other often; a broken regex finds none
+
+
+def test_github_anchor_rule():
+    assert github_anchor("Where the update's time goes") == "where-the-updates-time-goes"
+    assert github_anchor("7. Read a whole run: `sage-env report`") == (
+        "7-read-a-whole-run-sage-env-report"
+    )
+    assert github_anchor("The demo run (README command 1)") == "the-demo-run-readme-command-1"
+
+
+@pytest.mark.parametrize("where, target", LINKS)
+def test_relative_doc_link_resolves(where, target):
+    src = ROOT / where.rsplit(":", 1)[0]
+    path, _, anchor = target.partition("#")
+    dest = (src.parent / path).resolve() if path else src
+    assert dest.exists(), f"{where} links to {target}: no such file"
+    if anchor and dest.suffix == ".md":
+        assert anchor in _anchors(dest), f"{where} links to {target}: no such heading"
