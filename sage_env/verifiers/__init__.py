@@ -28,15 +28,7 @@ This module imports only the standard library, :mod:`sage_env.parsing` and (lazi
 """
 
 from sage_env.verifiers.code_verifier import CodeVerifier
-from sage_env.verifiers.math_verifier import (
-    ANSWER_WORDS,
-    MathVerifier,
-    _check_answer,
-    _mv_parse,
-    _parse_gold,
-    _verify_math,
-    _verify_math_chunk,
-)
+from sage_env.verifiers.math_verifier import ANSWER_WORDS, MathVerifier
 from sage_env.verifiers.result import (
     MAX_GOLD_CHARS,
     MAX_PREDICTION_CHARS,
@@ -53,7 +45,3 @@ __all__ = [
     "MathVerifier",
     "VerifierResult",
 ]
-
-# private helpers that tests and the math guards reach for (the chunk function is module level
-# so it pickles into worker processes)
-_PRIVATE = (_check_answer, _mv_parse, _parse_gold, _verify_math, _verify_math_chunk)

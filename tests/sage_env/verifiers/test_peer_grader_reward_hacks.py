@@ -116,7 +116,7 @@ def test_normalise_mixed_numbers(text, expected):
 )
 def test_numbers_disagree(gold, pred, disagree):
     from sage_env.verifiers.math_guards import numbers_disagree
-    from sage_env.verifiers import _parse_gold
+    from sage_env.verifiers.math_verifier import _parse_gold
 
     assert numbers_disagree(_parse_gold(gold)[0], _parse_gold(pred)[0]) is disagree
 
