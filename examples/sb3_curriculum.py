@@ -47,9 +47,9 @@ from gymnasium import spaces
 
 import sage_env
 from sage_env import RewardConfig
-from sage_env.play import PLAYERS
+from sage_env.interactive.play import PLAYERS
+from sage_env.interactive.wrappers import SingleRoleEnv
 from sage_env.rewards import challenger_reward, quality_gate
-from sage_env.wrappers import SingleRoleEnv
 
 FAMILIES = ("addition", "multiplication", "modular", "linear")
 LEVELS = (1, 2, 3, 4)

@@ -24,7 +24,7 @@ from pettingzoo import AECEnv
 
 from learners.policy.protocols import Policy
 from learners.types import SamplingConfig, action_text
-from sage_env.parsing import ScoredReply
+from sage_env.text.parsing import ScoredReply
 
 MAX_REPEATS = 16
 """Most completions sampled ahead for one announced run of repeats (``infos["repeats"]``)."""

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import sage_env
-from sage_env.play import PLAYERS
+from sage_env.interactive.play import PLAYERS
 from sage_env.verifiers import MathVerifier
 
 RESULTS = Path(__file__).parent / "results"

@@ -143,7 +143,7 @@ print(json.dumps({"rate": rate, "passed": sum(r.status == "passed" for r in res)
 _VALIDATE_ROUND = """
 import json, sys, time
 sys.path[:0] = [sys.argv[1]]
-from sage_env import exec_tasks
+from sage_env.tasks import exec_tasks
 from sage_env.verifiers import execution
 specs = [exec_tasks.ExecSpec.of(t) for t in exec_tasks.load_exec_seeds()
          if exec_tasks.exec_mode(t) == "deduction"][:60]

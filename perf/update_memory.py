@@ -87,8 +87,8 @@ def rss_mb() -> float:
 def build_buffer(policy, rounds: int, seed: int) -> list:
     """``rounds`` demo rounds of transitions: real prompts, completions of demo lengths."""
     from learners.rollout import Transition
-    from sage_env import prompts
-    from sage_env.tasks import load_seeds
+    from sage_env.tasks.task import load_seeds
+    from sage_env.text import prompts
 
     rng = random.Random(seed)
     seeds = load_seeds()

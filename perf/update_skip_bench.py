@@ -10,7 +10,7 @@ and the weights after the step differ.
 
 The buffer is demo-like without running the environment: 4 rounds of a step, each with one
 challenger proposal, two critic reviews (question, plan), one plan and two solver probes and
-two solves (32 sequences), prompts from the real role templates (``sage_env.prompts``) on seed
+two solves (32 sequences), prompts from the real role templates (``sage_env.text.prompts``) on seed
 tasks, completions sampled once from the model (EOS suppressed, then each cut to its phase's
 length, so the sampling log-probs stay exact). The critic's rewards are constant (1.0, as in
 the demo when every reply parses), so its TRR++ advantages are exactly 0; every other
@@ -41,8 +41,8 @@ from learners.algorithms.registry import make_learner
 from learners.policy import DEFAULT_MODEL, HFPolicy, SamplingConfig
 from learners.rollout import Transition
 from learners.training.presets import PRESETS
-from sage_env import prompts
-from sage_env.tasks import load_seeds
+from sage_env.tasks.task import load_seeds
+from sage_env.text import prompts
 
 OUT = Path(__file__).parent / "results" / "update_skip_bench.json"
 CONSTANT_ROLE = "critic"

@@ -15,11 +15,11 @@ carrying the policy's score distribution (``docs/guide/environment.md``, "Action
 
 from sage_env.config import EnvConfig, RewardConfig
 from sage_env.env import AGENTS, AnyText, env, raw_env
-from sage_env.parsing import ScoredReply
-from sage_env.pool import TaskPool
 from sage_env.protocols import Protocol, available_protocols, register_protocol
 from sage_env.protocols.check import ProtocolError, check_protocol
-from sage_env.tasks import Task, load_seeds, load_validation
+from sage_env.tasks.pool import TaskPool
+from sage_env.tasks.task import Task, load_seeds, load_validation
+from sage_env.text.parsing import ScoredReply
 
 __all__ = [
     "Protocol",

@@ -6,11 +6,11 @@ completion). Any string is legal. :func:`read_action` is the one reading of it:
 - a non-``str`` is converted with ``str()``; ``None`` becomes ``""``;
 - text beyond ``max_chars`` (``EnvConfig.max_action_chars``) is cut, and the cut is
   reported (``infos[agent]["action_truncated"]``);
-- a :class:`sage_env.parsing.ScoredReply` (a ``str`` subclass) also carries
+- a :class:`sage_env.text.parsing.ScoredReply` (a ``str`` subclass) also carries
   ``score_probs``: the policy's probability of each critic score 1-10 right after the
   ``<score>`` prefix. It is handed on unvalidated (:attr:`Action.score_probs`); only a
   review turn under ``RewardConfig.critic_score_estimate = "expected"`` reads it, through
-  :func:`sage_env.parsing.expected_critic_score`, which turns anything malformed into
+  :func:`sage_env.text.parsing.expected_critic_score`, which turns anything malformed into
   ``None`` (the sampled score is used then). A plain ``str`` carries none.
 
 Standard library and gymnasium only.
@@ -53,7 +53,7 @@ class Action:
     Attributes:
         text: The reply as a plain ``str``, cut to ``max_chars``.
         score_probs: The ``score_probs`` the action carried (a
-            :class:`~sage_env.parsing.ScoredReply`'s), unvalidated; ``None`` for a plain
+            :class:`~sage_env.text.parsing.ScoredReply`'s), unvalidated; ``None`` for a plain
             ``str``.
         chars: The reply's length before the cut.
     """

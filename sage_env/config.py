@@ -115,7 +115,7 @@ class RewardConfig:
     ``"sampled"`` (default, the paper): the score parsed from the one sampled reply.
     ``"expected"``: the expected score ``sum_s s p(s)`` under the critic's own distribution
     over its score, which a rollout driver passes with the reply
-    (:class:`sage_env.parsing.ScoredReply`; the environment asks for it with
+    (:class:`sage_env.text.parsing.ScoredReply`; the environment asks for it with
     ``infos[agent]["score_probs"] = True`` on review turns whose response prefix ends with
     ``<score>``; with prefixes off there is no such position to read). It removes the
     sampling noise that hides a small critic's judgement (``experiments/critic_warmup/run.py``).
@@ -181,7 +181,7 @@ class EnvConfig(Generic[ProtocolConfigT]):
     question, so an unsolvable (often wrong) task is never paid as hard. ``"frozen"`` (an
     ablation, every protocol): proposals are generated, judged, admitted and paid exactly as
     under ``"gate"``, but an accepted task never becomes a solver or planner task
-    (:meth:`~sage_env.pool.TaskPool.trainable`): the solver attempts that judge a new task
+    (:meth:`~sage_env.tasks.pool.TaskPool.trainable`): the solver attempts that judge a new task
     (AZR's and MAE's learnability, SAGE's difficulty probes) are made and paid but marked
     ``infos[agent]["last"]["train"] = False``, which learners leave out of the update, and
     the solver then trains on a seed task instead. Growing minus frozen is what self-made

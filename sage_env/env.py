@@ -24,13 +24,14 @@ from gymnasium import spaces
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from sage_env import env_scoring, parsing
+from sage_env import env_scoring
 from sage_env.actions import AnyText, read_action
 from sage_env.config import EnvConfig
 from sage_env.env_setup import apply_overrides, bind_protocol_config, make_pool
-from sage_env.pool import TaskPool
 from sage_env.protocols import SAGEProtocol, make_protocol
-from sage_env.tasks import Task, load_seeds
+from sage_env.tasks.pool import TaskPool
+from sage_env.tasks.task import Task, load_seeds
+from sage_env.text import parsing
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
 AGENTS = SAGEProtocol.agents
@@ -118,7 +119,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self.config = bind_protocol_config(self.config, self.protocol)
         self.seeds = list(seeds) if seeds is not None else load_seeds()
         if "exec" in self.config.domains and not any(t.domain == "exec" for t in self.seeds):
-            from sage_env.exec_tasks import load_exec_seeds
+            from sage_env.tasks.exec_tasks import load_exec_seeds
 
             self.seeds += load_exec_seeds()
         if not self.seeds:
@@ -298,8 +299,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def action_score_probs(self) -> tuple | None:
         """The score distribution the action being applied carried, or ``None``.
 
-        Set by :meth:`step` from a :class:`~sage_env.parsing.ScoredReply`'s ``score_probs``
-        (unvalidated: read it with :func:`~sage_env.parsing.expected_critic_score`).
+        Set by :meth:`step` from a :class:`~sage_env.text.parsing.ScoredReply`'s ``score_probs``
+        (unvalidated: read it with :func:`~sage_env.text.parsing.expected_critic_score`).
         """
         return getattr(self, "_score_probs", None)
 

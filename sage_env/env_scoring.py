@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sage_env.parsing import defines_function, extract_boxed, extract_code, last_fenced
-from sage_env.tasks import Task
+from sage_env.tasks.task import Task
+from sage_env.text.parsing import defines_function, extract_boxed, extract_code, last_fenced
 
 if TYPE_CHECKING:
     from sage_env.config import EnvConfig
@@ -77,7 +77,7 @@ def verify_exec(task: Task, text: str, config: EnvConfig) -> tuple[float, float,
         ``(s_gt, format, verdict)``: format is 1 when the answer block was found and
         parsed, else 0.
     """
-    from sage_env import exec_tasks
+    from sage_env.tasks import exec_tasks
     from sage_env.verifiers import execution
 
     spec = exec_tasks.ExecSpec.of(task)

@@ -12,9 +12,9 @@ import copy
 from dataclasses import fields, replace
 
 from sage_env.config import EnvConfig, RewardConfig, build_protocol_config
-from sage_env.pool import TaskPool
 from sage_env.protocols import Protocol, protocol_config_cls
-from sage_env.tasks import Task
+from sage_env.tasks.pool import TaskPool
+from sage_env.tasks.task import Task
 
 
 def apply_overrides(config: EnvConfig, overrides: dict) -> EnvConfig:

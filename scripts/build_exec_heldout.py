@@ -155,7 +155,7 @@ band's lower edge; an earlier mix without ``copy`` scored 1/16 on a pilot."""
 
 def known_programs() -> set[str]:
     """Program texts the held-out set must not contain: exec seeds and CRUXEval."""
-    from sage_env.exec_tasks import IDENTITY_PROGRAM
+    from sage_env.tasks.exec_tasks import IDENTITY_PROGRAM
 
     seen = {_norm(IDENTITY_PROGRAM)}
     for line in (ROOT / "sage_env/data/exec_seeds.jsonl").read_text().splitlines():

@@ -28,7 +28,7 @@ import json
 import re
 from pathlib import Path
 
-from sage_env.tasks import load_seeds
+from sage_env.tasks.task import load_seeds
 from sage_env.verifiers.execution import forbidden_import, format_args, validate_program
 
 MAX_INPUTS = 6

@@ -60,7 +60,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from sage_env.tasks import SEED_SOURCES, Task, write_jsonl  # noqa: E402
+from sage_env.tasks.task import SEED_SOURCES, Task, write_jsonl  # noqa: E402
 
 DEFAULT_DATA_DIR = Path(os.environ["SAGE_ENV_DATA"]) if os.environ.get("SAGE_ENV_DATA") else None
 """``$SAGE_ENV_DATA`` (the raw training files are not shipped); ``--data-dir`` otherwise."""
@@ -87,7 +87,7 @@ class Pool:
     """The candidate tasks of one source, in their natural (sorted) order.
 
     Attributes:
-        source: One of :data:`sage_env.tasks.SEED_SOURCES`.
+        source: One of :data:`sage_env.tasks.task.SEED_SOURCES`.
         candidates: Tasks built from the raw records, sorted by the source's natural key.
         skipped: ``(record id, reason)`` for raw records that could not be turned into a task.
     """

@@ -4,7 +4,7 @@ For each warm-up mix (``--mixes``), this warms a fresh copy of the model up exac
 ``sage-env train --preset demo`` does (``learners.training.warmup.run_warmup`` with the demo's
 steps,
 demonstrations and lr; only the mix differs), then scores ``--items`` critic-probe items
-(``sage_env.critic_probe``: intact seed questions and corrupted copies, none of them a
+(``sage_env.diagnostics.critic_probe``: intact seed questions and corrupted copies, none of them a
 demonstration) two ways:
 
 - **expected AUC**: the expected score from the critic's score distribution
@@ -37,10 +37,10 @@ from learners.evaluation import critic_replies
 from learners.policy import HFPolicy
 from learners.training.presets import PRESETS
 from learners.training.warmup import run_warmup
-from sage_env import critic_probe
-from sage_env.demonstrations import build_demonstrations
-from sage_env.parsing import ScoredReply
-from sage_env.tasks import load_seeds
+from sage_env.diagnostics import critic_probe
+from sage_env.protocols.demonstrations import build_demonstrations
+from sage_env.tasks.task import load_seeds
+from sage_env.text.parsing import ScoredReply
 
 OUT = Path(__file__).resolve().parent / "results" / "critic_gate_mix.json"
 MIXES = (

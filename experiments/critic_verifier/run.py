@@ -1,9 +1,9 @@
 """Does the critic use a proposal's verifier? Probe AUC with and without it.
 
 ``EnvConfig.critic_sees_verifier`` shows the critic the proposed answer (math) or tests (code)
-when it scores a question. This asks the critic probe (``sage_env.critic_probe``) both ways on
-the same seed picks: question only (corruptions: shuffled, truncated, spliced) and question +
-verifier (the same corruptions plus ``wrong_verifier``: an intact question with another seed's
+when it scores a question. This asks the critic probe (``sage_env.diagnostics.critic_probe``) both
+ways on the same seed picks: question only (corruptions: shuffled, truncated, spliced) and question
++ verifier (the same corruptions plus ``wrong_verifier``: an intact question with another seed's
 answer or tests). Per arm it reports the AUC of q over all items and per corruption, the score
 gap and the parse rate, for ``--repeats`` probe seeds (the AUC's standard error at 24 items is
 about 0.1, so one draw decides nothing).
@@ -25,8 +25,9 @@ from pathlib import Path
 
 from learners.evaluation import critic_replies
 from learners.policy import DEFAULT_MODEL, HFPolicy
-from sage_env import EnvConfig, critic_probe
-from sage_env.tasks import load_seeds
+from sage_env import EnvConfig
+from sage_env.diagnostics import critic_probe
+from sage_env.tasks.task import load_seeds
 
 OUT = Path(__file__).parent / "results" / "critic_verifier.json"
 

@@ -1,9 +1,9 @@
 """Can a warm-up teach the critic to judge? Probe AUC along a critic-only warm-up.
 
-The critic probe (``sage_env.critic_probe``) asks the critic to score intact seed questions
-and corrupted copies (words shuffled, cut off, spliced with another task). On the default
+The critic probe (``sage_env.diagnostics.critic_probe``) asks the critic to score intact seed
+questions and corrupted copies (words shuffled, cut off, spliced with another task). On the default
 model the prompt alone scores at chance. This trains the critic on the warm-up's critic
-demonstrations only (``sage_env.demonstrations``: an intact seed question scored 8 or 9, a
+demonstrations only (``sage_env.protocols.demonstrations``: an intact seed question scored 8 or 9, a
 corrupted one 2 or 3) with the warm-up's own loss and optimiser
 (``learners.training.warmup.supervised_step``: target-token NLL, AdamW, 10% linear warm-up), and
 measures, before training and at each of ``--checkpoints`` steps:
@@ -41,9 +41,10 @@ import sage_env
 from learners.evaluation import critic_replies
 from learners.policy import DEFAULT_MODEL, HFPolicy
 from learners.training.warmup import supervised_step
-from sage_env import EnvConfig, critic_probe
-from sage_env.demonstrations import build_demonstrations, overlapping
-from sage_env.tasks import load_seeds
+from sage_env import EnvConfig
+from sage_env.diagnostics import critic_probe
+from sage_env.protocols.demonstrations import build_demonstrations, overlapping
+from sage_env.tasks.task import load_seeds
 
 OUT = Path(__file__).resolve().parent / "results" / "critic_warmup.json"
 

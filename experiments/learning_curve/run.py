@@ -287,7 +287,8 @@ def evaluate(model: str, sets: list[tuple[str, int, int]], cfg: CurveConfig, out
     from learners.evaluation.run import EvalConfig, run_eval
     from learners.policy.hf_policy import HFPolicy
     from learners.types import SamplingConfig, action_text
-    from sage_env import load_validation, prompts
+    from sage_env import load_validation
+    from sage_env.text import prompts
     from sage_env.verifiers import MathVerifier
 
     policy = HFPolicy(

@@ -5,8 +5,8 @@ SAGE (two seeds) vs AZR vs MAE vs plain RLVR on the default model, with the same
 the seed) changed. Per step it records, from each run's ``metrics.jsonl``: proposal
 parse/validity/acceptance, pool size (seeds vs generated), critic (or judge) format rate,
 per-role reward mean and std, truncation per role, critic discrimination (AUC of intact vs
-corrupted seed questions, ``sage_env.critic_probe``) and greedy held-out validation accuracy
-(first and last step; the step-0 figure is measured once, since every arm starts from the
+corrupted seed questions, ``sage_env.diagnostics.critic_probe``) and greedy held-out validation
+accuracy (first and last step; the step-0 figure is measured once, since every arm starts from the
 same model).
 
 Writes ``experiments/learning_signal/results/``: ``summary.json`` (every per-step figure),

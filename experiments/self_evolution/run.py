@@ -2,8 +2,8 @@ r"""Do self-made tasks teach? Warm-started arms, the frozen-pool ablation, seeds
 
 Every arm starts from **one warmed-up model**: the format warm-up
 (:func:`learners.training.warmup.run_warmup`) on the union of the demonstrations each
-protocol's run would use (:func:`sage_env.demonstrations.demonstrations_for` for ``azr`` and
-for ``sage`` on the arms' domains: AZR's proposer format, the SAGE/MAE challenger format on
+protocol's run would use (:func:`sage_env.protocols.demonstrations.demonstrations_for` for ``azr``
+and for ``sage`` on the arms' domains: AZR's proposer format, the SAGE/MAE challenger format on
 execution tasks, the critic's), saved once as a plain model folder under
 ``$SAGE_ENV_CACHE/warm_start/<key>`` (the key hashes the model, the warm-up settings and the
 demonstrations) and reused. The arms' own warm-up is off.
@@ -148,7 +148,7 @@ def warm_demonstrations(cfg: EvolutionConfig, warmup: Any) -> list:
     cover every arm. The validation split is excluded, as training excludes it.
     """
     import sage_env
-    from sage_env.demonstrations import demonstrations_for
+    from sage_env.protocols.demonstrations import demonstrations_for
 
     seeds = sage_env.load_seeds()
     domains = tuple(cfg.domains.split(","))

@@ -41,7 +41,7 @@ class PlayConfig(Generic[ProtocolConfigT]):
 
 
 def _players(spec: str, cfg: PlayConfig, agents: list[str] | None = None) -> dict:
-    from sage_env.play import PLAYERS
+    from sage_env.interactive.play import PLAYERS
     from sage_env.protocols import make_protocol
 
     agents = list(agents or make_protocol(cfg.env.protocol).agents)
@@ -93,7 +93,7 @@ def play_command(argv: list[str]) -> int:
 
     import sage_env
     from learners.training.tyro_types import protocol_config_type
-    from sage_env.play import PlayStopped, RoundRecord, play, replay, summary
+    from sage_env.interactive.play import PlayStopped, RoundRecord, play, replay, summary
 
     known, argv = preparser().parse_known_args(argv)
     if not import_plugins(known.imports, "play"):

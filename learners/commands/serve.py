@@ -106,7 +106,7 @@ def serve_command(argv: list[str]) -> int:
     try:
         config = sage_env.EnvConfig(**overrides)
         sage_env.env(config).close()  # a bad setting fails here, before the server starts
-        from sage_env.openenv_server import serve
+        from sage_env.interactive.openenv_server import serve
 
         serve(config, host=args.host, port=args.port, max_sessions=args.max_sessions)
     except (ValueError, TypeError) as exc:

@@ -151,9 +151,9 @@ def decontam_command(argv: list[str]) -> int:
 
     import tyro
 
-    from learners.evaluation.decontam import overlap_report
     from learners.evaluation.benchmarks import load_benchmark
-    from sage_env.tasks import read_jsonl
+    from learners.evaluation.decontam import overlap_report
+    from sage_env.tasks.task import read_jsonl
 
     cfg = tyro.cli(
         DecontamConfig,

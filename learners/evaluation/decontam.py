@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sage_env.tasks import Task, load_seeds
+from sage_env.tasks.task import Task, load_seeds
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 FLAG_SHARE = 0.01

@@ -9,6 +9,7 @@ import logging
 from learners.types import SamplingConfig, action_text
 from sage_env.verifiers import MathVerifier
 
+
 def validation_accuracy(
     policy,
     tasks: list,
@@ -28,7 +29,7 @@ def validation_accuracy(
     """
     from tqdm.auto import tqdm
 
-    from sage_env import prompts
+    from sage_env.text import prompts
 
     if not tasks:
         return 0.0
@@ -62,7 +63,7 @@ def critic_replies(
 
     Args:
         policy: An :class:`~learners.policy.HFPolicy` (or anything with ``generate``).
-        items: :class:`sage_env.critic_probe.ProbeItem` list.
+        items: :class:`sage_env.diagnostics.critic_probe.ProbeItem` list.
         max_new_tokens: Reply budget.
         temperature: Sampling temperature.
         seed: Seed of the probe's sampling.

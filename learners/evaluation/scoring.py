@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from learners.evaluation.benchmarks.registry import EvalItem
-from sage_env.parsing import extract_code
+from sage_env.text.parsing import extract_code
 from sage_env.verifiers import CodeVerifier, MathVerifier
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k (Chen et al. 2021, arXiv 2107.03374, Eq. 1): ``1 - C(n-c, k) / C(n, k)``.
@@ -83,7 +84,7 @@ def score_execution(item: EvalItem, completion: str, timeout_s: float = 10.0) ->
     :func:`~sage_env.verifiers.execution.safe_input_expression` (CRUXEval's rule is
     ``f(<input>) == <output>``); its output must equal the gold output.
     """
-    from sage_env.parsing import last_fenced
+    from sage_env.text.parsing import last_fenced
     from sage_env.verifiers import execution
 
     def block(tag: str) -> str | None:

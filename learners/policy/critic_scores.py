@@ -1,8 +1,10 @@
-"""The critic's distribution over the scores it could write (:data:`sage_env.parsing.SCORE_VALUES`).
+"""The critic's distribution over the scores it could write
+(:data:`sage_env.text.parsing.SCORE_VALUES`).
 
 Read from one forward pass of the policy's own model (not through a rollout engine); the
-expected-score gate (``critic_score_estimate = "expected"``, :class:`sage_env.parsing.ScoredReply`,
-:func:`sage_env.parsing.expected_critic_score`) and the critic probe use it through
+expected-score gate (``critic_score_estimate = "expected"``,
+:class:`sage_env.text.parsing.ScoredReply`,
+:func:`sage_env.text.parsing.expected_critic_score`) and the critic probe use it through
 :meth:`learners.policy.HFPolicy.score_distribution`.
 """
 
@@ -12,7 +14,7 @@ from typing import Any
 
 import torch
 
-from sage_env.parsing import SCORE_VALUES
+from sage_env.text.parsing import SCORE_VALUES
 
 ScoreTokens = tuple[list[int], int, "int | None"]
 """``(first token id of each score, id of the top score's first digit, id of its second
@@ -20,7 +22,7 @@ digit or None)``."""
 
 
 def score_tokens(tokenizer: Any) -> ScoreTokens | None:
-    """Token ids for reading a score in :data:`~sage_env.parsing.SCORE_VALUES` (1..10).
+    """Token ids for reading a score in :data:`~sage_env.text.parsing.SCORE_VALUES` (1..10).
 
     Every score but the top one must be one token. The top one (``"10"``) is either one token
     too, or two: the token of ``"1"`` then that of ``"0"`` (SmolLM2, Qwen2.5 split digits);
@@ -51,12 +53,12 @@ def score_distribution(
     """The policy's distribution over the score it would write right after the prefix.
 
     For a critic observation whose prefix ends with ``<score>``: p(s) for each s in
-    :data:`~sage_env.parsing.SCORE_VALUES` from one forward pass per batch over prompt +
+    :data:`~sage_env.text.parsing.SCORE_VALUES` from one forward pass per batch over prompt +
     ``"1"`` (the second position splits ``"1"`` from ``"10"`` where ``"10"`` is two tokens), at
     the sampling ``temperature``, not renormalised (the rest of the mass went to other
     tokens). This is the distribution a sampled reply's score is drawn from, so ``sum_s s p(s)
     / sum_s p(s)`` is the mean of infinitely many sampled reviews
-    (:func:`sage_env.parsing.expected_critic_score`).
+    (:func:`sage_env.text.parsing.expected_critic_score`).
 
     Args:
         policy: An :class:`~learners.policy.HFPolicy` (``model``, ``tokenizer``, ``device``,

@@ -59,7 +59,7 @@ def roc_curve(positive: list[float], negative: list[float]) -> tuple[list[float]
 
     A threshold t accepts scores >= t; thresholds run from above the highest score down to
     the lowest, so the curve goes from (0, 0) to (1, 1). Its trapezoid area equals
-    :func:`sage_env.critic_probe.auc` (ties count one half).
+    :func:`sage_env.diagnostics.critic_probe.auc` (ties count one half).
 
     Returns:
         ``(false positive rates, true positive rates)``, same length; empty when either

@@ -34,8 +34,8 @@ from learners.training.metrics import MetricsLog
 from learners.training.monitors import CriticProbe, EarlyStopping
 from learners.training.warmup import run_warmup
 from learners.types import SamplingConfig
-from sage_env.demonstrations import demonstrations_for
 from sage_env.env_setup import make_pool
+from sage_env.protocols.demonstrations import demonstrations_for
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
 logger = logging.getLogger("sage_env.train")

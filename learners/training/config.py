@@ -22,11 +22,11 @@ from typing import Any, Generic, Literal, TypeVar
 
 import yaml
 
-from learners.algorithms.registry import as_config, learner_spec
-from learners.parallel import DistributedConfig
-from learners.engines import RolloutConfig
 from learners.algorithms.pg import PGConfig
+from learners.algorithms.registry import as_config, learner_spec
+from learners.engines import RolloutConfig
 from learners.evaluation.heldout import parse_heldout
+from learners.parallel import DistributedConfig
 from learners.policy import DEFAULT_MODEL
 from learners.training.metrics import check_report_to
 from learners.training.tyro_types import protocol_config_type
@@ -171,7 +171,8 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     before training, at every validation and at the last step (``critic/auc``); 0 = off."""
     gate_calibration: bool = False
     """Set the quality gate alpha, at every probe, to the threshold that best separates the
-    probe's intact from its corrupted questions (``sage_env.critic_probe.best_threshold``);
+    probe's intact from its corrupted questions
+    (``sage_env.diagnostics.critic_probe.best_threshold``);
     while the critic does not discriminate (AUC < 0.55) alpha becomes
     ``min(alpha, q at gate_seed_quantile of the intact seeds)`` (see ``gate_seed_quantile``).
     Needs the probe: with ``critic_probe_size = 0`` (probe off) it is off too, and
@@ -179,7 +180,7 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     gate_seed_quantile: float | None = 0.5
     """Fallback of ``gate_calibration`` for a critic at chance: cap alpha at the q this critic
     gives to all but this share of the intact probe seeds
-    (``sage_env.critic_probe.seed_quantile``), so that the gate does not ask more of a
+    (``sage_env.diagnostics.critic_probe.seed_quantile``), so that the gate does not ask more of a
     generated task than the critic gives a typical real one. ``None`` keeps the configured
     alpha. Logged as ``gate/alpha`` and ``gate/youden`` (1 when Youden's threshold was used)."""
 

@@ -87,7 +87,7 @@ def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]
 
 
 GENERATED_ID = "gen/"
-"""The id prefix of generated tasks (:meth:`sage_env.pool.TaskPool.new_id`)."""
+"""The id prefix of generated tasks (:meth:`sage_env.tasks.pool.TaskPool.new_id`)."""
 
 
 def pool_dynamics_metrics(result: RolloutResult, pool: Any) -> dict[str, float]:
@@ -105,7 +105,7 @@ def pool_dynamics_metrics(result: RolloutResult, pool: Any) -> dict[str, float]:
       the solver's pass rate on the new task);
     - ``pool/accepted_novelty``: mean over accepted deduction and abduction tasks of the
       normalised-program distance to the nearest seed program
-      (:func:`sage_env.novelty.nearest_program_distance`; 0: a renamed seed, 1: nothing in
+      (:func:`sage_env.tasks.novelty.nearest_program_distance`; 0: a renamed seed, 1: nothing in
       common). Induction is left out: its program is a buffer program by AZR's design (what
       is new is the inputs);
     - ``solver/trained_rows``, ``solver/judging_rows``: solver actions that train, and those
@@ -115,12 +115,12 @@ def pool_dynamics_metrics(result: RolloutResult, pool: Any) -> dict[str, float]:
 
     Args:
         result: One step's rollouts.
-        pool: The run's :class:`~sage_env.pool.TaskPool` after the step.
+        pool: The run's :class:`~sage_env.tasks.pool.TaskPool` after the step.
 
     Returns:
         The metrics above (the proposal ones only when some action proposed).
     """
-    from sage_env.novelty import nearest_program_distance
+    from sage_env.tasks.novelty import nearest_program_distance
 
     m: dict[str, float] = {}
     props = [t for t in result.transitions if "parsed" in t.details]

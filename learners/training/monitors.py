@@ -4,7 +4,7 @@
   ``best.json``: step, accuracy, validations since it) and says when ``patience``
   validations in a row brought no new best.
 - :class:`CriticProbe` scores the critic on intact and corrupted seed questions
-  (``sage_env.critic_probe``) and, with ``gate_calibration``, moves every environment's
+  (``sage_env.diagnostics.critic_probe``) and, with ``gate_calibration``, moves every environment's
   quality gate alpha to the threshold that separates them.
 """
 
@@ -20,12 +20,13 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from learners.training.run_checks import reads_scores
 from learners.evaluation.during_training import critic_replies
 from learners.policy import HFPolicy
 from learners.training.config import TrainConfig
-from sage_env import Task, critic_probe, rewards
-from sage_env.parsing import ScoredReply
+from learners.training.run_checks import reads_scores
+from sage_env import Task, rewards
+from sage_env.diagnostics import critic_probe
+from sage_env.text.parsing import ScoredReply
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Format warm-up (cold start): a short supervised stage on seed-derived role demonstrations.
 
-The demonstrations come from :func:`sage_env.demonstrations.build_demonstrations` (seed set
-only; no teacher model, no validation item). Each is tokenised exactly as a rollout would be
+The demonstrations come from :func:`sage_env.protocols.demonstrations.build_demonstrations` (seed
+set only; no teacher model, no validation item). Each is tokenised exactly as a rollout would be
 (:meth:`HFPolicy.encode_prompt`: chat template, generation prompt, response prefix), and the
 loss is the mean negative log-likelihood of the target tokens only, through the same
 :meth:`HFPolicy.token_logprobs` the RL update uses, with AdamW. The result can be
@@ -124,7 +124,7 @@ def run_warmup(
 
     Args:
         policy: The policy to train.
-        demos: :class:`sage_env.demonstrations.Demonstration` items.
+        demos: :class:`sage_env.protocols.demonstrations.Demonstration` items.
         cfg: Warm-up settings; ``cfg.steps == 0`` does nothing.
         model_name: The model's name, part of the cache key.
         progress: Show a progress bar.

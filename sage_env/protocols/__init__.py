@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from sage_env.protocols.azr import AZRConfig, AZRProtocol, learnability_reward
 from sage_env.protocols.azr_qa import AZRQAConfig, AZRQAProtocol
-from sage_env.protocols.base import CODE_PREFIX, DEFAULT_PREFIXES, Protocol, propose, public
+from sage_env.protocols.base import Protocol, propose, public
 from sage_env.protocols.mae import MAEConfig, MAEProtocol
 from sage_env.protocols.registry import (
     PROTOCOL_GROUP,
@@ -42,6 +42,7 @@ from sage_env.protocols.registry import (
 )
 from sage_env.protocols.rlvr import RLVRProtocol
 from sage_env.protocols.sage import SAGEProtocol
+from sage_env.text.prompts import CODE_PREFIX, DEFAULT_PREFIXES
 
 __all__ = [
     "AZRConfig",

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from sage_env.config import EnvConfig
-    from sage_env.parsing import ChallengerOutput
-    from sage_env.pool import TaskPool
-    from sage_env.tasks import Task
+    from sage_env.tasks.pool import TaskPool
+    from sage_env.tasks.task import Task
+    from sage_env.text.parsing import ChallengerOutput
 
 
 class ProtocolEnv(Protocol):

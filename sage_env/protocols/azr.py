@@ -18,13 +18,13 @@ One round, on one of AZR's three modes (drawn uniformly from ``AZRConfig.modes``
    With ``format_penalty`` (default, as AZR trains) a response that is not passable earns
    -0.5 when well formatted and -1 when not (an invalid proposal whose blocks parse is
    "well formatted"). A valid proposal that the pool already holds (the same program up to
-   names and dead code on the same input: :meth:`~sage_env.pool.TaskPool.duplicate_of`
+   names and dead code on the same input: :meth:`~sage_env.tasks.pool.TaskPool.duplicate_of`
    with ``near=False``) is refused and earns -1, as a reply that does not parse; a near
    duplicate (a pool program on a new input) is paid as AZR pays it and kept out of the
    buffer (``AZRConfig.pay_duplicates``; docs/reference/protocols/azr.md, Duplicates).
 
 Buffers are the pool's ``exec`` tasks, seeded on the first round with AZR's identity triplet
-and the bundled seed programs (:func:`sage_env.exec_tasks.load_exec_seeds`). Actions on
+and the bundled seed programs (:func:`sage_env.tasks.exec_tasks.load_exec_seeds`). Actions on
 mode ``m`` publish ``infos[agent]["group"] = "exec/m"``, so TRR++ normalises per (mode, role)
 as AZR's task-relative baselines do (Sec. 3.3.5).
 
@@ -39,15 +39,22 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sage_env import exec_tasks, parsing, rewards
-from sage_env.exec_tasks import MODES, ExecSpec, exec_mode
+from sage_env import rewards
 from sage_env.protocols.base import Protocol, public
+from sage_env.protocols.demonstrations import (
+    Demonstration,
+    build_exec_demonstrations,
+    exec_seeds,
+)
 from sage_env.protocols.registry import register_protocol
+from sage_env.tasks import exec_tasks
+from sage_env.tasks.exec_tasks import MODES, ExecSpec, exec_mode
+from sage_env.text import parsing
 from sage_env.verifiers import execution
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv
-    from sage_env.tasks import Task
+    from sage_env.tasks.task import Task
 
 learnability_reward = rewards.learnability_reward
 
@@ -214,7 +221,7 @@ def exec_references(
     """``(the proposer's task view, its reference tasks)`` for ``mode`` from the pool's buffers.
 
     Deduction/abduction: K tasks of the mode's buffer, less those the prompt would drop to
-    stay within ``reference_chars`` (:func:`sage_env.exec_tasks.shown_references`), so that a
+    stay within ``reference_chars`` (:func:`sage_env.tasks.exec_tasks.shown_references`), so that a
     proposal's ``parent_id`` names only the references its proposer saw. Induction: one
     program drawn from the deduction and abduction buffers, relabelled as induction.
     """
@@ -254,7 +261,7 @@ def vet_exec_challenge(
 
     A valid task the pool already holds (a copy of a reference snippet or seed, renamed or
     padded with dead code or not, a repeat, a near duplicate by
-    :meth:`~sage_env.pool.TaskPool.duplicate_of`) is rejected with format score 0, as a
+    :meth:`~sage_env.tasks.pool.TaskPool.duplicate_of`) is rejected with format score 0, as a
     duplicate math/code proposal is (:func:`~sage_env.protocols.base.propose`): the
     Challenger is not paid for a task that adds nothing. (The ``azr`` protocol refuses it
     too, with -1, unless ``AZRConfig.pay_duplicates``.)
@@ -332,7 +339,7 @@ class ExecChallenger(Protocol):
         ``self.reference`` / ``self.exec_refs`` become its task view and references;
         otherwise the SAGE challenger prompt.
         """
-        from sage_env import prompts
+        from sage_env.text import prompts
 
         turn = exec_proposer_turn(env, self.reference)
         if turn is None:
@@ -492,6 +499,36 @@ class AZRProtocol(Protocol):
         env.finish()
 
     # ---------------------------------------------------------------- scripted
+    def demonstrations(
+        self,
+        domains: tuple[str, ...] | list[str],
+        seeds: list[Task],
+        n: int,
+        mix: dict[str, float],
+        seed: int = 0,
+        exclude: list[Task] | None = None,
+        math_grounding: str = "claim",
+    ) -> list[Demonstration]:
+        """AZR's warm-up: execution tasks only, in AZR's prompts, whatever ``domains`` says.
+
+        Built by :func:`sage_env.protocols.demonstrations.build_exec_demonstrations`. AZR has no
+        critic and no planner, so their shares in ``mix`` go to the solver; ``math_grounding`` does
+        not apply.
+        """
+        moved = {
+            "challenger": mix.get("challenger", 0.0),
+            "solver": sum(v for r, v in mix.items() if r != "challenger"),
+        }
+        excluded = {t.task_id for t in exclude or []}
+        return build_exec_demonstrations(
+            exec_seeds(seeds),
+            n,
+            moved,
+            seed=seed,
+            solver_prompt=exec_tasks.solver_prompt,
+            exclude_ids=excluded,
+        )
+
     def scripted_actions(self, phase: str, observation: dict, task: Task | None) -> list[str]:
         """A valid then an invalid proposal; a right then a wrong answer (per mode)."""
         if task is None:

@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sage_env import prompts
 from sage_env.protocols.base import Protocol, propose, public
 from sage_env.protocols.registry import register_protocol
 from sage_env.rewards import learnability_reward
+from sage_env.text import prompts
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv

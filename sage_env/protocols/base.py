@@ -28,27 +28,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sage_env import parsing, rewards
+from sage_env import rewards
+from sage_env.text import parsing
+from sage_env.text.prompts import CODE_PREFIX, DEFAULT_PREFIXES
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv
-    from sage_env.tasks import Task
-
-
-DEFAULT_PREFIXES: dict[str, str] = {
-    "challenge": "<question>",
-    "propose": "<question>",
-    "review_question": "<score>",
-    "review_plan": "<score>",
-    "judge_question": "<score>",
-    "judge_answer": "<score>",
-    "plan": "<plan>\n1.",
-}
-"""Response prefix of each built-in phase name (the opening tag of the expected reply).
-Solver phases (``probe``, ``solve``) open a Python fence on code tasks and have no prefix on
-math tasks; see :meth:`Protocol.prefix`."""
-CODE_PREFIX = "```python\n"
-"""Prefix of a solver phase on a code task."""
+    from sage_env.protocols.demonstrations import Demonstration
+    from sage_env.tasks.task import Task
 
 
 class Protocol:
@@ -88,7 +75,7 @@ class Protocol:
     looks like a built-in one, e.g. ``{"attempt": "solve"}``; it tells scripted players and
     :func:`sage_env.check_protocol` how to play them (:mod:`sage_env.protocols.scripted`).
     Built-in phase names, and phases whose observation uses a built-in role prompt of
-    :mod:`sage_env.prompts`, need no entry. A phase of another kind needs
+    :mod:`sage_env.text.prompts`, need no entry. A phase of another kind needs
     :meth:`scripted_actions`."""
 
     def start(self, env: ProtocolEnv) -> None:
@@ -147,17 +134,41 @@ class Protocol:
 
         return scripted.replies(self.phase_kind(phase, observation), task, observation)
 
+    def demonstrations(
+        self,
+        domains: tuple[str, ...] | list[str],
+        seeds: list[Task],
+        n: int,
+        mix: dict[str, float],
+        seed: int = 0,
+        exclude: list[Task] | None = None,
+        math_grounding: str = "claim",
+    ) -> list[Demonstration]:
+        """The game's warm-up demonstrations, built only from ``seeds``.
+
+        A supervised format warm-up before RL;
+        :func:`sage_env.protocols.demonstrations.demonstrations_for` calls it with the run's
+        settings.
+
+        Default: SAGE's four roles' formats
+        (:func:`sage_env.protocols.demonstrations.sage_formats`). Override it when the game's
+        replies look different (AZR: its execution tasks in its own prompts).
+        """
+        from sage_env.protocols.demonstrations import sage_formats
+
+        return sage_formats(domains, seeds, n, mix, seed, exclude, math_grounding)
+
     def prefix(self, phase: str, task: Task) -> str:
         """The start of the reply the environment asks for in ``phase`` on ``task``.
 
         Default: :data:`DEFAULT_PREFIXES` by phase name; ``probe``/``solve`` get
         :data:`CODE_PREFIX` on code tasks; on ``exec`` tasks the proposing and solving phases
-        open the fenced block of the task's mode (:data:`sage_env.exec_tasks.SOLVER_PREFIX`,
-        :data:`~sage_env.exec_tasks.PROPOSER_PREFIX`); any other phase ``""``. Override it (or
+        open the fenced block of the task's mode (:data:`sage_env.tasks.exec_tasks.SOLVER_PREFIX`,
+        :data:`~sage_env.tasks.exec_tasks.PROPOSER_PREFIX`); any other phase ``""``. Override it (or
         put ``"prefix"`` into the observation passed to ``env.select``) for other phases.
         """
         if task.domain == "exec":  # AZR's execution tasks: open the block the mode asks for
-            from sage_env import exec_tasks
+            from sage_env.tasks import exec_tasks
 
             mode = exec_tasks.exec_mode(task) or "deduction"
             if phase in ("probe", "solve"):
@@ -212,8 +223,8 @@ def propose(
 
 
 def _copies_example(question: str) -> str | None:
-    from sage_env.pool import jaccard, shingles
-    from sage_env.prompts import EXAMPLE_QUESTIONS
+    from sage_env.tasks.pool import jaccard, shingles
+    from sage_env.text.prompts import EXAMPLE_QUESTIONS
 
     mine = shingles(question)
     for example in EXAMPLE_QUESTIONS:
@@ -237,7 +248,7 @@ def gate_estimate(env: ProtocolEnv, sampled: float) -> tuple[float, dict]:
     """The review score the gates and the reviewed role's reward use, and its ``infos``.
 
     Under ``critic_score_estimate = "expected"`` and when the action carried a valid score
-    distribution (:class:`~sage_env.parsing.ScoredReply`), the normalised expected score
+    distribution (:class:`~sage_env.text.parsing.ScoredReply`), the normalised expected score
     ``sum_s s p(s)``; otherwise ``sampled``, the normalised score of the sampled reply.
 
     Returns:
@@ -264,7 +275,7 @@ def review(env: ProtocolEnv, agent: str, text: str, kind: str, key: str) -> floa
 
     The reviewer's reward is its format score (soft or binary per ``format_rule``); the score
     is normalised by ``critic_score_rule`` (0 when unparseable). ``infos`` get ``reason``:
-    why the reply lost format credit (:func:`~sage_env.parsing.critic_reply_reason`; ``""``
+    why the reply lost format credit (:func:`~sage_env.text.parsing.critic_reply_reason`; ``""``
     when well-formed). The score returned (and
     published as ``infos[agent]["last"][key]``) is :func:`gate_estimate`'s: the sampled
     score, or the expected one under ``critic_score_estimate = "expected"``.

@@ -16,7 +16,7 @@ from typing import Any
 from sage_env.protocols.base import Protocol
 
 Player = Callable[[str, dict, dict, Any], str]
-"""``(agent, observation, info, env) -> action``, as in :mod:`sage_env.play`."""
+"""``(agent, observation, info, env) -> action``, as in :mod:`sage_env.interactive.play`."""
 _AGENT_RE = re.compile(r"^[a-z][a-z0-9]*_\d+$")
 MAX_TURNS = 200
 """Turns after which a round counts as never ending."""
@@ -101,7 +101,7 @@ def check_protocol(
         seeds: Reference tasks (default: one math and one code seed of the bundled set).
         raise_on_error: Raise :class:`ProtocolError` when a problem is found.
         players: More players to play every agent with, ``{name: player}``, each a
-            ``(agent, observation, info, env) -> str`` callable (:mod:`sage_env.play`).
+            ``(agent, observation, info, env) -> str`` callable (:mod:`sage_env.interactive.play`).
         protocol_config: The protocol's settings to play with: an instance of its
             ``config_cls`` or a mapping of its fields (default: its defaults). Check each
             setting that changes what a handler does.
@@ -115,7 +115,7 @@ def check_protocol(
     Raises:
         ProtocolError: if a problem is found and ``raise_on_error`` is True.
     """
-    from sage_env.tasks import load_seeds
+    from sage_env.tasks.task import load_seeds
 
     problems: list[str] = []
     try:

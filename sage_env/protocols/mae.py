@@ -22,10 +22,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sage_env import parsing, prompts, rewards
+from sage_env import rewards
 from sage_env.protocols.azr import ExecChallenger, vet_exec_challenge
 from sage_env.protocols.base import gate_estimate, propose, review, review_parts
 from sage_env.protocols.registry import register_protocol
+from sage_env.text import parsing, prompts
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sage_env import prompts, rewards
+from sage_env import rewards
 from sage_env.protocols.base import Protocol
 from sage_env.protocols.registry import register_protocol
+from sage_env.text import prompts
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sage_env import parsing, prompts, rewards
+from sage_env import rewards
 from sage_env.protocols.azr import ExecChallenger, vet_exec_challenge
 from sage_env.protocols.base import (
     gate_estimate,
@@ -38,6 +38,7 @@ from sage_env.protocols.base import (
     review_parts,
 )
 from sage_env.protocols.registry import register_protocol
+from sage_env.text import parsing, prompts
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv

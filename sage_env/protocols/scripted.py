@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sage_env import prompts
+from sage_env.text import prompts
 
 if TYPE_CHECKING:
-    from sage_env.tasks import Task
+    from sage_env.tasks.task import Task
 
 KINDS = ("propose", "review", "plan", "solve")
 """The phase kinds scripted players know."""
@@ -77,7 +77,7 @@ PLAN = (
 def infer_kind(observation: dict | None) -> str | None:
     """The kind of a phase from its observation: a built-in role prompt or response prefix.
 
-    A protocol that builds its observations with :mod:`sage_env.prompts` (or asks for the
+    A protocol that builds its observations with :mod:`sage_env.text.prompts` (or asks for the
     built-in opening tags) gets its phases' kinds without declaring them.
     """
     if not observation:

@@ -21,9 +21,9 @@ outside the untrusted processes; see ``docs/reference/sandbox.md`` and
 ``docs/reference/verifiers.md``.
 
 What the verifiers read out of model output (``extract_boxed``, ``extract_code``) is parsing and
-lives in :mod:`sage_env.parsing` with every other extractor.
+lives in :mod:`sage_env.text.parsing` with every other extractor.
 
-This module imports only the standard library, :mod:`sage_env.parsing` and (lazily)
+This module imports only the standard library, :mod:`sage_env.text.parsing` and (lazily)
 ``math_verify``; never torch or transformers.
 """
 

@@ -1,6 +1,6 @@
 r"""MathVerifier: the last ``\\boxed{}`` answer against a gold answer, through math-verify.
 
-The answer is found by :func:`sage_env.parsing.extract_boxed` and checked under
+The answer is found by :func:`sage_env.text.parsing.extract_boxed` and checked under
 :func:`sage_env.verifiers.deadline._call_with_deadline`.
 
 math-verify (huggingface/Math-Verify, https://github.com/huggingface/Math-Verify) parses LaTeX
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from sage_env.parsing import as_text, extract_boxed
+from sage_env.text.parsing import as_text, extract_boxed
 from sage_env.verifiers.deadline import _call_with_deadline, _DeadlineExceeded
 from sage_env.verifiers.math_guards import normalise_mixed_numbers, numbers_disagree
 from sage_env.verifiers.result import (

@@ -4,7 +4,7 @@
   environment's config);
 - the action is a ``str`` or a :class:`sage_env.ScoredReply` with the documented effect;
 - scoring is plain functions of values, called without an environment;
-- model output is parsed in one package, :mod:`sage_env.parsing`.
+- model output is parsed in one package, :mod:`sage_env.text.parsing`.
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def onehot(score):
 
 
 def test_scored_reply_is_exported_at_the_top_and_is_the_parsing_one():
-    from sage_env import parsing
+    from sage_env.text import parsing
 
     assert sage_env.ScoredReply is parsing.ScoredReply
     assert "ScoredReply" in sage_env.__all__
@@ -419,7 +419,8 @@ def test_check_verifier_without_an_environment(verifiers):
 
 
 def test_verify_exec_without_an_environment():
-    from sage_env import env_scoring, exec_tasks
+    from sage_env import env_scoring
+    from sage_env.tasks import exec_tasks
 
     task = exec_tasks.make_task(
         "deduction", "def f(a):\n    return a * 2", ["3"], ["6"], task_id="x/0"
@@ -443,7 +444,7 @@ def test_no_scoring_function_takes_an_environment():
 
 
 def test_a_string_or_a_mapping_is_no_distribution():
-    from sage_env.parsing import expected_critic_score
+    from sage_env.text.parsing import expected_critic_score
 
     assert sage_env.ScoredReply("x", "0123456789").score_probs is None
     assert sage_env.ScoredReply("x", {i: 0.1 for i in range(10)}).score_probs is None
@@ -457,7 +458,9 @@ _EXTRACTOR_MARKS = ("```", "boxed", "fbox", "<score", "<question", "<plan", "<an
 """What a regex that reads a model's reply looks for (fences, boxes, the roles' tags, defs)."""
 
 _NOT_MODEL_OUTPUT = {  # files whose reply-like regexes read something else, and what
-    "sage_env/demonstrations.py": "strips \\boxed{} from the seed files' worked solutions",
+    "sage_env/protocols/demonstrations.py": (
+        "strips \\boxed{} from the seed files' worked solutions"
+    ),
 }
 
 
@@ -484,24 +487,27 @@ def test_no_reply_is_parsed_outside_sage_env_parsing():
     found = []
     for path in sorted((ROOT / "sage_env").rglob("*.py")):
         rel = str(path.relative_to(ROOT))
-        if rel.startswith(("sage_env/parsing/", "sage_env/sandbox/")):
+        if rel.startswith(("sage_env/text/parsing/", "sage_env/sandbox/")):
             continue  # the sandbox parses its own wire format, not a model's reply
         found += [hit for hit in _reply_regexes(path) if rel not in _NOT_MODEL_OUTPUT]
     for path in sorted((ROOT / "learners").rglob("*.py")):
         found += _reply_regexes(path)
     assert found == []
-    assert _reply_regexes(ROOT / "sage_env" / "demonstrations.py")  # the scan sees them
-    assert _reply_regexes(ROOT / "sage_env" / "parsing" / "answers.py")
+    # the scan sees them
+    assert _reply_regexes(ROOT / "sage_env" / "protocols" / "demonstrations.py")
+    assert _reply_regexes(ROOT / "sage_env" / "text" / "parsing" / "answers.py")
 
 
 def test_the_extractors_live_in_parsing_only():
-    from sage_env import exec_tasks, parsing, verifiers
+    from sage_env import verifiers
+    from sage_env.tasks import exec_tasks
+    from sage_env.text import parsing
 
     for name in ("extract_boxed", "extract_code"):
         assert not hasattr(verifiers, name)
-        assert getattr(parsing, name).__module__ == "sage_env.parsing.answers"
+        assert getattr(parsing, name).__module__ == "sage_env.text.parsing.answers"
     for name in ("fenced", "last_fenced"):
         assert not hasattr(exec_tasks, name)
-        assert getattr(parsing, name).__module__ == "sage_env.parsing.answers"
-    assert parsing.ScoredReply.__module__ == "sage_env.parsing.roles"
+        assert getattr(parsing, name).__module__ == "sage_env.text.parsing.answers"
+    assert parsing.ScoredReply.__module__ == "sage_env.text.parsing.roles"
     assert not (ROOT / "sage_env" / "verifiers" / "answer_extraction.py").exists()

@@ -126,9 +126,9 @@ def test_a_type_checking_import_is_an_edge(tmp_path):
     path = tmp_path / "x.py"
     path.write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from learners.types import A\n"
-        "def f():\n    import sage_env.parsing\n"
+        "def f():\n    import sage_env.text.parsing\n"
     )
-    assert imports_of("learners.x", path) == {"learners.types", "sage_env.parsing"}
+    assert imports_of("learners.x", path) == {"learners.types", "sage_env.text.parsing"}
 
 
 def test_no_import_cycle_in_sage_env_or_learners():
@@ -148,7 +148,7 @@ def test_sage_env_never_imports_learners():
         "import learners, sys; assert 'torch' not in sys.modules",
         "import learners.engines.registry, learners.training.preflight, sys; "
         "assert 'torch' not in sys.modules",
-        "import sage_env.play, learners.cli, sys; assert 'torch' not in sys.modules",
+        "import sage_env.interactive.play, learners.cli, sys; assert 'torch' not in sys.modules",
         "import learners, sys; learners.RolloutConfig; learners.Completion; "
         "assert 'torch' not in sys.modules",
     ],

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import sage_env
 from sage_env import EnvConfig
-from sage_env.parsing import (
+from sage_env.text.parsing import (
     critic_format_score,
     extract_tag,
     parse_challenger,

@@ -14,8 +14,10 @@ import sage_env
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver
 from learners.training.monitors import CriticProbe
-from sage_env import EnvConfig, RewardConfig, critic_probe, parsing
-from sage_env.parsing import ScoredReply, expected_critic_score
+from sage_env import EnvConfig, RewardConfig
+from sage_env.diagnostics import critic_probe
+from sage_env.text import parsing
+from sage_env.text.parsing import ScoredReply, expected_critic_score
 from tests.scripted import MATH_SEED, play_round
 
 PLAN = "<plan>\n1. Read the problem.\n2. Compute.\n</plan>"

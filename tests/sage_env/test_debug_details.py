@@ -8,8 +8,9 @@ import pytest
 
 import sage_env
 from learners.cli import main
-from sage_env import EnvConfig, parsing
-from sage_env.play import PLAYERS, PlayStopped, human_player, play
+from sage_env import EnvConfig
+from sage_env.interactive.play import PLAYERS, PlayStopped, human_player, play
+from sage_env.text import parsing
 from tests.scripted import MATH_SEED, play_round
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -473,8 +473,8 @@ def test_critic_sees_the_proposed_answer_only_when_configured(sees):
 
 
 def test_critic_probe_adds_wrong_verifier_items_when_the_critic_sees_verifiers():
-    from sage_env import critic_probe
-    from sage_env.tasks import load_seeds
+    from sage_env.diagnostics import critic_probe
+    from sage_env.tasks.task import load_seeds
 
     seeds = load_seeds()
     plain = critic_probe.probe_set(seeds, 24)
@@ -490,7 +490,7 @@ def test_critic_probe_adds_wrong_verifier_items_when_the_critic_sees_verifiers()
         mine = (
             f"Proposed answer: {task.answer}\n\n"
             if task.domain == "math"
-            else sage_env.prompts.verifier_text(task)
+            else sage_env.text.prompts.verifier_text(task)
         )
         assert mine not in it.observation["user"]
     for it in shown:

@@ -9,9 +9,11 @@ import sage_env
 from learners.policy import HFPolicy, SamplingConfig
 from learners.rollout import RolloutDriver
 from learners.training.warmup import WarmupConfig, run_warmup, supervised_step
-from sage_env import EnvConfig, critic_probe, parsing
-from sage_env.demonstrations import build_demonstrations, overlapping, plan_steps
-from sage_env.play import human_player
+from sage_env import EnvConfig
+from sage_env.diagnostics import critic_probe
+from sage_env.interactive.play import human_player
+from sage_env.protocols.demonstrations import build_demonstrations, overlapping, plan_steps
+from sage_env.text import parsing
 from tests.scripted import CODE_SEED, MATH_SEED
 
 
@@ -200,9 +202,9 @@ def test_critic_prompts_anchor_the_whole_scale_not_one_example_score():
     import re
 
     for obs in (
-        sage_env.prompts.critic_question("What is 2+2?", "math"),
-        sage_env.prompts.critic_plan(MATH_SEED, "1. add\n2. check"),
-        sage_env.prompts.judge_answer(MATH_SEED, "4"),
+        sage_env.text.prompts.critic_question("What is 2+2?", "math"),
+        sage_env.text.prompts.critic_plan(MATH_SEED, "1. add\n2. check"),
+        sage_env.text.prompts.judge_answer(MATH_SEED, "4"),
     ):
         anchors = [int(x) for x in re.findall(r"<score>(\d+)</score>", obs["user"])]
         assert len(anchors) == 3 and min(anchors) <= 3 and max(anchors) >= 8

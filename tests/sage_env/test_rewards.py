@@ -3,7 +3,6 @@ import math
 import pytest
 
 from sage_env import RewardConfig
-from sage_env.parsing import parse_challenger, parse_critic_score, parse_plan
 from sage_env.rewards import (
     challenger_reward,
     critic_reward,
@@ -13,6 +12,7 @@ from sage_env.rewards import (
     quality_gate,
     solver_reward,
 )
+from sage_env.text.parsing import parse_challenger, parse_critic_score, parse_plan
 
 CFG = RewardConfig()
 

@@ -12,13 +12,13 @@ from learners.evaluation.benchmarks.registry import EvalItem, register_benchmark
 def _cruxeval(name: str, rows: list[dict], **_: object) -> list[EvalItem]:
     """CRUXEval (Gu et al. 2024, arXiv 2401.03065): O predicts ``f(input)``, I an input.
 
-    The question is the execution-task solver's (:func:`sage_env.exec_tasks.solver_question`,
+    The question is the execution-task solver's (:func:`sage_env.tasks.exec_tasks.solver_question`,
     deduction for O, abduction for I), and the completion continues the solver's response
     prefix (`````output`` / `````input``) as the execution solver's does in training, so
     an answer is one short fenced literal; scoring is :mod:`sage_env.verifiers.execution`'s.
     CRUXEval's own harness prompts few-shot with ``assert f(...) == ??`` instead.
     """
-    from sage_env.exec_tasks import SOLVER_PREFIX, ExecSpec, solver_question
+    from sage_env.tasks.exec_tasks import SOLVER_PREFIX, ExecSpec, solver_question
 
     mode = "deduction" if name == "cruxeval_o" else "abduction"
     return [
@@ -48,14 +48,14 @@ def _exec_heldout(name: str, rows: None = None, **_: object) -> list[EvalItem]:
 
     Built once by ``scripts/build_exec_heldout.py`` (fixed seed; outputs from the sandboxed
     executor; programs disjoint from the execution seeds and from CRUXEval). The question is
-    the execution solver's (:func:`sage_env.exec_tasks.solver_question`), and the completion
+    the execution solver's (:func:`sage_env.tasks.exec_tasks.solver_question`), and the completion
     continues the solver's response prefix (`````output``), as the ``azr`` solver's does in
     training; scored like CRUXEval-O (the output literal's value). Shipped with ``sage_env``,
     whatever the data folder.
     """
     from importlib import resources
 
-    from sage_env.exec_tasks import SOLVER_PREFIX, ExecSpec, solver_question
+    from sage_env.tasks.exec_tasks import SOLVER_PREFIX, ExecSpec, solver_question
 
     path = resources.files("sage_env") / "data" / "exec_heldout.jsonl"
     items = []

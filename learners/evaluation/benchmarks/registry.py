@@ -29,7 +29,7 @@ class EvalItem:
         domain: ``"math"``, ``"code"`` or ``"exec"``.
         prompt: User message shown to the model.
         answer: Math: gold answer.
-        tests: Code: independent test snippets (see :class:`~sage_env.tasks.Task`).
+        tests: Code: independent test snippets (see :class:`~sage_env.tasks.task.Task`).
         test_setup: Code: run before the program's tests (imports, reference solution).
         entry_point: Code: the function under test.
         code_prefix: Code: text a completion continues when it is not a whole function.

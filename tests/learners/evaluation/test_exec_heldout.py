@@ -11,7 +11,7 @@ import pytest
 from learners.evaluation.benchmarks import BENCHMARKS, load_benchmark
 from learners.evaluation.run import EvalConfig, run_eval
 from learners.evaluation.scoring import score_execution
-from sage_env.exec_tasks import IDENTITY_PROGRAM
+from sage_env.tasks.exec_tasks import IDENTITY_PROGRAM
 from sage_env.verifiers import execution
 
 ROOT = Path(__file__).resolve().parents[3]

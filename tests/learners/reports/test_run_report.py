@@ -13,8 +13,8 @@ from learners.policy import Completion, SamplingConfig
 from learners.reports.run_report import load_run, roc_curve, write_report
 from learners.rollout import RolloutDriver
 from learners.training.metrics import round_records, write_transcripts
-from sage_env.critic_probe import auc
-from sage_env.play import PLAYERS
+from sage_env.diagnostics.critic_probe import auc
+from sage_env.interactive.play import PLAYERS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -208,7 +208,7 @@ def test_pool_only_run_lists_its_generated_tasks(tmp_path):
         parent_id=seed.task_id,
         meta={"episode": 2, "q": 0.8, "d": 1.0, "probe_scores": [0.0, 0.0]},
     )
-    sage_env.tasks.write_jsonl([seed, gen], run / "pool.jsonl")
+    sage_env.tasks.task.write_jsonl([seed, gen], run / "pool.jsonl")
     (task,) = load_run(run)["tasks"]
     assert (task["id"], task["step"], task["q"], task["solved"]) == ("gen/7", 2, 0.8, False)
     assert task["parent"] == seed.task_id and task["in_pool"]

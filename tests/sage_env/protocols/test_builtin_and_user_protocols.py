@@ -4,8 +4,9 @@ import pytest
 from pettingzoo.test import api_test, seed_test
 
 import sage_env
-from sage_env import EnvConfig, Protocol, ProtocolError, check_protocol, prompts, register_protocol
+from sage_env import EnvConfig, Protocol, ProtocolError, check_protocol, register_protocol
 from sage_env.protocols import AZRConfig, AZRQAConfig, MAEConfig, learnability_reward, propose
+from sage_env.text import prompts
 from tests.scripted import CODE_SEED, MATH_SEED, play_round
 
 Q = "<question>What is 7*6?</question>\n<answer>42</answer>"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from sage_env import exec_tasks
+from sage_env.tasks import exec_tasks
 from sage_env.verifiers import execution
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -1,5 +1,5 @@
 """Tests for sage_env.verifiers (MathVerifier, CodeVerifier) and the answer extractors they
-read with (sage_env.parsing.extract_boxed, sage_env.parsing.extract_code)."""
+read with (sage_env.text.parsing.extract_boxed, sage_env.text.parsing.extract_code)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from sage_env import sandbox
 from sage_env import verifiers as V
-from sage_env.parsing import extract_boxed, extract_code
+from sage_env.text.parsing import extract_boxed, extract_code
 from sage_env.verifiers import (
     MAX_PREDICTION_CHARS,
     STATUSES,
@@ -530,7 +530,7 @@ def test_verifiers_module_is_light():
         "bad = {'torch', 'transformers', 'math_verify', 'sympy'} & set(sys.modules)\n"
         "assert not bad, bad\n"
         "assert mod.MathVerifier and mod.CodeVerifier\n"
-        "import sage_env.parsing as P\n"  # the extractors the verifiers read with
+        "import sage_env.text.parsing as P\n"  # the extractors the verifiers read with
         "assert P.extract_boxed('\\\\boxed{3}') == '3'\n"
         "assert not {'torch', 'transformers', 'math_verify', 'sympy'} & set(sys.modules)\n"
     )

@@ -8,9 +8,9 @@ from learners.rollout import RolloutResult, Transition
 from learners.training.metrics import rollout_metrics
 from learners.training.presets import PRESETS
 from sage_env import EnvConfig
-from sage_env.demonstrations import answer_program, build_demonstrations
 from sage_env.protocols import scripted
-from sage_env.tasks import load_seeds
+from sage_env.protocols.demonstrations import answer_program, build_demonstrations
+from sage_env.tasks.task import load_seeds
 from sage_env.verifiers import MathVerifier
 from sage_env.verifiers.math_grounding import ground_answer, render_value
 from tests.scripted import MATH_SEED, play_round

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from sage_env.exec_tasks import load_exec_seeds, proposer_prompt
 from sage_env.protocols.azr import AZRConfig
+from sage_env.tasks.exec_tasks import load_exec_seeds, proposer_prompt
 from sage_env.verifiers import execution as ex
 from sage_env.verifiers import program_checks as pc
 from tests.data_paths import RAW_DATA

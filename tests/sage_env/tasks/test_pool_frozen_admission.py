@@ -11,8 +11,8 @@ import pytest
 
 import sage_env
 from sage_env import EnvConfig, Task
-from sage_env.play import _scripted
-from sage_env.pool import TaskPool
+from sage_env.interactive.play import _scripted
+from sage_env.tasks.pool import TaskPool
 
 PROPOSERS = {"azr": "proposer_0", "mae": "proposer_0", "sage": "challenger_0"}
 
@@ -159,7 +159,7 @@ def _tr(role, phase, task_id, details, domain="exec"):
 def test_pool_dynamics_metrics_count_proposals_difficulty_novelty_and_generated_rows():
     from learners.rollout import RolloutResult
     from learners.training.metrics import pool_dynamics_metrics
-    from sage_env.exec_tasks import load_exec_seeds
+    from sage_env.tasks.exec_tasks import load_exec_seeds
 
     seeds = load_exec_seeds()
     pool = TaskPool(seeds)

@@ -5,18 +5,18 @@ a missing or malformed field comes back as ``None`` (or an empty result) and the
 gives a format score of 0. Nothing else in ``sage_env`` or ``learners`` extracts fields,
 answers, scores or code from a reply; they import them from here.
 
-- :mod:`sage_env.parsing.roles`: the tagged fields of each role (:func:`extract_tag`,
+- :mod:`sage_env.text.parsing.roles`: the tagged fields of each role (:func:`extract_tag`,
   :func:`parse_challenger`, :func:`parse_answer_program`, :func:`parse_plan`,
   :func:`parse_critic_score`, the critic's format rules) and :class:`ScoredReply`, a critic
   reply carrying its score distribution (:func:`expected_critic_score`);
-- :mod:`sage_env.parsing.answers`: answers: :func:`extract_boxed` (math),
+- :mod:`sage_env.text.parsing.answers`: answers: :func:`extract_boxed` (math),
   :func:`extract_code` (a Python program), :func:`fenced` / :func:`last_fenced` (AZR's
   blocks), :func:`defines_function`, :func:`as_text`.
 
 Standard library only.
 """
 
-from sage_env.parsing.answers import (
+from sage_env.text.parsing.answers import (
     as_text,
     defines_function,
     extract_boxed,
@@ -24,7 +24,7 @@ from sage_env.parsing.answers import (
     fenced,
     last_fenced,
 )
-from sage_env.parsing.roles import (
+from sage_env.text.parsing.roles import (
     RATIONALE_WORDS,
     SCORE_VALUES,
     ChallengerOutput,

@@ -9,9 +9,9 @@ import pytest
 
 import sage_env
 from sage_env import EnvConfig, TaskPool, rewards
-from sage_env.exec_tasks import load_exec_seeds, make_task
-from sage_env.novelty import normalise_program, program_distance
-from sage_env.pool import exec_task_key
+from sage_env.tasks.exec_tasks import load_exec_seeds, make_task
+from sage_env.tasks.novelty import normalise_program, program_distance
+from sage_env.tasks.pool import exec_task_key
 from tests.scripted import play_round
 
 BASE = """\

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from sage_env.tasks import SEED_SOURCES, Task, load_seeds, write_jsonl
+from sage_env.tasks.task import SEED_SOURCES, Task, load_seeds, write_jsonl
 from tests.data_paths import RAW_DATA, needs
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 SEEDS_FILE = REPO_ROOT / "sage_env" / "data" / "seeds.jsonl"
 DATA_DIR = RAW_DATA
 TIMEOUT_S = 30

@@ -15,7 +15,7 @@ What a solver's reply (and a proposer's program) is read for, by one rule each:
 
 The fence readers differ on purpose and are kept apart (each with its callers' tests):
 :func:`extract_code` reads line-anchored fences and unclosed ones, :func:`fenced` only closed
-blocks anywhere in a line, and :func:`sage_env.parsing.roles.parse_answer_program`'s
+blocks anywhere in a line, and :func:`sage_env.text.parsing.roles.parse_answer_program`'s
 fallback splits on the backticks. :func:`defines_function` (any ``def name``, nested too) is
 not :func:`extract_code`'s preference rule (a top-level def, class, assignment or import).
 

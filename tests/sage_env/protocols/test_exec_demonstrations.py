@@ -5,15 +5,17 @@ from collections import Counter
 import pytest
 
 import sage_env
-from sage_env import EnvConfig, exec_tasks, parsing, prompts
-from sage_env.demonstrations import (
+from sage_env import EnvConfig
+from sage_env.protocols.azr import AZRConfig, vet_exec_proposal
+from sage_env.protocols.demonstrations import (
     build_exec_demonstrations,
     compact_program,
     demonstrations_for,
 )
-from sage_env.exec_tasks import load_exec_seeds
-from sage_env.protocols.azr import AZRConfig, vet_exec_proposal
-from sage_env.tasks import load_seeds
+from sage_env.tasks import exec_tasks
+from sage_env.tasks.exec_tasks import load_exec_seeds
+from sage_env.tasks.task import load_seeds
+from sage_env.text import parsing, prompts
 
 SEEDS = load_seeds()
 EXEC = {t.task_id: t for t in load_exec_seeds()}

@@ -5,12 +5,27 @@ The environment adds ``"prefix"``, the start of the reply, per phase (see
 
 The learner turns an observation into chat messages and applies its own chat template, so the
 same environment serves any instruction-tuned model. Prompts ask for explicit tags that
-:mod:`sage_env.parsing` reads.
+:mod:`sage_env.text.parsing` reads.
 """
 
 from __future__ import annotations
 
-from sage_env.tasks import Task
+from sage_env.tasks.task import Task
+
+DEFAULT_PREFIXES: dict[str, str] = {
+    "challenge": "<question>",
+    "propose": "<question>",
+    "review_question": "<score>",
+    "review_plan": "<score>",
+    "judge_question": "<score>",
+    "judge_answer": "<score>",
+    "plan": "<plan>\n1.",
+}
+"""Response prefix of each built-in phase name (the opening tag of the expected reply).
+Solver phases (``probe``, ``solve``) open a Python fence on code tasks and have no prefix on
+math tasks; see :meth:`sage_env.protocols.Protocol.prefix`."""
+CODE_PREFIX = "```python\n"
+"""Prefix of a solver phase on a code task."""
 
 Observation = dict[str, str]
 
@@ -70,7 +85,8 @@ score: SmolLM2-135M copies a single example (the old prompt's ``<score>7</score>
 for most questions, so the prompt, not the critic, decided the quality gate). With the
 three anchors it still writes the first anchor for most questions, and its scores separate
 intact from corrupted seed questions barely better than chance (the figures are in
-``docs/write-ups/learning.md``); the probe (:mod:`sage_env.critic_probe`) keeps measuring it."""
+``docs/write-ups/learning.md``); the probe (:mod:`sage_env.diagnostics.critic_probe`) keeps
+measuring it."""
 CRITIC_QUESTION = (
     "Review this {domain} problem for clarity, correctness and difficulty:\n\n{question}\n\n"
     + CRITIC_RUBRIC

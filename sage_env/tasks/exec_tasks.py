@@ -2,7 +2,7 @@ r"""Execution tasks: AZR's deduction, abduction and induction (arXiv 2505.03335,
 
 A task of domain ``"exec"`` is built from a program ``p`` (entry function ``f``) and inputs
 whose outputs the sandboxed executor computed (:mod:`sage_env.verifiers.execution`); the
-ground truth is never a model's claim. Its :class:`~sage_env.tasks.Task` keeps the program in
+ground truth is never a model's claim. Its :class:`~sage_env.tasks.task.Task` keeps the program in
 ``reference_solution`` and everything else in ``meta["exec"]``::
 
     {"mode": "deduction" | "abduction" | "induction",
@@ -32,7 +32,7 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
-from sage_env.tasks import Task
+from sage_env.tasks.task import Task
 
 MODES = ("deduction", "abduction", "induction")
 """AZR's three reasoning modes (Sec. 3.2)."""

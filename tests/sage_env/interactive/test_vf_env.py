@@ -1,6 +1,7 @@
-"""The game as a verifiers environment (``sage_env/vf_env.py``): a real verifiers rollout of a
-whole ``sage`` round, the model a scripted policy behind a loopback OpenAI-compatible server
-that verifiers' own client talks to. Runs in the ``.venv-verifiers`` lane of ``.ci/run``."""
+"""The game as a verifiers environment (``sage_env/interactive/vf_env.py``): a real verifiers
+rollout of a whole ``sage`` round, the model a scripted policy behind a loopback
+OpenAI-compatible server that verifiers' own client talks to. Runs in the ``.venv-verifiers`` lane
+of ``.ci/run``."""
 
 import asyncio
 import json
@@ -12,8 +13,8 @@ import pytest
 vf = pytest.importorskip("verifiers.v1")
 
 import sage_env  # noqa: E402
+from sage_env.interactive.vf_env import SEATS, action_text, load_environment  # noqa: E402
 from sage_env.protocols import scripted  # noqa: E402
-from sage_env.vf_env import SEATS, action_text, load_environment  # noqa: E402
 from tests.scripted import play_round  # noqa: E402
 
 CONFIG = {"domains": ["math"], "solver_samples": 2}

@@ -1,5 +1,5 @@
-"""The game through OpenEnv (sage_env/openenv_server.py): a server on loopback, played with
-OpenEnv's own client classes, gives what the AEC environment gives for the same actions."""
+"""The game through OpenEnv (sage_env/interactive/openenv_server.py): a server on loopback, played
+with OpenEnv's own client classes, gives what the AEC environment gives for the same actions."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from sage_env.protocols import scripted
 
 
 def _server_module():
-    """``sage_env.openenv_server``, or skip the test when openenv-core is not installed."""
+    """``sage_env.interactive.openenv_server``, or skip the test without openenv-core."""
     pytest.importorskip("openenv.core.env_client")
-    return pytest.importorskip("sage_env.openenv_server")
+    return pytest.importorskip("sage_env.interactive.openenv_server")
 
 
 # math only (no code sandbox), k = 2; the in-process math verifier (the test is the client)
@@ -238,7 +238,7 @@ def test_malformed_actions_get_the_envs_handling_not_a_crash(base_url):
 
 
 def test_import_sage_env_does_not_import_openenv():
-    code = "import sys, sage_env, sage_env.play; print('openenv' in sys.modules)"
+    code = "import sys, sage_env, sage_env.interactive.play; print('openenv' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

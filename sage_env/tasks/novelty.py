@@ -12,8 +12,8 @@ rules on the prompt) such a copy passed as new and was paid in full (issue 33, i
 - :func:`program_distance`: ``1 - difflib`` ratio of the token streams of two normal forms,
   in [0, 1], so an experiment can report how far its proposals are from the seeds.
 
-:class:`~sage_env.pool.TaskPool` compares execution tasks with these
-(:func:`~sage_env.pool.exec_task_key`, :func:`~sage_env.pool.normalised_question`).
+:class:`~sage_env.tasks.pool.TaskPool` compares execution tasks with these
+(:func:`~sage_env.tasks.pool.exec_task_key`, :func:`~sage_env.tasks.pool.normalised_question`).
 
 Nothing here runs a program: it is static analysis with :mod:`ast` (standard library only)
 and never raises on model output.

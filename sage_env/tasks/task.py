@@ -2,7 +2,7 @@
 
 A :class:`Task` is one math or code problem together with what an external verifier needs to
 check an answer: a gold final answer for math, or independent test snippets for code.
-:class:`sage_env.pool.TaskPool` holds the seed tasks plus every generated task the Challenger
+:class:`sage_env.tasks.pool.TaskPool` holds the seed tasks plus every generated task the Challenger
 got accepted, and persists as JSON Lines through :func:`write_jsonl` / :func:`read_jsonl`.
 """
 
@@ -29,7 +29,7 @@ class Task:
         task_id: Unique id, e.g. ``"gsm8k/train/17"`` or ``"gen/3/0/12"`` for generated tasks.
         domain: ``"math"`` (scored by :class:`sage_env.verifiers.MathVerifier`), ``"code"``
             (scored by :class:`sage_env.verifiers.CodeVerifier`) or ``"exec"`` (AZR's execution
-            tasks, scored by running code: :mod:`sage_env.exec_tasks`).
+            tasks, scored by running code: :mod:`sage_env.tasks.exec_tasks`).
         prompt: The problem statement shown to the model.
         answer: Math only: the gold final answer as LaTeX/plain text (``"72"``, ``"\\frac{1}{2}"``).
         tests: Code only: independent Python snippets. Each runs after ``test_setup`` and the

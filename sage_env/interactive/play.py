@@ -22,7 +22,7 @@ from pettingzoo import AECEnv
 
 from sage_env.config import EnvConfig
 from sage_env.protocols import scripted
-from sage_env.tasks import Task
+from sage_env.tasks.task import Task
 
 Player = Callable[[str, dict, dict, AECEnv], str]
 PLAN = scripted.PLAN

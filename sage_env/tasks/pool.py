@@ -11,9 +11,9 @@ import re
 import warnings
 from collections.abc import Iterable, Iterator
 
-from sage_env.exec_tasks import ExecSpec, exec_mode, solver_question
-from sage_env.novelty import PARSE_ERRORS, normalise_program
-from sage_env.tasks import Task, read_jsonl, write_jsonl
+from sage_env.tasks.exec_tasks import ExecSpec, exec_mode, solver_question
+from sage_env.tasks.novelty import PARSE_ERRORS, normalise_program
+from sage_env.tasks.task import Task, read_jsonl, write_jsonl
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 
@@ -68,7 +68,7 @@ SAME_TASK = {
     "induction": "on the same inputs",
 }
 """What, beside the normalised program, makes an ``exec`` task the same task, per mode (the
-wording of :meth:`~sage_env.pool.TaskPool.duplicate_of`'s reason)."""
+wording of :meth:`~sage_env.tasks.pool.TaskPool.duplicate_of`'s reason)."""
 
 
 def exec_task_key(task: Task) -> str | None:
@@ -145,7 +145,7 @@ class TaskPool:
     (DESIGN.md: novelty is judged on the normalised program, not its text): a *generated*
     ``exec`` task is rejected when a task of the pool has the same
     :func:`exec_task_key`: the same mode, the same program up to names,
-    layout, comments, annotations and dead code (:func:`~sage_env.novelty.normalise_program`),
+    layout, comments, annotations and dead code (:func:`~sage_env.tasks.novelty.normalise_program`),
     and the same question about it (deduction: the input; abduction: the output; induction:
     the set of inputs). The keys sit in a dict built as tasks are added or loaded, so the
     check is one lookup. The Jaccard rule reads an ``exec`` task's question with its program

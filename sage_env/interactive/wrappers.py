@@ -2,7 +2,7 @@
 
 :class:`SingleRoleEnv` turns the multi-agent AEC round into a ``gymnasium.Env`` for one agent
 (say ``"challenger_0"``); every other agent is played by a *player*, the same callable
-``(agent, observation, info, env) -> str`` that :mod:`sage_env.play` uses. Any Gymnasium
+``(agent, observation, info, env) -> str`` that :mod:`sage_env.interactive.play` uses. Any Gymnasium
 algorithm — Stable-Baselines3, CleanRL, your own loop — can then train that role. See
 ``docs/guide/sb3.md``.
 
@@ -18,7 +18,7 @@ import gymnasium
 from pettingzoo import AECEnv
 
 from sage_env.env import env as make_env
-from sage_env.play import PLAYERS, Player
+from sage_env.interactive.play import PLAYERS, Player
 
 MAX_AEC_STEPS = 10_000
 """Safety bound on the other agents' AEC steps between two turns of the role."""
@@ -64,9 +64,9 @@ class SingleRoleEnv(gymnasium.Env):
         env: A ``sage_env`` AEC environment (``sage_env.env(...)``); ``None`` to build one
             with ``sage_env.env(**env_kwargs)``. This wrapper owns it: :meth:`close` closes it.
         role: The agent id exposed, e.g. ``"challenger_0"``.
-        players: The other agents' players: one :data:`~sage_env.play.Player` for all of
+        players: The other agents' players: one :data:`~sage_env.interactive.play.Player` for all of
             them, or ``{agent_id: player}`` (missing agents get the default). Default:
-            ``sage_env.play.PLAYERS["scripted"]``.
+            ``sage_env.interactive.play.PLAYERS["scripted"]``.
         rounds_per_episode: Rounds chained into one episode (>= 1).
         max_skipped_rounds: How many rounds in a row without a turn for the role are
             tolerated before :class:`RuntimeError`.

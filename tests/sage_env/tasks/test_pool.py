@@ -3,7 +3,7 @@ import random
 import pytest
 
 from sage_env import Task, TaskPool
-from sage_env.pool import jaccard, shingles
+from sage_env.tasks.pool import jaccard, shingles
 from tests.scripted import CODE_SEED, MATH_SEED
 
 

@@ -37,7 +37,7 @@ PLUGIN_ID = "sage_env_vf"
 verifiers imports a plugin by a top-level module name (a dotted id is looked up under
 ``verifiers.v1.tasksets`` and fails), so importing this module registers it under this name
 in ``sys.modules``; a process that loads the environment from its config must import
-``sage_env.vf_env`` first."""
+``sage_env.interactive.vf_env`` first."""
 SEATS = ("challenger_0", "critic_0", "planner_0", "solver_0", "proposer_0", "judge_0")
 """The agents of the built-in protocols; each is one seat (``--env.<seat>.*``)."""
 REWARD = "sage"

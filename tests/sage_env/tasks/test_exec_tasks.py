@@ -5,7 +5,7 @@ from pettingzoo.test import api_test
 
 import sage_env
 from sage_env import EnvConfig, check_protocol, rewards
-from sage_env.exec_tasks import ExecSpec, exec_mode, load_exec_seeds, make_task
+from sage_env.tasks.exec_tasks import ExecSpec, exec_mode, load_exec_seeds, make_task
 from sage_env.verifiers import execution
 
 SQUARE = "def f(a):\n    return a * a"
@@ -296,7 +296,7 @@ def test_azr_passes_protocol_checks_and_pettingzoo_api_test():
 
 
 def test_sage_on_execution_tasks_grounds_the_new_task_in_the_executor():
-    from sage_env.exec_tasks import identity_tasks
+    from sage_env.tasks.exec_tasks import identity_tasks
 
     env = sage_env.env(
         EnvConfig(protocol="sage", domains=("exec",), solver_samples=1),
@@ -328,7 +328,7 @@ def test_sage_on_execution_tasks_grounds_the_new_task_in_the_executor():
 
 @pytest.mark.parametrize("order", ["sequential", "interleaved"])
 def test_sage_on_execution_tasks_passes_pettingzoo_api_test(order):
-    from sage_env.exec_tasks import identity_tasks
+    from sage_env.tasks.exec_tasks import identity_tasks
 
     env = sage_env.env(
         EnvConfig(protocol="sage", domains=("exec",), solver_samples=1, turn_order=order),
@@ -387,8 +387,8 @@ def test_sage_on_execution_tasks_seeds_a_shared_pool_that_has_none():
 def _proposer_prompts(mode, reference_chars, n=200):
     import random
 
-    from sage_env.exec_tasks import proposer_prompt
     from sage_env.protocols.azr import AZRConfig
+    from sage_env.tasks.exec_tasks import proposer_prompt
 
     cfg, rng = AZRConfig(), random.Random(0)
     pool = [t for t in load_exec_seeds() if exec_mode(t) == mode]
@@ -446,7 +446,7 @@ def test_proposer_prompts_fit_the_training_prompt_budget_with_the_default_model(
 
 
 def _play_mae_exec(proposal, answer="```output\n'cba'\n```"):
-    from sage_env.exec_tasks import identity_tasks
+    from sage_env.tasks.exec_tasks import identity_tasks
     from tests.scripted import play_round
 
     env = sage_env.env(
@@ -513,7 +513,7 @@ def test_mae_on_execution_tasks_rejects_an_invalid_program_with_its_reason():
 
 
 def test_mae_on_execution_tasks_passes_pettingzoo_api_test():
-    from sage_env.exec_tasks import identity_tasks
+    from sage_env.tasks.exec_tasks import identity_tasks
 
     env = sage_env.env(
         EnvConfig(protocol="mae", domains=("exec",), solver_samples=1), seeds=identity_tasks()
@@ -565,7 +565,7 @@ def test_mae_on_execution_tasks_does_not_pay_a_copy_of_a_pool_task():
 
 
 def test_sage_on_execution_tasks_does_not_pay_a_copy_of_a_pool_task():
-    from sage_env.exec_tasks import identity_tasks
+    from sage_env.tasks.exec_tasks import identity_tasks
     from tests.scripted import play_round
 
     env = sage_env.env(
@@ -594,8 +594,8 @@ def test_the_transcript_says_why_an_exec_proposal_failed():
 
 
 def test_the_scripted_player_answers_an_exec_task_wrong_but_well_formed():
-    from sage_env.exec_tasks import identity_tasks
-    from sage_env.play import oracle_player, scripted_player
+    from sage_env.interactive.play import oracle_player, scripted_player
+    from sage_env.tasks.exec_tasks import identity_tasks
 
     env = sage_env.env(
         EnvConfig(protocol="mae", domains=("exec",), solver_samples=1), seeds=identity_tasks()

@@ -1,4 +1,4 @@
-"""SingleRoleEnv (sage_env.wrappers) and the Stable-Baselines3 curriculum example."""
+"""SingleRoleEnv (sage_env.interactive.wrappers) and the Stable-Baselines3 curriculum example."""
 
 import importlib.util
 import re
@@ -12,7 +12,7 @@ from gymnasium.utils import env_checker as gym_checker
 
 import sage_env
 from sage_env import EnvConfig
-from sage_env.wrappers import SingleRoleEnv
+from sage_env.interactive.wrappers import SingleRoleEnv
 from tests.scripted import MATH_SEED, play_round
 
 CHALLENGE = "<question>What is 7*6?</question>\n<answer>42</answer>"
@@ -20,7 +20,7 @@ Q8 = (8 - 1) / 9  # the scripted critic scores 8
 
 
 def load_example():
-    path = Path(__file__).parents[2] / "examples" / "sb3_curriculum.py"
+    path = Path(__file__).parents[3] / "examples" / "sb3_curriculum.py"
     spec = importlib.util.spec_from_file_location("sb3_curriculum", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["sb3_curriculum"] = module  # dataclasses resolve annotations through it
@@ -45,7 +45,7 @@ def critic_scoring(score):
 # ------------------------------------------------------------------------ SingleRoleEnv
 def test_wrappers_module_imports_neither_sb3_nor_torch():
     code = (
-        "import sys, sage_env.wrappers\n"
+        "import sys, sage_env.interactive.wrappers\n"
         "bad = {'torch', 'stable_baselines3', 'transformers'} & set(sys.modules)\n"
         "assert not bad, bad\n"
     )
@@ -73,7 +73,7 @@ def test_challenger_reward_is_the_rounds_reward():
         env.step(CHALLENGE)
 
     # the same round played directly on the AEC env gives the same reward
-    scripted = sage_env.play.PLAYERS["scripted"]
+    scripted = sage_env.interactive.play.PLAYERS["scripted"]
 
     def script(agent, phase, obs, n):
         if agent == "challenger_0":

@@ -9,20 +9,23 @@ target reply that follows the prefix. No teacher model, no validation or benchma
   (math: ``<question>``/``<answer>``; code: ``<question>``/``<tests>``/``<solution>`` with the
   seed's own tests and canonical solution);
 - **critic**: a seed question scored 8 or 9, or a corrupted copy of one (shuffled, cut off,
-  spliced with another task; :mod:`sage_env.critic_probe`) scored 2 or 3, each with a rationale
-  that names what is wrong. Scores come from whether the question is intact, never one
+  spliced with another task; :mod:`sage_env.diagnostics.critic_probe`) scored 2 or 3, each with a
+  rationale that names what is wrong. Scores come from whether the question is intact, never one
   constant, so the warm-up teaches the critic to tell the two apart rather than to open the
   quality gate for everything;
 - **planner**: a GSM8K or MATH worked solution cut into 2-6 numbered steps;
 - **solver**: a math seed answered with its worked solution and ``\boxed{}`` answer, a code
   seed with its canonical solution in a Python fence.
 
-Execution tasks (AZR's modes, :mod:`sage_env.exec_tasks`) have demonstrations of their own,
+Execution tasks (AZR's modes, :mod:`sage_env.tasks.exec_tasks`) have demonstrations of their own,
 :func:`build_exec_demonstrations`, in the exact format of the ``azr`` protocol's prompts (and of
 SAGE's prompts over the ``exec`` domain). They are right by construction: every program, input
 and output is a bundled execution seed's, whose outputs the sandboxed executor computed
-(``scripts/build_exec_seeds.py``); the model's claims never enter. :func:`demonstrations_for`
-picks the set a run needs from its protocol and domains.
+(``scripts/build_exec_seeds.py``); the model's claims never enter.
+
+Each protocol owns its warm-up: :func:`demonstrations_for` asks the run's protocol for its set
+(:meth:`sage_env.protocols.Protocol.demonstrations`: by default SAGE's formats,
+:func:`sage_formats`; AZR's own are its execution tasks in its prompts).
 
 Text only; the learner does the supervised step (``learners.training.warmup``).
 """
@@ -33,13 +36,15 @@ import ast
 import operator
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sage_env import exec_tasks, prompts
-from sage_env.critic_probe import CORRUPTIONS, corrupt
-from sage_env.protocols.base import CODE_PREFIX, DEFAULT_PREFIXES
-from sage_env.tasks import Task
+from sage_env.diagnostics.critic_probe import CORRUPTIONS, corrupt
+from sage_env.tasks import exec_tasks
+from sage_env.tasks.task import Task
+from sage_env.text import prompts
+from sage_env.text.prompts import CODE_PREFIX, DEFAULT_PREFIXES
 
 ROLES = ("challenger", "critic", "planner", "solver")
 """Roles a demonstration can be for."""
@@ -414,12 +419,14 @@ def _exec_proposer(
     return Demonstration("challenger", obs, target, ids)
 
 
-def _exec_solver(task: Task, protocol: str) -> Demonstration | None:
+def _exec_solver(
+    task: Task, solver_prompt: Callable[[Task], dict[str, str]]
+) -> Demonstration | None:
     """A solver demonstration on an execution task: the answer block of its mode.
 
     Deduction: the executor's output; abduction: the seed's own input (which gives that output
-    by construction); induction: the program itself. ``protocol == "azr"`` uses the AZR
-    prompt (:func:`sage_env.exec_tasks.solver_prompt`), any other SAGE's solver prompt.
+    by construction); induction: the program itself. The observation is ``solver_prompt``'s
+    (AZR's :func:`sage_env.tasks.exec_tasks.solver_prompt`, SAGE's ``prompts.solver``).
     """
     spec = exec_tasks.ExecSpec.of(task)
     answer = {
@@ -429,8 +436,7 @@ def _exec_solver(task: Task, protocol: str) -> Demonstration | None:
     }[spec.mode]
     if spec.mode != "induction" and len(answer) > EXEC_MAX_VALUE_CHARS:
         return None
-    obs = exec_tasks.solver_prompt(task) if protocol == "azr" else prompts.solver(task)
-    obs = dict(obs, prefix=exec_tasks.SOLVER_PREFIX[spec.mode])
+    obs = dict(solver_prompt(task), prefix=exec_tasks.SOLVER_PREFIX[spec.mode])
     return Demonstration("solver", obs, f"{answer}\n```", (task.task_id,))
 
 
@@ -439,7 +445,7 @@ def build_exec_demonstrations(
     n: int = 64,
     mix: dict[str, float] | None = None,
     seed: int = 0,
-    protocol: str = "azr",
+    solver_prompt: Callable[[Task], dict[str, str]] | None = None,
     references: int = 6,
     banned: tuple[str, ...] | None = None,
     n_inputs: int = 10,
@@ -448,13 +454,15 @@ def build_exec_demonstrations(
     """About ``n`` execution-task demonstrations (proposer and solver), modes in turn.
 
     Args:
-        tasks: ``exec`` tasks (:func:`sage_env.exec_tasks.load_exec_seeds`); others are
+        tasks: ``exec`` tasks (:func:`sage_env.tasks.exec_tasks.load_exec_seeds`); others are
             ignored. Programs longer than :data:`EXEC_MAX_PROGRAM_CHARS` are skipped.
         n: Number of demonstrations.
         mix: Share per role; only ``challenger`` (the proposing role: AZR's proposer, SAGE's
             Challenger) and ``solver`` are used (default: half each).
         seed: Seed of every draw.
-        protocol: ``"azr"``: AZR's solver prompt; else SAGE's (``prompts.solver``).
+        solver_prompt: The solver's observation of a task (default: AZR's,
+            :func:`sage_env.tasks.exec_tasks.solver_prompt`; SAGE over ``exec`` passes
+            ``prompts.solver``).
         references: K, the reference triplets in a deduction/abduction proposer prompt.
         banned: Modules left out of the allowed ones the proposer prompt names (default
             AZR's list).
@@ -475,6 +483,7 @@ def build_exec_demonstrations(
     if set(mix) - set(ROLES) or any(v < 0 for v in mix.values()):
         raise ValueError(f"mix must map roles {ROLES} to shares >= 0, got {mix}")
     banned = tuple(banned if banned is not None else AZR_BANNED_MODULES)
+    solver_prompt = solver_prompt or exec_tasks.solver_prompt
     pool = [
         t
         for t in tasks
@@ -501,7 +510,7 @@ def build_exec_demonstrations(
                 continue
             task = cands[rng.randrange(len(cands))]
             if role == "solver":
-                demo = _exec_solver(task, protocol)
+                demo = _exec_solver(task, solver_prompt)
             elif mode == "induction":
                 demo = _exec_proposer(mode, task, [], banned, n_inputs)
             else:
@@ -516,7 +525,7 @@ def build_exec_demonstrations(
 
 
 def demonstrations_for(
-    protocol: str,
+    protocol: Any,
     domains: tuple[str, ...] | list[str],
     seeds: list[Task],
     n: int = 64,
@@ -527,37 +536,55 @@ def demonstrations_for(
 ) -> list[Demonstration]:
     """The warm-up demonstrations a run of ``protocol`` over ``domains`` needs.
 
-    - ``"azr"`` (AZR's execution tasks only): :func:`build_exec_demonstrations` with AZR's
-      prompts. AZR has no critic and no planner, so their shares in ``mix`` go to the solver.
-    - any other protocol with ``"exec"`` in ``domains`` (SAGE over execution tasks): the
-      proposing and solving shares are split between the math/code seeds
-      (:func:`build_demonstrations`) and the execution seeds, in proportion to the number of
-      domains; critic and planner demonstrations stay math/code.
-    - otherwise: :func:`build_demonstrations` (SAGE's formats), as before.
+    The protocol's own (:meth:`sage_env.protocols.Protocol.demonstrations`; AZR's are its
+    execution tasks, :meth:`sage_env.protocols.azr.AZRProtocol.demonstrations`).
 
-    ``seeds`` may hold ``exec`` tasks or not; the bundled execution seeds are loaded when it
-    has none. ``exclude`` as in :func:`build_demonstrations` (an excluded task's id also
-    removes execution seeds built from it). ``math_grounding`` as in
-    :func:`build_demonstrations`.
+    ``protocol`` is a registered name or a :class:`~sage_env.protocols.Protocol` instance; a name
+    nothing registered gets SAGE's (:func:`sage_formats`). ``mix`` defaults to 40% challenger, 40%
+    critic, 10% planner, 10% solver. ``seeds`` may hold ``exec`` tasks or not; the bundled execution
+    seeds are loaded when a protocol needs them and ``seeds`` has none. ``exclude`` as in
+    :func:`build_demonstrations` (an excluded task's id also removes execution seeds built from
+    it). ``math_grounding`` as in :func:`build_demonstrations`.
     """
+    from sage_env.protocols.registry import PROTOCOLS, make_protocol
+
     mix = dict(mix or {"challenger": 0.4, "critic": 0.4, "planner": 0.1, "solver": 0.1})
+    if isinstance(protocol, str) and protocol not in PROTOCOLS.names():
+        return sage_formats(domains, seeds, n, mix, seed, exclude, math_grounding)
+    return make_protocol(protocol).demonstrations(
+        domains, seeds, n=n, mix=mix, seed=seed, exclude=exclude, math_grounding=math_grounding
+    )
+
+
+def exec_seeds(seeds: list[Task]) -> list[Task]:
+    """The ``exec`` tasks of ``seeds``, or the bundled execution seeds when it has none."""
+    return [t for t in seeds if t.domain == "exec"] or exec_tasks.load_exec_seeds()
+
+
+def sage_formats(
+    domains: tuple[str, ...] | list[str],
+    seeds: list[Task],
+    n: int,
+    mix: dict[str, float],
+    seed: int = 0,
+    exclude: list[Task] | None = None,
+    math_grounding: str = "claim",
+) -> list[Demonstration]:
+    """SAGE's warm-up (every protocol's unless it has its own): its four roles' formats.
+
+    - ``"exec"`` in ``domains`` (SAGE over execution tasks): the proposing and solving shares
+      are split between the math/code seeds (:func:`build_demonstrations`) and the execution
+      seeds (:func:`build_exec_demonstrations` with SAGE's solver prompt), in proportion to
+      the number of domains; critic and planner demonstrations stay math/code.
+    - otherwise: :func:`build_demonstrations`.
+    """
     plain = [t for t in seeds if t.domain != "exec"]
-    exe = [t for t in seeds if t.domain == "exec"]
-    if not exe and (protocol == "azr" or "exec" in domains):
-        exe = exec_tasks.load_exec_seeds()
-    excluded = {t.task_id for t in exclude or []}
-    if protocol == "azr":
-        moved = {
-            "challenger": mix.get("challenger", 0.0),
-            "solver": sum(v for r, v in mix.items() if r != "challenger"),
-        }
-        return build_exec_demonstrations(
-            exe, n, moved, seed=seed, protocol="azr", exclude_ids=excluded
-        )
     if "exec" not in domains:
         return build_demonstrations(
             plain, n, mix, seed=seed, exclude=exclude, math_grounding=math_grounding
         )
+    exe = exec_seeds(seeds)
+    excluded = {t.task_id for t in exclude or []}
     other = [d for d in domains if d != "exec"]
     frac = 1.0 / len(domains)
     total = sum(mix.values()) or 1.0
@@ -565,7 +592,7 @@ def demonstrations_for(
     n_exec = round(n * frac * active / total)
     exec_mix = {"challenger": mix.get("challenger", 0.0), "solver": mix.get("solver", 0.0)}
     demos = build_exec_demonstrations(
-        exe, n_exec, exec_mix, seed=seed, protocol=protocol, exclude_ids=excluded
+        exe, n_exec, exec_mix, seed=seed, solver_prompt=prompts.solver, exclude_ids=excluded
     )
     if other:
         plain = [t for t in plain if t.domain in other]

@@ -5,7 +5,7 @@ import pytest
 import sage_env
 from learners.cli import main
 from sage_env import EnvConfig
-from sage_env.play import PLAYERS, RoundRecord, play, replay, summary
+from sage_env.interactive.play import PLAYERS, RoundRecord, play, replay, summary
 from tests.scripted import CODE_SEED, MATH_SEED
 
 

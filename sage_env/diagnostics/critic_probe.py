@@ -15,10 +15,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from sage_env import parsing, prompts, rewards
+from sage_env import rewards
 from sage_env.config import EnvConfig
-from sage_env.protocols.base import DEFAULT_PREFIXES
-from sage_env.tasks import Task
+from sage_env.tasks.task import Task
+from sage_env.text import parsing, prompts
+from sage_env.text.prompts import DEFAULT_PREFIXES
 
 CORRUPTIONS = ("shuffled", "truncated", "spliced")
 """How a corrupted probe question is made from a seed question."""
@@ -176,7 +177,7 @@ def reply_score(reply: str, estimate: str = "sampled") -> float | None:
     """The raw 1-10 score a reply stands for under ``critic_score_estimate``.
 
     ``"sampled"``: the score parsed from the text. ``"expected"``: the expected score of
-    the reply's ``score_probs`` (:class:`~sage_env.parsing.ScoredReply`), falling back to
+    the reply's ``score_probs`` (:class:`~sage_env.text.parsing.ScoredReply`), falling back to
     the parsed one when it has none.
     """
     if estimate == "expected":
@@ -272,7 +273,7 @@ def discrimination(
     """Score critic ``replies`` (one per item, the whole reply: prefix + completion).
 
     AUC, gap and acceptance use :func:`reply_score` under ``estimate`` (the expected score
-    of a :class:`~sage_env.parsing.ScoredReply` under ``"expected"``); the parse rate is
+    of a :class:`~sage_env.text.parsing.ScoredReply` under ``"expected"``); the parse rate is
     always that of the sampled text.
 
     Raises:
