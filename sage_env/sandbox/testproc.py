@@ -227,13 +227,13 @@ def run_test(t):
     """The test: pristine builtins, private modules, the program's names shielded; values only."""
     if t.src is None:
         return
-    holes = _Holes(t.send, t.plus_sites)
+    value, reached, called = _site_hooks(t.send, t.plus_sites)
     _clear(_builtins_dict)
     _update(_builtins_dict, t.pristine)
     tns = _test_namespace(t)
-    tns["__sage_v__"] = holes.value
-    tns["__sage_a__"] = holes.reached
-    tns["__sage_c__"] = holes.called
+    tns["__sage_v__"] = value
+    tns["__sage_a__"] = reached
+    tns["__sage_c__"] = called
     try:
         _exec(compile(t.src, "<test>", "exec"), tns)
         result = {"ok": True}
@@ -314,39 +314,39 @@ class _TestImports:
         return mod
 
 
-class _Holes:
-    # The test's hooks: the values of its assertions' holes (``__sage_v__``), each site
-    # reached (``__sage_a__``) and each call statement (``__sage_c__``). Hole values wait
-    # here until their site is reached, then travel in ONE event (a site evaluation is
-    # reported whole or not at all): [k, last j, [[j, code]]]. A site nested in a hole (a
-    # helper with asserts) opens an entry of its own.
-    __slots__ = ("send", "plus_sites", "open_sites")
+def _keep(open_sites, k, j, code):
+    # A hole's code waits in ``open_sites`` until its site is reached, then travels in ONE
+    # event (a site evaluation is reported whole or not at all): [k, last j, [[j, code]]].
+    # A site nested in a hole (a helper with asserts) opens an entry of its own.
+    if open_sites and open_sites[-1][0] == k and j > open_sites[-1][1]:
+        top = open_sites[-1]
+        top[1] = j
+        top[2].append([j, code])
+    else:
+        open_sites.append([k, j, [[j, code]]])
 
-    def __init__(self, send, plus_sites):
-        self.send, self.plus_sites, self.open_sites = send, plus_sites, []
 
-    def keep(self, k, j, code):
-        open_sites = self.open_sites
-        if open_sites and open_sites[-1][0] == k and j > open_sites[-1][1]:
-            top = open_sites[-1]
-            top[1] = j
-            top[2].append([j, code])
-        else:
-            open_sites.append([k, j, [[j, code]]])
+def _site_hooks(send, plus_sites):
+    """The test's hooks ``(__sage_v__, __sage_a__, __sage_c__)``, reporting through ``send``.
 
-    def value(self, k, j, v):
+    The values of its assertions' holes, each site reached, each call statement. Closures, as
+    they always were: what the program can read of them (``send`` among their cells) is what
+    docs/verifiers.md's forger reads.
+    """
+    open_sites = []
+
+    def value(k, j, v):
         # a hole's value: kept for the judge (who decides), returned as plain builtins
-        keep = self.keep
         guard = v if _type(v) is _Guard else None
         if guard is not None:  # the program's object: the judge sees it as is
             v = _raw(guard)
-        if k in self.plus_sites:  # a huge output goes as its digest; the test drops it
+        if k in plus_sites:  # a huge output goes as its digest; the test drops it
             try:
                 code, copy = plus_code(v, v is _shielded[0] and v is not None)
             except (TypeError, ValueError):  # not plain: read below, as any value
                 code, copy = None, None
             if code is not None:
-                keep(k, j, code)
+                _keep(open_sites, k, j, code)
                 return None
             if copy is not None:
                 v = _shielded[0] = copy  # plain already: not copied again below
@@ -355,10 +355,9 @@ class _Holes:
             # something else in it, enc (exact types only) fails and the hole with it
             p = v if v is _shielded[0] and v is not None else plain(v)
         except (TypeError, ValueError):
-            name = _type_name(v)
-            code = ["?", name, truth(v)]
+            code = ["?", _type_name(v), truth(v)]
             if guard is not None:
-                keep(k, j, code)
+                _keep(open_sites, k, j, code)
                 return guard
             if _type(v) in _ITERABLES:  # builtin iterators and views: their items
                 try:
@@ -371,25 +370,26 @@ class _Holes:
                     v = _ITERABLES[_type(v)](items, v)
                 except (TypeError, ValueError):
                     code = code[:3]
-            keep(k, j, code)
+            _keep(open_sites, k, j, code)
             return v
         except BaseException as exc:
-            keep(k, j, None)
-            self.send(ev="a", k=k, v=self.open_sites.pop()[2], bad=describe(exc)["msg"])
+            _keep(open_sites, k, j, None)
+            send(ev="a", k=k, v=open_sites.pop()[2], bad=describe(exc)["msg"])
             raise AssertionError(f"assertion {k}: unreadable value") from None
         try:
-            keep(k, j, enc(p))
+            _keep(open_sites, k, j, enc(p))
         except BaseException:
-            keep(k, j, None)
+            _keep(open_sites, k, j, None)
         return p
 
-    def reached(self, k, result, check=True):
-        open_sites = self.open_sites
+    def reached(k, result, check=True):
         values = open_sites.pop()[2] if open_sites and open_sites[-1][0] == k else []
-        self.send(ev="a", k=k, v=values)
+        send(ev="a", k=k, v=values)
         if check and truth(result) is not True:
             raise AssertionError(f"assertion {k} failed")
 
-    def called(self, k, result):
-        self.send(ev="a", k=k, v=[])
+    def called(k, result):
+        send(ev="a", k=k, v=[])
         return result
+
+    return value, reached, called
