@@ -37,7 +37,9 @@ Modules: :mod:`~sage_env.sandbox.probe` (isolation level, interpreter),
 job), :mod:`~sage_env.sandbox.zygote`, :mod:`~sage_env.sandbox.pool`,
 :mod:`~sage_env.sandbox.runner` (:func:`run`) on the host; the harness itself, which runs inside
 the sandbox, is :mod:`~sage_env.sandbox.harness` with :mod:`~sage_env.sandbox.judge`,
-:mod:`~sage_env.sandbox.worker`, :mod:`~sage_env.sandbox.rewrite`,
+:mod:`~sage_env.sandbox.worker` (its confinement steps) with
+:mod:`~sage_env.sandbox.testproc` and :mod:`~sage_env.sandbox.shield`,
+:mod:`~sage_env.sandbox.rewrite`,
 :mod:`~sage_env.sandbox.confine` and the wire format :mod:`~sage_env.sandbox.report` (shared
 with the host).
 

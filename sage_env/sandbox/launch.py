@@ -38,7 +38,9 @@ from sage_env.sandbox.probe import (
 log = logging.getLogger("sage_env.sandbox")
 
 #: The harness's modules, in load order. They import only the standard library and each other.
-HARNESS_MODULES = ("report", "compare", "confine", "rewrite", "worker", "judge", "harness")
+HARNESS_MODULES = (
+    "report", "compare", "confine", "rewrite", "shield", "testproc", "worker", "judge", "harness"
+)
 
 # Run as ``python -I -c _BOOT N name_1 source_1 ... name_N source_N ARGS...``: registers each
 # source as module ``sage_env.sandbox.<name>`` (under stub parent packages, so the modules'

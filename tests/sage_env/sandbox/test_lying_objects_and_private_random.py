@@ -1,6 +1,7 @@
 """Red team, round 5: new attacks on the classes round 4 left open (issue 20).
 
-Each class is closed in the harness (``sage_env/sandbox/worker.py``), not per case:
+Each class is closed in the harness (``sage_env/sandbox/shield.py``, ``testproc.py``), not per
+case:
 
 * **lying objects outside assert templates.** Test code never operates on an object of the
   program: a name the program binds, what a call of it returns and an attribute of one of its

@@ -13,7 +13,7 @@ Fixed here:
 
 * a program that patches the builtins module again from *inside* the call under test
   (``builtins.all = lambda *a: True``) made ``all(...)`` in its test true for any argument:
-  the test now looks builtins up in a copy of its own (``worker.py``);
+  the test now looks builtins up in a copy of its own (``testproc.py``);
 * a program that binds a builtin the test wraps around its function (``def set``, then
   ``assert set(f(x)) == set((4, 5))``) owned both sides: such a builtin is now the test's
   (``rewrite.py``), while a function under test named like a builtin (``def sum``) is still
@@ -144,7 +144,7 @@ HONEST_FOUR = "def f(*a):\n    return 4\n"
 @pytest.mark.parametrize("shape", sorted(LIAR_SHAPES))
 def test_lying_objects_in_test_code_outside_assert_templates_score_zero(shape):
     # fixed (round 5): the test never operates on an object of the program; what the program
-    # hands it is plain builtin values or a guard that equals only itself (worker.py)
+    # hands it is plain builtin values or a guard that equals only itself (shield.py)
     res = _verify(LIAR, [LIAR_SHAPES[shape]])
     assert (res.score, res.passed) == (0.0, 0), res
     res = _verify(HONEST_FOUR, [LIAR_SHAPES[shape].replace("(2, 5)", "(2, 4)")])
