@@ -46,7 +46,7 @@ with the host).
 This package imports only the standard library.
 """
 
-from sage_env.sandbox.cgroups import _Cgroup, cgroups_available
+from sage_env.sandbox.cgroups import cgroups_available
 from sage_env.sandbox.config import (
     BLOCKED_ERRNOS,
     HARNESS_UID,
@@ -57,12 +57,12 @@ from sage_env.sandbox.config import (
     RawRun,
     SandboxConfig,
 )
-from sage_env.sandbox.launch import HARNESS_MODULES, _Harness, harness_argv
-from sage_env.sandbox.pool import SandboxPool, _close_pools
+from sage_env.sandbox.launch import HARNESS_MODULES, harness_argv
+from sage_env.sandbox.pool import SandboxPool, close_pools
 from sage_env.sandbox.probe import default_python, isolation_level
 from sage_env.sandbox.report import REFERENCE_MARKER, parse_report
 from sage_env.sandbox.runner import SandboxResult, describe_event, is_blocked, run
-from sage_env.sandbox.zygote import _Zygote, zygotes_available
+from sage_env.sandbox.zygote import zygotes_available
 
 __all__ = [
     "BLOCKED_ERRNOS",
@@ -78,6 +78,7 @@ __all__ = [
     "SandboxPool",
     "SandboxResult",
     "cgroups_available",
+    "close_pools",
     "default_python",
     "describe_event",
     "harness_argv",
@@ -88,5 +89,3 @@ __all__ = [
     "zygotes_available",
 ]
 
-# private names that tests and benchmarks reach for
-_PRIVATE = (_Cgroup, _Harness, _Zygote, _close_pools)

@@ -19,7 +19,12 @@ _LIVE_POOLS: weakref.WeakSet = weakref.WeakSet()
 
 
 @atexit.register
-def _close_pools() -> None:
+def close_pools() -> None:
+    """Close every live :class:`SandboxPool` (its idle zygotes or pre-started harnesses).
+
+    Runs at interpreter exit; call it to release them earlier (between test modules, before a
+    fork). A pool closed so starts afresh when next used. Never raises.
+    """
     for pool in list(_LIVE_POOLS):
         try:
             pool.close()

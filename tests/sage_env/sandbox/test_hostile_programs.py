@@ -19,6 +19,7 @@ import time
 import pytest
 
 from sage_env import sandbox
+from sage_env.sandbox import launch
 from sage_env.verifiers import CodeVerifier
 from tests.data_paths import RAW_DATA
 
@@ -86,7 +87,7 @@ def _our_cgroups() -> list[str]:
 @pytest.fixture
 def host_unharmed():
     """Baseline the sandbox-uid processes; after the test, require no new ones to remain."""
-    sandbox._close_pools()  # idle pre-started harnesses of other verifiers are not leftovers
+    sandbox.close_pools()  # idle pre-started harnesses of other verifiers are not leftovers
     before = _sandbox_pids()
     yield
     deadline = time.monotonic() + 5
@@ -405,7 +406,7 @@ def test_daemonised_child_is_killed(host_unharmed):
     r = run(code, timeout_s=10)
     assert r.status == "passed", r
     assert time.monotonic() - start < 5
-    sandbox._close_pools()  # a zygote's cgroup lives as long as the zygote
+    sandbox.close_pools()  # a zygote's cgroup lives as long as the zygote
     assert _our_cgroups() == [] or not sandbox.cgroups_available()["pids"]
 
 
@@ -623,7 +624,7 @@ def test_a_pre_started_harness_outlives_the_thread_that_started_it():
     started = []
 
     def start():
-        started.append(sandbox._Harness(sandbox.SandboxConfig(timeout_s=5.0)))
+        started.append(launch._Harness(sandbox.SandboxConfig(timeout_s=5.0)))
         time.sleep(0.3)  # long enough for bwrap to arm its parent-death signal
 
     worker = threading.Thread(target=start)

@@ -56,13 +56,13 @@ def level(request, monkeypatch):
         pytest.skip("bubblewrap is not installed")
     if not _level_available(base):
         pytest.skip(f"isolation level {base} is unavailable here")
-    sandbox._close_pools()
+    sandbox.close_pools()
     monkeypatch.setattr(probe, "_LEVEL", base)
     monkeypatch.setenv("SAGE_SANDBOX_ZYGOTE", "1" if name.endswith("-zygote") else "0")
     if name.endswith("-zygote") and not sandbox.zygotes_available():
         pytest.skip("the zygote fast path needs root and a pids cgroup")
     yield name
-    sandbox._close_pools()
+    sandbox.close_pools()
 
 
 def _verify(program, tests, setup=""):
