@@ -23,6 +23,7 @@ from sage_env.verifiers import (
     CodeVerifier,
     MathVerifier,
     VerifierResult,
+    math_verifier,
 )
 
 # ------------------------------------------------------------------------------------------
@@ -32,14 +33,14 @@ from sage_env.verifiers import (
 def _crashing_chunk(items, timeout_s):
     if any(pred == "CRASH" for pred, _ in items):
         os._exit(3)
-    return V._verify_math_chunk(items, timeout_s)
+    return math_verifier._verify_math_chunk(items, timeout_s)
 
 
 def _hanging_chunk(items, timeout_s):
     if any(pred == "HANG" for pred, _ in items):
         while True:  # stands in for a C call SIGALRM cannot interrupt
             time.sleep(0.05)
-    return V._verify_math_chunk(items, timeout_s)
+    return math_verifier._verify_math_chunk(items, timeout_s)
 
 
 # ------------------------------------------------------------------------------------------
