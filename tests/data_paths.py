@@ -7,14 +7,14 @@ checkout by default: a test that needs a file the package does not ship skips, n
 and the variable (``.ci/run`` sets it where this workplace keeps the raw files).
 """
 
-import os
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "learners" / "data" / "benchmarks"
-RAW_DATA = Path(os.environ["SAGE_ENV_DATA"]) if os.environ.get("SAGE_ENV_DATA") else SHIPPED
+from learners.evaluation.benchmarks import default_data_dir
+
+RAW_DATA: Path = default_data_dir()
+"""The library's own rule (``$SAGE_ENV_DATA``, else the shipped files), read once."""
 
 
 def missing(*files: str) -> list[str]:
