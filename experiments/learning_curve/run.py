@@ -156,6 +156,32 @@ class CurveConfig:
     merge: bool = False
     """Keep the arms of an earlier ``summary.json`` in ``out`` (same model, sets and engine)
     that this invocation does not train: several short invocations make one summary."""
+    variants: str = ""
+    """Named training settings for arms written ``PROTOCOL@NAME``: ``"NAME=FLAGS;NAME=FLAGS"``,
+    each FLAGS a string of ``sage-env train`` flags applied on top of the arm's configuration
+    (``"int8-tis=--rollout.ct2-compute-type int8 --learner.tis-cap 2;bf16=--learner.autocast-bf16"``).
+    An arm ``rlvr@bf16`` is then compared with the plain ``rlvr`` arm on the same items
+    (``summary.json``'s ``pairs``: final against final, exact McNemar)."""
+
+    def parsed_variants(self) -> dict[str, list[str]]:
+        """``{name: [flag, ...]}`` of :attr:`variants`.
+
+        Raises:
+            ValueError: on an entry without ``=``, an empty or repeated name, or a name
+                holding ``@``, ``,`` or ``:``.
+        """
+        import shlex
+
+        out: dict[str, list[str]] = {}
+        for entry in (e.strip() for e in self.variants.split(";") if e.strip()):
+            name, sep, flags = entry.partition("=")
+            name = name.strip()
+            if not sep or not name or any(c in name for c in "@,:/ "):
+                raise ValueError(f"--variants entries are NAME=FLAGS, got {entry!r}")
+            if name in out:
+                raise ValueError(f"--variants repeats {name!r}")
+            out[name] = shlex.split(flags)
+        return out
 
     def parsed_sets(self) -> list[tuple[str, int, int]]:
         """``[(name, items, max_new_tokens), ...]``.
@@ -192,19 +218,32 @@ FROZEN_POOL = ":frozen"
 ``EnvConfig.pool_admission = "frozen"``; docs/reference/rewards.md, "Frozen pool")."""
 
 
+VARIANT = "@"
+"""Separator of an arm's named training setting (``rlvr@bf16``: :attr:`CurveConfig.variants`)."""
+
+
+def split_variant(arm: str) -> tuple[str, str | None]:
+    """``("rlvr", "bf16")`` for ``"rlvr@bf16"``, ``("azr:frozen", None)`` for ``"azr:frozen"``."""
+    base, sep, variant = arm.partition(VARIANT)
+    return base, (variant if sep else None)
+
+
 def split_arm(arm: str) -> tuple[str, bool]:
-    """``("azr", True)`` for ``"azr:frozen"``, ``("azr", False)`` for ``"azr"``."""
+    """``("azr", True)`` for ``"azr:frozen"`` (and ``"azr:frozen@bf16"``), ``("azr", False)``
+    for ``"azr"``."""
+    arm = split_variant(arm)[0]
     if arm.endswith(FROZEN_POOL):
         return arm[: -len(FROZEN_POOL)], True
     return arm, False
 
 
-def parse_curve_arms(spec: str) -> list[str]:
-    """Arm names from ``"sage,sage:frozen,azr,rlvr"``, checked against the protocol registry.
+def parse_curve_arms(spec: str, variants: dict[str, list[str]] | None = None) -> list[str]:
+    """Arm names from ``"sage,sage:frozen,azr,rlvr,rlvr@bf16"``, checked against the protocol
+    registry and ``variants`` (:meth:`CurveConfig.parsed_variants`).
 
     Raises:
-        ValueError: on an empty or repeated arm, an unknown protocol, or ``rlvr:frozen``
-            (RLVR proposes nothing: its pool never grows).
+        ValueError: on an empty or repeated arm, an unknown protocol or variant, or
+            ``rlvr:frozen`` (RLVR proposes nothing: its pool never grows).
     """
     from learners.reports.compare import parse_arms
 
@@ -214,8 +253,14 @@ def parse_curve_arms(spec: str) -> list[str]:
     plain = [split_arm(n)[0] for n in names]
     parse_arms(",".join(dict.fromkeys(plain)))  # unknown protocols, empty list
     for name, protocol in zip(names, plain):
-        if name.endswith(FROZEN_POOL) and protocol == "rlvr":
+        if split_variant(name)[0].endswith(FROZEN_POOL) and protocol == "rlvr":
             raise ValueError("rlvr:frozen is rlvr: its pool never grows")
+        variant = split_variant(name)[1]
+        if variant is not None and variant not in (variants or {}):
+            raise ValueError(
+                f"arm {name!r} names variant {variant!r}, not in --variants "
+                f"({sorted(variants or {})})"
+            )
     return names
 
 
@@ -230,7 +275,9 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
     from learners.engines.config import RolloutConfig
     from learners.reports.compare import Arm, CompareConfig, run_config
 
-    protocol, frozen_pool = split_arm(protocol)
+    arm = protocol
+    variant = split_variant(arm)[1]
+    protocol, frozen_pool = split_arm(arm)
 
     ccfg = CompareConfig(
         protocols=protocol,
@@ -243,6 +290,8 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         out=cfg.runs,
     )
     name = f"{protocol}-frozen-pool" if frozen_pool else protocol
+    if variant is not None:
+        name = f"{name}-{variant}"
     tcfg = run_config(ccfg, Arm(name, protocol, algorithm=cfg.algorithm), cfg.seed)
     env = dataclasses.replace(tcfg.env, domains=tuple(cfg.domains.split(",")))
     if frozen_pool:
@@ -257,7 +306,7 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         warm = dataclasses.replace(warm, steps=cfg.warmup_steps)
     # the execution solver's prefix opens its answer block: the closing fence ends the answer
     stops = {**tcfg.phase_stop_strings, "solve/exec": ("```",), "probe/exec": ("```",)}
-    return dataclasses.replace(
+    tcfg = dataclasses.replace(
         tcfg,
         env=env,
         learner=learner,
@@ -273,6 +322,32 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         report_to="none",
         device="cpu",
     )
+    if variant is None:
+        return tcfg
+    return apply_flags(tcfg, cfg.parsed_variants()[variant])
+
+
+def apply_flags(tcfg: Any, flags: list[str]) -> Any:
+    """``tcfg`` with ``sage-env train`` flags applied on top (``["--learner.autocast-bf16"]``).
+
+    Raises:
+        ValueError: on a flag the configuration does not have, or a bad value.
+    """
+    import contextlib
+    import io
+
+    import tyro
+
+    from learners.training.config import config_type
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            return tyro.cli(
+                config_type(tcfg.algorithm, tcfg.env.protocol), default=tcfg, args=flags
+            )
+    except SystemExit as exc:
+        raise ValueError(f"variant flags {flags}: {err.getvalue().strip()[-400:]}") from exc
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -418,7 +493,10 @@ def run_curve(
     if cfg.max_steps < 1 or cfg.eval_every < 1 or cfg.token_budget < 0:
         raise ValueError("max_steps and eval_every must be >= 1, token_budget >= 0")
     sets = cfg.parsed_sets()
-    arms = parse_curve_arms(cfg.protocols)
+    arms = parse_curve_arms(cfg.protocols, cfg.parsed_variants())
+    for arm in arms:  # a bad variant flag fails before any scoring
+        if split_variant(arm)[1] is not None:
+            train_config(cfg, arm)
     out, runs = Path(cfg.out), Path(cfg.runs)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -470,18 +548,20 @@ def run_curve(
         per_arm[protocol] = train_arm(
             cfg, protocol, base, key, bar, train_fn, evaluate_fn, model_of
         )
-        write_summary(cfg, per_arm, base_s, key, out)  # an arm's result survives a kill
+        write_summary(cfg, per_arm, base_s, key, out, base)  # an arm's result survives a kill
     bar.close()
     if not cfg.keep_runs:
         shutil.rmtree(runs, ignore_errors=True)
-    return write_summary(cfg, per_arm, base_s, key, out)
+    return write_summary(cfg, per_arm, base_s, key, out, base)
 
 
 def _state_key(cfg: CurveConfig, protocol: str, key: dict) -> dict:
     """What must match for ``--resume`` to continue an arm's saved state."""
     fields = ("preset", "algorithm", "domains", "rounds_per_step", "eval_every", "token_budget",
               "curve_sets", "warmup_steps", "solver_samples", "lr", "seed", "engine")
-    return json.loads(json.dumps({"arm": protocol, "base": key, **{
+    variant = split_variant(protocol)[1]
+    flags = cfg.parsed_variants()[variant] if variant is not None else None
+    return json.loads(json.dumps({"arm": protocol, "base": key, "flags": flags, **{
         f: getattr(cfg, f) for f in fields}}))
 
 
@@ -504,7 +584,7 @@ def train_arm(
     """
     tcfg = train_config(cfg, protocol)
     run, out = Path(tcfg.out), Path(cfg.out)
-    state_file = out / "partial" / f"{protocol.replace(':', '-')}.json"
+    state_file = out / "partial" / f"{protocol.replace(':', '-').replace(VARIANT, '-')}.json"
     skey = _state_key(cfg, protocol, key)
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
     sets = cfg.parsed_sets()
@@ -542,7 +622,10 @@ def train_arm(
         state = {"key": skey, "curves": curves, "steps": step, "totals": totals,
                  "eval_seconds": eval_s, "done": False}
         if last:
-            keep_completions(run / f"eval_step{step}", out / "items" / f"{protocol}_step{step}")
+            keep_completions(
+                run / f"eval_step{step}",
+                out / "items" / f"{protocol.replace(VARIANT, '-')}_step{step}",
+            )
             break
         _write_atomic(state_file, state)
     result = {
@@ -573,10 +656,59 @@ def _write_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def final_items(base: list[bool], s: dict[str, Any]) -> list[bool]:
+    """An arm's per-item correctness at its last step on one set, from the base model's and the
+    arm's ``gained_items`` / ``lost_items`` (:func:`set_summary`)."""
+    gained, lost = set(s["gained_items"]), set(s["lost_items"])
+    return [(b and i not in lost) or i in gained for i, b in enumerate(base)]
+
+
+def variant_pairs(
+    per_arm: dict[str, Any], base: dict[str, list[bool]] | None
+) -> dict[str, dict[str, Any]]:
+    """Every ``PROTOCOL@NAME`` arm against its plain ``PROTOCOL`` arm, final against final on the
+    same items: ``{"rlvr@bf16 vs rlvr": {set: {"variant", "plain", "items", "variant_only",
+    "plain_only", "p_value"}}}`` (exact McNemar, two-sided; ``variant_only``: items only the
+    variant's final model solves). Arms whose plain arm is absent are left out."""
+    pairs: dict[str, dict[str, Any]] = {}
+    if not base:
+        return pairs
+    for arm, result in per_arm.items():
+        plain, variant = split_variant(arm)
+        if variant is None or plain not in per_arm:
+            continue
+        rows = {}
+        for name, s in result["sets"].items():
+            other = per_arm[plain]["sets"].get(name)
+            if other is None or name not in base or s["steps"] != other["steps"]:
+                continue
+            mine, theirs = final_items(base[name], s), final_items(base[name], other)
+            only_mine, only_theirs, p = mcnemar_exact(theirs, mine)
+            rows[name] = {
+                "variant": s["final"],
+                "plain": other["final"],
+                "items": len(mine),
+                "steps": s["steps"],
+                "variant_only": only_mine,
+                "plain_only": only_theirs,
+                "p_value": p,
+            }
+        if rows:
+            pairs[f"{arm} vs {plain}"] = rows
+    return pairs
+
+
 def write_summary(
-    cfg: CurveConfig, per_arm: dict[str, Any], base_s: float, key: dict, out: Path
+    cfg: CurveConfig,
+    per_arm: dict[str, Any],
+    base_s: float,
+    key: dict,
+    out: Path,
+    base: dict[str, list[bool]] | None = None,
 ) -> dict[str, Any]:
-    """Write ``summary.json``, ``table.md`` and the plot for the arms done so far."""
+    """Write ``summary.json``, ``table.md`` and the plot for the arms done so far; with the base
+    model's per-item scores (``base``), also every variant arm against its plain arm
+    (:func:`variant_pairs`)."""
     summary = {
         "config": dataclasses.asdict(cfg),
         "budget": (
@@ -596,6 +728,7 @@ def write_summary(
             for name, s in arm["sets"].items()
             if s["p_value"] < 0.05 and s["final"] > s["base"]
         ],
+        "pairs": variant_pairs(per_arm, base),
     }
     summary["table"] = markdown(summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -624,6 +757,20 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"{s['p_value']:.3g} | {s['steps']} | {arm['budget']['rollout_tokens']:.0f} | "
                 f"{'-' if sps is None else f'{sps:.0f}'} |"
             )
+    if summary.get("pairs"):
+        lines += [
+            "",
+            "| variant vs plain arm | held-out set | items | steps | variant final | plain final "
+            "| only variant / only plain | McNemar p |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for pair, rows in summary["pairs"].items():
+            for name, r in rows.items():
+                lines.append(
+                    f"| {pair} | {name} | {r['items']} | {r['steps']} | {r['variant']:.3f} | "
+                    f"{r['plain']:.3f} | {r['variant_only']} / {r['plain_only']} | "
+                    f"{r['p_value']:.3g} |"
+                )
     return "\n".join(lines)
 
 

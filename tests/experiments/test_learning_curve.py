@@ -1,5 +1,6 @@
 """experiments/learning_curve/run.py: its statistics and summary, on a scripted run (no model)."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -246,3 +247,62 @@ def test_frozen_arm_gets_its_own_run_folder_and_items(tmp_path):
     summary = _scripted(tmp_path, 0, protocols="azr,azr:frozen", max_steps=2)
     assert list(summary["protocols"]) == ["azr", "azr:frozen"]
     assert (tmp_path / "out" / "partial" / "azr-frozen.json").exists()
+
+
+def test_variant_arm_applies_its_train_flags_on_top_of_the_arm():
+    cfg = lc.CurveConfig(
+        variants="int8-tis=--rollout.ct2-compute-type int8 --learner.tis-cap 2; bf16=--learner.autocast-bf16",
+        solver_samples=8,
+    )
+    plain, bf16, int8 = (lc.train_config(cfg, a) for a in ("rlvr", "rlvr@bf16", "rlvr@int8-tis"))
+    assert (plain.learner.autocast_bf16, bf16.learner.autocast_bf16) == (False, True)
+    assert (int8.rollout.ct2_compute_type, int8.learner.tis_cap) == ("int8", 2.0)
+    assert plain.rollout.ct2_compute_type == bf16.rollout.ct2_compute_type == "float32"
+    # everything else is the plain arm's: same k, engine, seed; its own run folder
+    assert bf16.env.solver_samples == int8.env.solver_samples == 8
+    assert bf16.rollout.engine == plain.rollout.engine == "ct2" and bf16.seed == plain.seed
+    assert dataclasses.replace(bf16, learner=plain.learner, out=plain.out) == plain
+    assert len({plain.out, bf16.out, int8.out}) == 3
+
+
+@pytest.mark.parametrize(
+    "variants, arms, match",
+    [
+        ("bf16=--learner.autocast-bf16", "rlvr,rlvr@fast", "not in --variants"),
+        ("bf16 --learner.autocast-bf16", "rlvr", "NAME=FLAGS"),
+        ("a=--seed 1;a=--seed 2", "rlvr", "repeats"),
+        ("a@b=--seed 1", "rlvr", "NAME=FLAGS"),
+        ("bad=--learner.no-such-flag 3", "rlvr,rlvr@bad", "no-such-flag"),
+        ("bad=--learner.tis-cap many", "rlvr,rlvr@bad", "tis-cap"),
+    ],
+)
+def test_bad_variants_fail_before_any_scoring(tmp_path, variants, arms, match):
+    calls = []
+    with pytest.raises(ValueError, match=match):
+        _scripted(tmp_path, 0, protocols=arms, variants=variants, calls=calls)
+    assert calls == []  # nothing was scored or trained
+
+
+def test_variant_arm_is_compared_with_its_plain_arm_on_the_same_items(tmp_path):
+    summary = _scripted(
+        tmp_path, 0, protocols="azr,azr@slow,rlvr@slow", max_steps=2,
+        variants="slow=--learner.autocast-bf16",
+    )
+    assert list(summary["protocols"]) == ["azr", "azr@slow", "rlvr@slow"]
+    # the scripted azr gains items 4-6 by step 2; the variant (another run folder) gains none
+    pair = summary["pairs"]["azr@slow vs azr"]["exec_heldout"]
+    assert (pair["plain"], pair["variant"], pair["items"], pair["steps"]) == (0.35, 0.2, 20, 2)
+    assert (pair["variant_only"], pair["plain_only"]) == (0, 3)
+    assert pair["p_value"] == pytest.approx(2 * 0.5**3)
+    assert list(summary["pairs"]) == ["azr@slow vs azr"]  # rlvr@slow has no plain arm here
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| azr@slow vs azr | exec_heldout | 20 | 2 | 0.200 | 0.350 | 0 / 3 | 0.25 |" in table
+    assert (tmp_path / "out" / "partial" / "azr-slow.json").exists()
+    assert sorted(p.name for p in (tmp_path / "out" / "items").iterdir()) == [
+        "azr-slow_step2", "azr_step2", "base", "rlvr-slow_step2"]
+
+
+def test_final_items_rebuilds_an_arms_last_scores_from_base_and_changes():
+    base = [True, True, False, False, True]
+    s = lc.set_summary([(0, base), (3, [True, False, True, False, True])])
+    assert lc.final_items(base, s) == [True, False, True, False, True]
