@@ -159,7 +159,8 @@ class CurveConfig:
     variants: str = ""
     """Named training settings for arms written ``PROTOCOL@NAME``: ``"NAME=FLAGS;NAME=FLAGS"``,
     each FLAGS a string of ``sage-env train`` flags applied on top of the arm's configuration
-    (``"int8-tis=--rollout.ct2-compute-type int8 --learner.tis-cap 2;bf16=--learner.autocast-bf16"``).
+    (``"int8-tis=--rollout.ct2-compute-type int8 --learner.tis-cap 2;"``
+    ``"bf16=--learner.autocast-bf16"``).
     An arm ``rlvr@bf16`` is then compared with the plain ``rlvr`` arm on the same items
     (``summary.json``'s ``pairs``: final against final, exact McNemar)."""
 

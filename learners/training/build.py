@@ -26,6 +26,7 @@ import torch
 import sage_env
 from learners import distributed, parallel
 from learners.algorithms.registry import make_learner
+from learners.memory import release_memory
 from learners.policy.hf_policy import HFPolicy
 from learners.rollout import RolloutDriver
 from learners.training.checkpoint import load_checkpoint, truncate_metrics
@@ -190,7 +191,14 @@ def _warm_up(
     )
     warm_metrics: dict[str, float] = {}
     if distributed.is_main():  # several ranks: rank 0 warms up, the weights are broadcast
+        # memory: the held-out scoring's converted model is not needed again (the engine syncs
+        # after the warm-up), and the learner's checkpointing setting holds for the warm-up's
+        # backward too (the same gradient; docs/write-ups/memory.md, "The warm-up")
+        policy.release_engine()
+        if getattr(cfg.learner, "gradient_checkpointing", False):
+            policy.enable_gradient_checkpointing()
         warm_metrics = run_warmup(policy, demos, cfg.warmup, cfg.model, progress)
+        release_memory()  # the warm-up's AdamW state and activations, freed but kept by malloc
         logger.info("warm-up: %s", warm_metrics)
         if lora_on:  # the adapters' checkpoints need the warmed base to resume and export
             policy.save(base_dir)

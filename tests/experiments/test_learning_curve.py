@@ -251,7 +251,8 @@ def test_frozen_arm_gets_its_own_run_folder_and_items(tmp_path):
 
 def test_variant_arm_applies_its_train_flags_on_top_of_the_arm():
     cfg = lc.CurveConfig(
-        variants="int8-tis=--rollout.ct2-compute-type int8 --learner.tis-cap 2; bf16=--learner.autocast-bf16",
+        variants="int8-tis=--rollout.ct2-compute-type int8 --learner.tis-cap 2;"
+        " bf16=--learner.autocast-bf16",
         solver_samples=8,
     )
     plain, bf16, int8 = (lc.train_config(cfg, a) for a in ("rlvr", "rlvr@bf16", "rlvr@int8-tis"))
