@@ -14,10 +14,15 @@ weights (no download, no network), in bf16 on CUDA, and measures for each shape:
    with gradient checkpointing, AdamW: seconds and peak CUDA memory (GiB) for ``--micro``
    sequences of ``--seq`` tokens. A configuration that runs out of memory records ``"oom"``.
 3. **One whole TRR++ iteration** (``learners.training.loop``: ``--rounds`` SAGE rounds of rollout,
-   verification and update) on the smallest shape, from a saved copy of the model. With random
-   weights the rewards are mostly zero, so this times the loop's machinery, not learning.
+   verification and update) on the first shape, from a saved copy of the model, measured right
+   after that shape (before the larger ones). With random weights the rewards are mostly zero,
+   so this times the loop's machinery, not learning.
 
-One command, no network, under 8 minutes on one H200-class GPU::
+The JSON is rewritten after every measured part (``"complete": false`` until the end), so a run
+stopped by a time limit still leaves the figures it had.
+
+One command, no network, about 5 minutes on one H200 (307 s on 2026-12-04; figures in
+``results/gpu_check.json``, docs/guide/scaling.md)::
 
     python -m perf.gpu_check                     # CUDA, writes results/gpu_check.json
 
@@ -30,11 +35,14 @@ A CPU-sized variant (a tiny shape, a few tokens) runs in the tests::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gc
 import json
 import platform
+import signal
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -124,6 +132,47 @@ def _error(exc: BaseException) -> str:
     if isinstance(exc, torch.OutOfMemoryError):
         return "oom"
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+
+def _versions() -> dict:
+    """Versions of the packages the figures depend on (``None``: not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    names = ("torch", "transformers", "peft", "accelerate", "tokenizers", "vllm")
+    found: dict = {"python": platform.python_version()}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    if torch.cuda.is_available():
+        found["cuda"] = torch.version.cuda
+    return found
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float):
+    """Raise :class:`TimeoutError` in the main thread after ``seconds`` (0: no limit).
+
+    An engine that hangs or crawls (a stuck generation thread) then records an error instead
+    of holding the rest of the check. POSIX main thread only; elsewhere no limit.
+    """
+    usable = seconds > 0 and hasattr(signal, "setitimer")
+    usable = usable and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimeoutError(f"ran past the {seconds:g} s limit (--engine-timeout)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @dataclass
@@ -238,8 +287,17 @@ def update_step(model, micro: int, seq: int, device: str, lora_r: int) -> dict:
 
 def trr_iteration(shape: str, device: str, dtype: str, rounds: int, tokens: int) -> dict:
     """One ``learners.training.loop`` step (SAGE rounds + TRR++ update) on a saved ``shape``
-    model."""
-    from learners.algorithms.pg import PGConfig
+    model.
+
+    With random weights every reward is equal, so every advantage is 0 and the learner would
+    skip the whole buffer (``PolicyGradientLearner.skip_zero_advantage``): the update would
+    cost nothing. The learner is made to train every sequence instead (same loss, all-zero
+    advantages), as a step whose rewards differ would, so ``time/update_s`` is a real
+    forward/backward over the step's buffer.
+    """
+    from unittest import mock
+
+    from learners.algorithms.pg import PGConfig, PolicyGradientLearner
     from learners.policy.tiny import build_tiny_model
     from learners.reports.plots import read_metrics
     from learners.training.config import TrainConfig
@@ -265,11 +323,25 @@ def trr_iteration(shape: str, device: str, dtype: str, rounds: int, tokens: int)
             env=EnvConfig(solver_samples=2),
             learner=PGConfig(lr=1e-6, micro_batch_size=8, gradient_checkpointing=True),
         )
+        init = PolicyGradientLearner.__init__
+
+        def train_every_sequence(self, *args, **kwargs) -> None:
+            init(self, *args, **kwargs)
+            self.skip_zero_advantage = False
+
         t0 = time.perf_counter()
-        train(cfg, progress=False)
+        with mock.patch.object(PolicyGradientLearner, "__init__", train_every_sequence):
+            train(cfg, progress=False)
         seconds = time.perf_counter() - t0
         row = read_metrics(Path(cfg.out) / "metrics.jsonl")[-1]
-    keys = ("time/generate_s", "time/update_s", "time/step_s", "rollout/tokens")
+    keys = (
+        "time/generate_s",
+        "time/update_s",
+        "time/step_s",
+        "rollout/tokens",
+        "learner/skipped_share",
+        "learner/num_sequences",
+    )
     return {
         "seconds_with_load": round(seconds, 2),
         **{k: round(float(row[k]), 3) for k in keys if k in row},
@@ -291,6 +363,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seq", type=int, default=1024, help="tokens per sequence in the update")
     p.add_argument("--lora-r", type=int, default=128, help="LoRA rank of the LoRA update arm")
     p.add_argument("--rounds", type=int, default=16, help="SAGE rounds of the TRR++ iteration")
+    p.add_argument(
+        "--engine-timeout",
+        type=float,
+        default=180,
+        help="seconds one engine's rollout may take before it records a timeout (0: no limit)",
+    )
     p.add_argument("--out", default=str(RESULTS / "gpu_check.json"), help="JSON output path")
     args = p.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -300,47 +378,79 @@ def main(argv: list[str] | None = None) -> dict:
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
         "host": platform.node(),
+        "versions": _versions(),
         "settings": vars(args),
+        "complete": False,
         "shapes": {},
     }
     t_start = time.perf_counter()
+    out_path = Path(args.out)
+
+    def save() -> None:  # after every part: a run cut short keeps what it measured
+        result["seconds"] = round(time.perf_counter() - t_start, 1)
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(json.dumps(result, indent=2) + "\n")
+
+    def timed(entry: dict) -> dict:
+        entry["at_s"] = round(time.perf_counter() - t_start, 1)  # since the start, when done
+        return entry
+
     shapes = [s for s in args.shapes.split(",") if s]
-    for shape in shapes:
+    save()
+    for i, shape in enumerate(shapes):
         entry: dict = {"rollout": {}, "update": {}}
-        model = build(shape, args.device, dtype)
+        result["shapes"][shape] = entry
+        try:
+            model = build(shape, args.device, dtype)
+        except Exception as exc:  # noqa: BLE001  (e.g. a shape that does not fit)
+            entry["error"] = _error(exc)
+            traceback.print_exc()
+            save()
+            continue
         model.eval()
         entry["params"] = sum(p.numel() for p in model.parameters())
         for engine in [e for e in args.engines.split(",") if e]:
             try:
-                with torch.no_grad():
+                with torch.no_grad(), _deadline(args.engine_timeout):
                     entry["rollout"][engine] = rollout(
                         engine, model, args.batch, args.prompt, args.tokens, args.device
                     )
             except Exception as exc:  # noqa: BLE001  (an engine's failure is a figure)
                 entry["rollout"][engine] = {"error": _error(exc)}
+                if not isinstance(exc, ImportError):
+                    traceback.print_exc()
+            timed(entry["rollout"][engine])
             _reset_peak(args.device)
+            print(shape, engine, json.dumps(entry["rollout"][engine]), flush=True)
+            save()
         for name, r in (("full", 0), (f"lora_r{args.lora_r}", args.lora_r)):
             try:
                 entry["update"][name] = update_step(model, args.micro, args.seq, args.device, r)
             except Exception as exc:  # noqa: BLE001
                 entry["update"][name] = {"error": _error(exc)}
                 traceback.print_exc()
+            timed(entry["update"][name])
             _reset_peak(args.device)
+            print(shape, name, json.dumps(entry["update"][name]), flush=True)
+            save()
         del model
         _reset_peak(args.device)
-        result["shapes"][shape] = entry
-        print(shape, json.dumps(entry))
-    try:
-        result["trr_iteration"] = {
-            "shape": shapes[0],
-            **trr_iteration(shapes[0], args.device, args.dtype, args.rounds, args.tokens),
-        }
-    except Exception as exc:  # noqa: BLE001
-        result["trr_iteration"] = {"shape": shapes[0], "error": _error(exc)}
-        traceback.print_exc()
-    result["seconds"] = round(time.perf_counter() - t_start, 1)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        print(shape, json.dumps(entry), flush=True)
+        if i == 0:  # the loop on the first (smallest) shape, before the larger ones
+            try:
+                result["trr_iteration"] = {
+                    "shape": shape,
+                    **trr_iteration(shape, args.device, args.dtype, args.rounds, args.tokens),
+                }
+            except Exception as exc:  # noqa: BLE001
+                result["trr_iteration"] = {"shape": shape, "error": _error(exc)}
+                traceback.print_exc()
+            timed(result["trr_iteration"])
+            _reset_peak(args.device)
+            print("trr_iteration", json.dumps(result["trr_iteration"]), flush=True)
+            save()
+    result["complete"] = True
+    save()
     print("->", args.out)
     return result
 
