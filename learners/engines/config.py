@@ -60,6 +60,12 @@ class RolloutConfig:
     """``ct2``: CTranslate2 weight and compute type: ``float32`` (faithful to float32
     training, the default) or ``int8`` / ``int8_float32`` (faster, samples a quantised model:
     pair it with ``learner.tis_cap``)."""
+    ct2_greedy_float32: bool = True
+    """``ct2``: greedy calls (validation, held-out scoring, ``sage-env eval``) decode the float32
+    model whatever ``ct2_compute_type`` is, so they measure the trained weights rather than
+    their quantisation (an int8 model's greedy decoding solved about half as many held-out
+    tasks as the same weights in float32; docs/write-ups/speed.md). ``False``: greedy calls
+    use ``ct2_compute_type`` too."""
     ct2_threads: int = 0
     """``ct2``: CPU threads of the CTranslate2 generators together (0: torch's
     ``get_num_threads()``)."""

@@ -20,6 +20,11 @@ from learners.engines.weights import inference_weights
 from learners.memory import release_memory
 from learners.types import Completion, SamplingConfig
 
+GREEDY_FLOAT32 = -1.0
+"""The model key of a quantised engine's greedy calls (``RolloutConfig.ct2_greedy_float32``): a
+float32 conversion at temperature 1 (no real temperature is negative)."""
+
+
 def _plain_model(host: EngineHost, shell: list[torch.nn.Module]) -> torch.nn.Module:
     """The host's model as a plain transformers model (LoRA merged into a kept shell)."""
     model = host.model
@@ -167,9 +172,11 @@ class CT2Engine:
     and the batches are decoded in parallel by ``ct2_workers`` generators
     (:func:`worker_shares`), each seeded from the host's generator at its first call after a load.
     ``ct2_compute_type`` ``float32`` (default) is faithful to float32 training; ``int8`` is
-    faster and samples from a quantised model (pair it with ``learner.tis_cap``). The
-    critic's score distribution (:meth:`~learners.policy.HFPolicy.score_distribution`) is
-    read from the trainer's model, as with every engine.
+    faster and samples from a quantised model (pair it with ``learner.tis_cap``); greedy calls
+    then decode a float32 model of the same weights unless ``ct2_greedy_float32`` is off
+    (one more model, keyed :data:`GREEDY_FLOAT32`). The critic's score distribution
+    (:meth:`~learners.policy.HFPolicy.score_distribution`) is read from the trainer's model, as
+    with every engine.
 
     Args:
         host: The policy (:class:`EngineHost`).
@@ -199,8 +206,23 @@ class CT2Engine:
         self.sync_seconds = 0.0
         """Seconds spent converting and loading weights so far."""
 
+    def _key(self, sampling: SamplingConfig) -> float:
+        """The key of the converted model a call uses.
+
+        Its sampling temperature (1.0 for a greedy call), or :data:`GREEDY_FLOAT32` for a greedy
+        call of a quantised engine (``ct2_greedy_float32``).
+        """
+        if sampling.do_sample:
+            return float(sampling.temperature)
+        if self.config.ct2_greedy_float32 and self.config.ct2_compute_type != "float32":
+            return GREEDY_FLOAT32
+        return 1.0
+
     def _convert(self, temperature: float) -> Any:
-        """Convert the host's current weights, output head divided by ``temperature``."""
+        """Convert the host's current weights, output head divided by ``temperature``.
+
+        ``temperature`` :data:`GREEDY_FLOAT32` converts a float32 model at temperature 1.
+        """
         import copy
         import shutil
         import tempfile
@@ -215,6 +237,9 @@ class CT2Engine:
         tensors = list(model.parameters()) + list(model.buffers())
         # a structural copy sharing every tensor: CTranslate2's loaders delete submodules
         mirror = copy.deepcopy(model, {id(t): t for t in tensors})
+        key, compute_type = temperature, self.config.ct2_compute_type
+        if key == GREEDY_FLOAT32:
+            temperature, compute_type = 1.0, "float32"
         if temperature != 1.0:
             head = mirror.get_output_embeddings()
             head.weight = torch.nn.Parameter(
@@ -249,7 +274,7 @@ class CT2Engine:
                     _InMemory(config_dir).convert(folder, quantization=None, force=True)
             finally:
                 shutil.rmtree(config_dir, ignore_errors=True)
-            generators = self._load(folder)
+            generators = self._load(folder, compute_type)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         gc.collect()  # the converter's class holds the mirror (and a scaled head) in a cycle
@@ -258,7 +283,7 @@ class CT2Engine:
         self.sync_seconds += time.perf_counter() - t0
         return generators
 
-    def _load(self, folder: str) -> list[Any]:
+    def _load(self, folder: str, compute_type: str) -> list[Any]:
         """One generator per worker (:func:`ct2_workers`) from a converted model's folder,
         not yet seeded (:meth:`_seed` runs at its first use)."""
         threads, workers = ct2_workers(self.config)
@@ -266,7 +291,7 @@ class CT2Engine:
             self.ct2.Generator(
                 folder,
                 device="cpu",
-                compute_type=self.config.ct2_compute_type,
+                compute_type=compute_type,
                 intra_threads=max(1, threads // workers),
                 inter_threads=1,
             )
@@ -409,8 +434,7 @@ class CT2Engine:
             return []
         if sampling.do_sample and sampling.top_p < 1.0:
             raise ValueError("the ct2 engine samples with top_p = 1 only; use hf for top_p < 1")
-        temperature = float(sampling.temperature) if sampling.do_sample else 1.0
-        generators = self._generator(temperature, sampling.do_sample)
+        generators = self._generator(self._key(sampling), sampling.do_sample)
         results: list[Completion | None] = [None] * len(prompts)
         lengths = [len(p) for p in prompts]
         groups = length_groups(lengths, budgets, sampling.batch_size)

@@ -639,3 +639,38 @@ def test_ct2_loop_holds_no_converted_model_during_the_update_and_trains_the_same
     assert held == [[0.7]] * 3 and probed == [[1.0], [1.0], [0.7]]
     assert released == kept  # the same tokens, rewards, losses and validation accuracy
     assert released_conversions == conversions  # and no conversion added
+
+
+@needs_ct2
+@pytest.mark.parametrize("compute_type", ["int8", "int8_float32"])
+def test_quantised_ct2_decodes_greedy_calls_in_float32(tiny_path, compute_type):
+    # validation and held-out scoring are greedy: they measure the trained weights, not their
+    # int8 copy, unless ct2_greedy_float32 is turned off; sampling stays quantised
+    def policy(**kw):
+        return HFPolicy(tiny_path, device="cpu", seed=0, rollout=RolloutConfig("ct2", **kw))
+
+    greedy = SamplingConfig(do_sample=False)
+    f32 = policy().generate(OBS, greedy, budgets=[12] * 3)
+    quant = policy(ct2_compute_type=compute_type)
+    got = quant.generate(OBS, greedy, budgets=[12] * 3)
+    assert [c.completion_ids for c in got] == [c.completion_ids for c in f32]
+    assert [c.logprobs for c in got] == [c.logprobs for c in f32]
+    # its sampled calls still decode the quantised model: log-probs off the learner's
+    sampled = quant.generate(OBS, SamplingConfig(temperature=0.7), budgets=[12] * 3)
+    logp, mask = quant.token_logprobs(
+        [c.prompt_ids for c in sampled], [c.completion_ids for c in sampled], 0.7
+    )
+    engine = torch.zeros_like(logp)
+    for row, c in enumerate(sampled):
+        engine[row, : len(c.logprobs)] = torch.tensor(c.logprobs)
+    assert float(((logp - engine).abs() * mask).sum() / mask.sum()) > 1e-4
+    # and greedy calls again after sampling: still the float32 model's
+    again = quant.generate(OBS, greedy, budgets=[12] * 3)
+    assert [c.logprobs for c in again] == [c.logprobs for c in f32]
+    # opted out: greedy calls decode the quantised model too
+    old = policy(ct2_compute_type=compute_type, ct2_greedy_float32=False).generate(
+        OBS, greedy, budgets=[12] * 3
+    )
+    flat = [x for c in old for x in c.logprobs]
+    ref = [x for c in f32 for x in c.logprobs]
+    assert flat != ref
