@@ -307,3 +307,34 @@ def test_final_items_rebuilds_an_arms_last_scores_from_base_and_changes():
     base = [True, True, False, False, True]
     s = lc.set_summary([(0, base), (3, [True, False, True, False, True])])
     assert lc.final_items(base, s) == [True, False, True, False, True]
+
+
+def test_pool_seeds_sums_discordant_pairs_over_seeds(tmp_path):
+    from experiments.learning_curve import pool_seeds
+
+    def seed_run(seed, plain_final, variant_final):
+        out = tmp_path / f"s{seed}"
+        s = _scripted(
+            out, 0, protocols="azr,azr@v", max_steps=2, variants="v=--learner.autocast-bf16",
+            seed=seed,
+        )
+        # what the scripted run scored is fixed; overwrite the pair with this seed's figures
+        s["pairs"]["azr@v vs azr"]["exec_heldout"].update(
+            variant_only=variant_final, plain_only=plain_final
+        )
+        return s
+
+    got = pool_seeds.pool([seed_run(0, 3, 0), seed_run(1, 4, 1), seed_run(2, 2, 0)])
+    p = got["pairs"]["azr@v vs azr"]["exec_heldout"]
+    assert got["seeds"] == [0, 1, 2]
+    assert (p["variant_only"], p["plain_only"], p["pairs"]) == (1, 9, 60)
+    assert p["p_value"] == pytest.approx(2 * 11 * 0.5**10)  # 2 P(X <= 1), X ~ Bin(10, 1/2)
+    assert [r["seed"] for r in p["per_seed"]] == [0, 1, 2]
+    arm = got["arms"]["azr"]["exec_heldout"]
+    assert (arm["runs"], arm["base"], arm["gained"]) == (3, 0.2, 9)
+    assert arm["final"] == pytest.approx(0.35)
+    assert "| azr@v vs azr | exec_heldout | 60 |" in pool_seeds.markdown(got)
+    other = seed_run(3, 0, 0)
+    other["base_key"] = {**other["base_key"], "model": "another"}
+    with pytest.raises(ValueError, match="different base"):
+        pool_seeds.pool([seed_run(0, 1, 1), other])
