@@ -21,7 +21,9 @@ class HFEngine:
     Prompts are sorted by length and generated in batches of ``sampling.batch_size``, left
     padded; every row stops at its own budget or stop string (:class:`RowLimits`) and a batch
     runs until all its rows have stopped. Log-probs come from the logits transformers returns
-    (``output_logits=True``) divided by the temperature. Each batch reseeds torch from the
+    (``output_logits=True``) divided by the temperature, computed on the model's device one
+    step at a time (:func:`sampled_logprobs`); only the ``[B, T]`` result reaches the host.
+    Each batch reseeds torch from the
     host's generator, so a policy seed fixes the samples.
 
     Args:
@@ -135,10 +137,10 @@ class HFEngine:
             gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=host.generator)))
         out = host.model.generate(input_ids=input_ids, attention_mask=attention, **gen_kwargs)
-        new = out.sequences[:, width:].cpu()
         temp = sampling.temperature if sampling.do_sample else 1.0
-        logits = torch.stack(out.logits, dim=1).float().cpu() / temp  # [B, T, V]
-        logps = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        logps = sampled_logprobs(out.logits, out.sequences[:, width:], temp).cpu()
+        new = out.sequences[:, width:].cpu()
+        del out
         completions = []
         for row, p in enumerate(prompts):
             ids = new[row].tolist()
@@ -159,3 +161,24 @@ class HFEngine:
                 )
             )
         return completions
+
+
+def sampled_logprobs(
+    logits: tuple[torch.Tensor, ...], tokens: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """``[B, T]`` float32 log-probs of ``tokens`` (``[B, T]``) under ``log_softmax(logits / T)``.
+
+    ``logits`` is transformers' ``output_logits`` tuple (one ``[B, V]`` tensor per step). Each
+    step is reduced where it lies, so no ``[B, T, V]`` tensor is built or copied to the host
+    (at 64 rows, 256 steps and Qwen's 152k vocabulary that was 10 GB of float32 per batch).
+    """
+    steps = []
+    for t, step in enumerate(logits):
+        step = step.float()
+        if temperature != 1.0:
+            step = step / temperature
+        chosen = tokens[:, t : t + 1].to(step.device)
+        steps.append(torch.log_softmax(step, dim=-1).gather(-1, chosen))
+    if not steps:
+        return torch.zeros((tokens.shape[0], 0), dtype=torch.float32)
+    return torch.cat(steps, dim=1)

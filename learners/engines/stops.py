@@ -14,6 +14,7 @@ import torch
 from learners.engines.interface import EngineHost
 from learners.types import Completion
 
+
 class RowLimits:
     """A transformers stopping criterion with a token budget and stop strings per row.
 
@@ -36,23 +37,53 @@ class RowLimits:
         self.stops, self.tokenizer = stops, tokenizer
         self.stopped_at: list[int | None] = [None] * len(budgets)
         self.by_string = [False] * len(budgets)
+        self._done: torch.Tensor | None = None
+        self._index: dict[tuple, torch.Tensor] = {}
 
     def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
-        """``[B]`` bools: which rows have stopped after this step."""
+        """``[B]`` bools: which rows have stopped after this step.
+
+        Each distinct stop-string criterion runs once, on the running rows that use it, and
+        their verdicts reach the host in one transfer (none when no running row has stop
+        strings); only the rows it flags are decoded. The index tensors and the returned
+        tensor are rebuilt only when a row stops, so a step without a stop costs at most that
+        one transfer (transformers reads the unfinished rows every step anyway).
+        """
         n = input_ids.shape[1] - self.width
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        for row, budget in enumerate(self.budgets):
-            if self.stopped_at[row] is not None:
-                done[row] = True
-                continue
-            crit = self.criteria[row]
-            hit = crit is not None and bool(crit(input_ids[row : row + 1], scores)[0])
-            if hit:
+        running = [row for row, at in enumerate(self.stopped_at) if at is None]
+        groups: dict[int, list[int]] = {}
+        for row in running:
+            if self.criteria[row] is not None:
+                groups.setdefault(id(self.criteria[row]), []).append(row)
+        flagged: set[int] = set()
+        if groups:
+            order, verdicts = [], []
+            for rows in groups.values():
+                order += rows
+                verdicts.append(self.criteria[rows[0]](self._rows(input_ids, rows), scores))
+            hits = torch.cat(verdicts).tolist()
+            flagged = {row for row, hit in zip(order, hits) if hit}
+        changed = False
+        for row in running:
+            hit = False
+            if row in flagged:
                 text = self.tokenizer.decode(input_ids[row, self.width :], skip_special_tokens=True)
                 hit = any(stop in text for stop in self.stops[row])
-            if hit or n >= budget:
-                self.stopped_at[row], self.by_string[row], done[row] = n, hit, True
-        return done
+            if hit or n >= self.budgets[row]:
+                self.stopped_at[row], self.by_string[row], changed = n, hit, True
+        if changed or self._done is None or self._done.device != input_ids.device:
+            done = [at is not None for at in self.stopped_at]
+            self._done = torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+        return self._done
+
+    def _rows(self, input_ids: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        """``input_ids[rows]``; the whole tensor when ``rows`` is every row (no copy)."""
+        if len(rows) == input_ids.shape[0]:
+            return input_ids
+        key = (tuple(rows), input_ids.device)
+        if key not in self._index:
+            self._index[key] = torch.tensor(rows, device=input_ids.device)
+        return input_ids[self._index[key]]
 
 
 def stop_length(ids: list[int], stops: tuple[str, ...], tokenizer: Any) -> int | None:

@@ -1,4 +1,5 @@
-"""The perf/ scripts: env_bench, speed_bench, gpu_check and update_skip_bench on small inputs."""
+"""The perf/ scripts: env_bench, speed_bench, gpu_check, hf_engine_gpu and update_skip_bench on
+small inputs."""
 
 import json
 from pathlib import Path
@@ -40,6 +41,23 @@ def test_gpu_check_cpu_variant_records_every_figure(tmp_path):
     # LoRA r = 4 on 7 projections of 2 layers: r x (in + out) per projection
     assert 0 < lora["trainable_params"] < full["trainable_params"]
     assert result["trr_iteration"]["rollout/tokens"] > 0
+
+
+def test_hf_engine_gpu_cpu_variant_compares_the_old_and_new_engine(tmp_path):
+    from perf import hf_engine_gpu
+
+    out = tmp_path / "h.json"
+    result = hf_engine_gpu.main(
+        "--shape tiny --device cpu --dtype float32 --batch 3 --prompt 8 --tokens 5 "
+        f"--stop-tokens 3 --out {out}".split()
+    )
+    assert json.loads(out.read_text()) == result and result["complete"]
+    parts = result["parts"]
+    assert parts["engine_old"]["tokens"] == parts["engine_new"]["tokens"] == 3 * 5
+    assert parts["engine_new"]["same_tokens"] and parts["engine_new"]["max_logprob_diff"] <= 1e-5
+    assert parts["generate_logits"]["post_max_abs_diff"] <= 1e-5
+    assert parts["stops_old"]["tokens"] == parts["stops_new"]["tokens"] == 3 * 3
+    assert {"step", "profile", "bare_generate"} <= set(parts)
 
 
 def test_update_skip_bench_skips_the_constant_role_and_keeps_the_weights(tmp_path, tiny_path):
