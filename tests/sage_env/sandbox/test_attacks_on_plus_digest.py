@@ -27,7 +27,6 @@ from sage_env.sandbox.report import HUGE_ITEMS, digest_value, is_huge
 from sage_env.verifiers import CodeVerifier
 from tests.sage_env.sandbox.test_plus_huge_outputs import HONEST as HONEST_PAIRS
 from tests.sage_env.sandbox.test_plus_huge_outputs import ROWS as HUGE_ROWS
-from tests.sage_env.verifiers.test_verifier_attacks import level  # noqa: F401
 
 #: A first item of 2,049 items makes a list of 600 more items "huge" (is_huge's estimate:
 #: 601 x 2,049 > 2^20) while it holds 2,649 items: the digest route, cheaply.
@@ -142,7 +141,7 @@ HONEST = {
 
 
 @pytest.fixture
-def cv(level):  # noqa: F811
+def cv(level):
     with CodeVerifier(timeout_s=30.0) as verifier:
         yield verifier
 

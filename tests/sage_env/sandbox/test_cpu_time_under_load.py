@@ -9,14 +9,13 @@ stopped, by ``RLIMIT_CPU`` or the wall-clock backstop.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 from sage_env import sandbox
-from sage_env.sandbox import SandboxConfig, probe
+from sage_env.sandbox import SandboxConfig
 from sage_env.verifiers import CodeVerifier
 
 pytestmark = pytest.mark.slow  # the sandbox with every core busy, by design
@@ -59,28 +58,10 @@ def busy_machine():
             proc.wait()
 
 
-def _level_available(level: str) -> bool:
-    if level in ("bwrap", "unshare") and shutil.which(level) is None:
-        return False
-    return probe._probe_level(level, sandbox.default_python())
-
-
-@pytest.fixture(params=["unshare", "unshare-zygote", "bwrap-zygote"])
-def level(request, monkeypatch):
-    """Force an isolation level (and the zygote fast path on or off) for one test."""
-    name = request.param
-    base = name.split("-")[0]
-    if base == "bwrap" and shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
-    if not _level_available(base):
-        pytest.skip(f"isolation level {base} is unavailable here")
-    sandbox.close_pools()
-    monkeypatch.setattr(probe, "_LEVEL", base)
-    monkeypatch.setenv("SAGE_SANDBOX_ZYGOTE", "1" if name.endswith("-zygote") else "0")
-    if name.endswith("-zygote") and not sandbox.zygotes_available():
-        pytest.skip("the zygote fast path needs root and a pids cgroup")
-    yield name
-    sandbox.close_pools()
+#: The levels under load (the ``level`` fixture: tests/sage_env/conftest.py).
+LOADED_LEVELS = pytest.mark.parametrize(
+    "level", ["unshare", "unshare-zygote", "bwrap-zygote"], indirect=True
+)
 
 
 def test_the_wall_clock_is_a_generous_backstop_of_the_cpu_budget():
@@ -91,6 +72,7 @@ def test_the_wall_clock_is_a_generous_backstop_of_the_cpu_budget():
     assert SandboxConfig(timeout_s=2.0, wall_s=30.0).wall_limit_s() == 30.0
 
 
+@LOADED_LEVELS
 def test_a_correct_program_passes_while_every_core_is_busy(
     level, n_for_half_a_second, busy_machine
 ):
@@ -99,6 +81,7 @@ def test_a_correct_program_passes_while_every_core_is_busy(
     assert (r.status, r.stdout) == ("passed", b"%d\n" % _work(n)), r
 
 
+@LOADED_LEVELS
 def test_correct_tests_pass_in_code_verifier_while_every_core_is_busy(
     level, n_for_half_a_second, busy_machine
 ):
@@ -109,6 +92,7 @@ def test_correct_tests_pass_in_code_verifier_while_every_core_is_busy(
     assert (res.score, res.status) == (1.0, "passed"), res
 
 
+@LOADED_LEVELS
 def test_an_endless_loop_is_still_a_timeout_while_every_core_is_busy(level, busy_machine):
     assert sandbox.run("while True:\n    pass\n", timeout_s=1.0).status == "timeout"
     with CodeVerifier(timeout_s=1.0, pool_size=0) as cv:

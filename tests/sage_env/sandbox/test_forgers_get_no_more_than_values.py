@@ -17,14 +17,11 @@ machine has (bubblewrap ones skip without bwrap; ``unshare`` needs root):
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 import sage_env
 from learners.evaluation import plus_tests
-from sage_env import EnvConfig, sandbox
-from sage_env.sandbox import probe
+from sage_env import EnvConfig
 from sage_env.verifiers import CodeVerifier
 from tests.scripted import CODE_SEED, play_round
 
@@ -170,30 +167,6 @@ READER_CASES = {
         ["assert f(1) > 2"],
     ),
 }
-
-
-def _level_available(level: str) -> bool:
-    if level in ("bwrap", "unshare") and shutil.which(level) is None:
-        return False
-    return probe._probe_level(level, sandbox.default_python())
-
-
-@pytest.fixture(params=["unshare", "unshare-zygote", "bwrap", "bwrap-zygote"])
-def level(request, monkeypatch):
-    """Force an isolation level (and the zygote fast path on or off) for one test."""
-    name = request.param
-    base = name.split("-")[0]
-    if base == "bwrap" and shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
-    if not _level_available(base):
-        pytest.skip(f"isolation level {base} is unavailable here")
-    sandbox.close_pools()
-    monkeypatch.setattr(probe, "_LEVEL", base)
-    monkeypatch.setenv("SAGE_SANDBOX_ZYGOTE", "1" if name.endswith("-zygote") else "0")
-    if name.endswith("-zygote") and not sandbox.zygotes_available():
-        pytest.skip("the zygote fast path needs root and a pids cgroup")
-    yield name
-    sandbox.close_pools()
 
 
 def _verify(program, tests, setup=""):

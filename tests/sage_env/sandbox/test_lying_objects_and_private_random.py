@@ -25,11 +25,7 @@ from __future__ import annotations
 import pytest
 
 from sage_env.verifiers import execution as ex
-from tests.sage_env.verifiers.test_verifier_attacks import (  # noqa: F401
-    _challenge_info,
-    _verify,
-    level,
-)
+from tests.sage_env.verifiers.test_verifier_attacks import _challenge_info, _verify
 
 # -- class (a): lying objects used outside the assert templates -------------------------------
 

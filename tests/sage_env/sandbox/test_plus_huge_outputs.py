@@ -14,7 +14,6 @@ import pytest
 from learners.evaluation import plus_tests
 from sage_env.sandbox.report import HUGE_ITEMS, Digest, decode_value, digest_value, is_huge
 from sage_env.verifiers import CodeVerifier
-from tests.sage_env.verifiers.test_verifier_attacks import level  # noqa: F401
 
 N = HUGE_ITEMS // 2 + 5000  # pairs in the reference's output: 2 N items, over the threshold
 
@@ -48,7 +47,7 @@ NEAR_MISS = (
 
 
 @pytest.fixture
-def cv(level):  # noqa: F811
+def cv(level):
     with CodeVerifier(timeout_s=30.0) as verifier:
         yield verifier
 
