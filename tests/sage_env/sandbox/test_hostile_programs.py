@@ -482,16 +482,38 @@ FAKE_PASSES = {
         "        pass\n"
         "print(lines)\n" + WRONG
     ),
+    # The test's checker today is its hooks (values, not verdicts): __sage_v__ reads a hole's
+    # value, __sage_a__ reports a site (and raises where the test's process evaluates the
+    # assertion itself), __sage_c__ a call statement. From inside the call under test it finds
+    # them in its callers' globals and locals (the <test> frame's globals hold them) and gives
+    # each a no-op's code, built with the hook's own free variables (a closure's code is
+    # swapped only for one with as many), then says so on stdout. Its own site then runs the
+    # no-ops: the site is never reported, which fails the test (a required site must be
+    # reached); see test_patching_the_checker_reaches_the_hooks_and_loses_to_required_sites.
     "patch_the_checker": (
         "import sys\n"
+        "HOOKS = ('__sage_v__', '__sage_a__', '__sage_c__')\n"
+        "def _noop_code(hook):\n"
+        "    free = hook.__code__.co_freevars\n"
+        "    src = 'def outer():\\n' + ''.join('    %s = None\\n' % v for v in free)\n"
+        "    src += '    def noop(*a, **k):\\n        [%s]\\n' % ', '.join(free)\n"
+        "    src += '        return None\\n    return noop\\n'\n"
+        "    ns = {}\n"
+        "    exec(src, ns)\n"
+        "    return ns['outer']().__code__\n"
         "def square(x):\n"
+        "    found, done = set(), set()\n"
         "    f = sys._getframe(1)\n"
         "    while f is not None:\n"
         "        for ns in (f.f_globals, f.f_locals):\n"
-        "            chk = ns.get('__sage_check__')\n"
-        "            if chk is not None:\n"
-        "                chk.__code__ = (lambda *a, **k: None).__code__\n"
+        "            for name in HOOKS:\n"
+        "                chk = ns.get(name)\n"
+        "                if chk is not None and id(chk) not in done:\n"
+        "                    chk.__code__ = _noop_code(chk)\n"
+        "                    found.add(name)\n"
+        "                    done.add(id(chk))\n"
         "        f = f.f_back\n"
+        "    print('patched the checker: %s' % ' '.join(sorted(found)), flush=True)\n"
         "    return 0\n"
     ),
     "kill_judge_then_exit": (
@@ -516,6 +538,30 @@ def test_fake_pass_tricks_score_zero(cv, name, host_unharmed):
     assert (r.score, r.passed) == (0.0, 0), (name, r)
     expected = "blocked" if name == "kill_judge_then_exit" and not ROOT else "failed"
     assert r.status == expected, (name, r)
+
+
+@pytest.mark.parametrize(
+    "level", ["unshare", "unshare-zygote", "rlimits", "bwrap", "bwrap-zygote"], indirect=True
+)
+def test_patching_the_checker_reaches_the_hooks_and_loses_to_required_sites(level):
+    """patch_the_checker really patches what checks it today (it does not look up a name the
+    harness no longer has and return 0 untouched): its marker and the judge's reason say so."""
+    program = FAKE_PASSES["patch_the_checker"]
+    with CodeVerifier(timeout_s=3.0, pool_size=0) as verifier:
+        job = {"mode": "verify", "setup": "", "program": program, "tests": SQUARE_TESTS}
+        raw = verifier._get_executor().run_job(job)
+        res = verifier.verify(program, SQUARE_TESTS)
+    out = raw.stdout.decode()
+    # each test's process found all three hooks and swapped their code
+    assert out.count("patched the checker: __sage_a__ __sage_c__ __sage_v__\n") == 2, out
+    # and its own site ran the no-ops: no value, no site reported (the real hooks would have
+    # reported 0: "assertion 0: got 0"); what fails it is that its required site went unseen
+    verdicts = [e for e in sandbox.parse_report(raw.report) if e.get("ev") == "test"]
+    assert sorted(e["i"] for e in verdicts) == [0, 1], verdicts
+    for e in verdicts:
+        assert (e["ok"], e.get("msg")) == (False, "assertion 0 was never checked"), e
+    assert (res.score, res.status) == (0.0, "failed"), res
+    assert res.reason.endswith("test 0: AssertionError: assertion 0 was never checked"), res
 
 
 def test_right_answer_still_passes(cv):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from learners.evaluation import plus_tests
+from sage_env import sandbox
 from sage_env.verifiers import CodeVerifier
 
 ROWS = {
@@ -51,12 +52,50 @@ CHEATS = {
         "    def __len__(self):\n        return 2\n"
         "def pair(x):\n    return L()\n",
     ),
+    # Rebinds, to helpers that always pass, the names the test's process uses today: the
+    # test's hooks (__sage_v__, __sage_a__, __sage_c__) and __sage_plus__ in its own namespace
+    # (which the test's globals are built from), and every name that compares or decides
+    # (the judge's plus_equal and evaluate, the in-process check's truth, the reference run)
+    # in the harness's modules as this process holds them (sys.modules); then, from inside the
+    # call under test, the hooks in the test's own globals, where it finds the harness's. It
+    # says on stdout what it rebound and whether a rebound helper ever runs. What decides runs
+    # elsewhere (the judge, the reference process) and the test's hooks are set after its
+    # names are copied in: see test_rebinding_the_helpers_reaches_todays_names_and_decides_nothing.
     "rebinding_the_helpers": (
         "sq",
-        "_equal = lambda *a: True\n_reference = lambda *a: 0\n"
-        "__sage_plus__ = lambda *a: True\n__sage_check__ = lambda *a, **k: None\n"
-        "__sage_eq__ = lambda *a: True\n"
-        "def sq(x):\n    return 0\n",
+        "import sys\n"
+        "def _passes(name):\n"
+        "    def helper(*a, **k):\n"
+        "        print('rebound helper called: ' + name, flush=True)\n"
+        "        return True\n"
+        "    return helper\n"
+        "HOOKS = ('__sage_v__', '__sage_a__', '__sage_c__')\n"
+        "for _name in HOOKS + ('__sage_plus__',):\n"
+        "    globals()[_name] = _passes(_name)\n"
+        "REBOUND = []\n"
+        "for _mod, _names in (\n"
+        "    ('compare', ('plus_equal',)),\n"
+        "    ('judge', ('plus_equal', 'evaluate')),\n"
+        "    ('rewrite', ('evaluate',)),\n"
+        "    ('testproc', ('truth',)),\n"
+        "    ('worker', ('reference_run',)),\n"
+        "):\n"
+        "    for _name in _names:\n"
+        "        _where = sys.modules['sage_env.sandbox.' + _mod]\n"
+        "        getattr(_where, _name)\n"
+        "        setattr(_where, _name, _passes(_mod + '.' + _name))\n"
+        "        REBOUND.append(_mod + '.' + _name)\n"
+        "def sq(x):\n"
+        "    f = sys._getframe(1)\n"
+        "    while '__sage_a__' not in f.f_globals:\n"
+        "        f = f.f_back\n"
+        "    g = f.f_globals\n"
+        "    theirs = [n for n in HOOKS if g[n] is not globals()[n]]\n"
+        "    for n in HOOKS + ('__sage_plus__',):\n"
+        "        g[n] = globals()[n]\n"
+        "    print('rebound %s; the test had its own %s' % (' '.join(REBOUND), ' '.join(theirs)),"
+        " flush=True)\n"
+        "    return 0\n",
     ),
     "monkeypatching_builtins_and_modules": (
         "sq",
@@ -113,6 +152,40 @@ def test_plus_test_cheats_score_zero(cv, cheat):
     name, program = CHEATS[cheat]
     res = _verify(cv, name, program)
     assert (res.score, res.passed) == (0.0, 0), res
+
+
+#: What rebinding_the_helpers says in each test's process when it has rebound every name.
+REBOUND_LINE = (
+    "rebound compare.plus_equal judge.plus_equal judge.evaluate rewrite.evaluate testproc.truth"
+    " worker.reference_run; the test had its own __sage_v__ __sage_a__ __sage_c__\n"
+)
+
+
+@pytest.mark.parametrize(
+    "level", ["unshare", "unshare-zygote", "rlimits", "bwrap", "bwrap-zygote"], indirect=True
+)
+def test_rebinding_the_helpers_reaches_todays_names_and_decides_nothing(level):
+    """rebinding_the_helpers really rebinds the names the harness uses today (it does not
+    rebind names no process looks up and return 0), and none of them decides anything."""
+    name, program = CHEATS["rebinding_the_helpers"]
+    setup, tests = plus_tests(ROWS[name], plus_limit=None)
+    with CodeVerifier(timeout_s=20.0, pool_size=0) as verifier:
+        job = {"mode": "verify", "setup": setup, "program": program, "tests": tests}
+        raw = verifier._get_executor().run_job(job)
+        res = verifier.verify(program, tests, setup)
+    out = raw.stdout.decode()
+    # every test's process found each name it rebinds (a missing one raises at import: a
+    # program error) and, in the test's globals, the harness's hooks rather than its own
+    assert out.count(REBOUND_LINE) == len(tests) == 4, out
+    assert "rebound helper called" not in out, out  # none of them ever ran
+    # the real hooks reported sq's 0 and the judge compared it with the reference's 4, 9,
+    # 2.25 and 16 by its own rule, in processes the program never ran in
+    verdicts = [e for e in sandbox.parse_report(raw.report) if e.get("ev") == "test"]
+    assert sorted(e["i"] for e in verdicts) == [0, 1, 2, 3], verdicts
+    for e in verdicts:
+        assert (e["ok"], e.get("msg")) == (False, "assertion 0: got 0"), e
+    assert (res.score, res.status) == (0.0, "failed"), res
+    assert res.reason.endswith("test 0: AssertionError: assertion 0: got 0"), res
 
 
 def test_the_reference_never_reaches_the_programs_process():
