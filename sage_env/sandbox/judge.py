@@ -44,7 +44,13 @@ from sage_env.sandbox.report import (
     parse_line,
     split_lines,
 )
-from sage_env.sandbox.rewrite import bound_names, evaluate, needs_program_names, rewrite_asserts
+from sage_env.sandbox.rewrite import (
+    bound_names,
+    evaluate,
+    needs_program_names,
+    rewrite_asserts,
+    unreached,
+)
 from sage_env.sandbox.worker import run_worker
 
 #: What H reads from W at most, bytes (64 MiB); the rest is dropped (those tests fail).
@@ -115,6 +121,9 @@ class Judge:
                 "setup": False,
                 "trace": [],
                 "plus": {},
+                "count": {},  # site -> how often it was reported
+                "truths": {},  # branch site -> [judged true, judged false]
+                "arms": {},  # counted arm -> how often the process says it was entered
             }
             for i in runnable
         }
@@ -183,6 +192,7 @@ class Judge:
         elif kind == "test":
             if s["end"] is None or not ev.get("ok"):
                 s["end"] = {k: ev.get(k) for k in ("ok", "exc", "msg", "errno")}
+                s["arms"] = _arm_counts(ev.get("e"))
 
     def _program_event(self, s: dict, ev: dict, forward: bool) -> bool:
         kind = ev.get("ev")
@@ -231,6 +241,7 @@ class Judge:
         if len(self.groups[self.tests[i]]) > 1:  # compared only with identical tests
             s["trace"].append((k, [json.dumps(v, sort_keys=True) for _, v in values]))
         s["seen"].add(k)
+        s["count"][k] = s["count"].get(k, 0) + 1
         if kind == "call":
             if values:
                 self._fail(s, f"statement {k}: values out of order")
@@ -242,6 +253,7 @@ class Judge:
             s["plus"].setdefault(k, []).append(values[0][1])
             return
         queue = list(values)
+        what = "condition" if kind == "branch" else "assertion"
 
         def pull(j):
             if not queue or queue[0][0] != j:
@@ -251,14 +263,19 @@ class Judge:
 
         try:
             result = evaluate(template, pull)
+            if kind == "branch":  # a condition: which way the flow goes, as the judge sees it
+                if queue:
+                    raise _OutOfOrder(-1)
+                s["truths"].setdefault(k, [0, 0])[not _truth(result)] += 1
+                return
             ok = _truth(result) and not queue
             msg = f"assertion {k} failed" if not queue else f"assertion {k}: values out of order"
             if ok is not True and len(values) == 1 and template[0] == "cmp":
                 msg = f"assertion {k}: got {_show(decode_value(values[0][1]))}"
         except _OutOfOrder:
-            ok, msg = False, f"assertion {k}: values out of order"
+            ok, msg = False, f"{what} {k}: values out of order"
         except BaseException as exc:
-            ok, msg = False, f"assertion {k}: {type(exc).__name__}: {str(exc)[:100]}"
+            ok, msg = False, f"{what} {k}: {type(exc).__name__}: {str(exc)[:100]}"
         if ok is not True:
             self._fail(s, msg)
 
@@ -284,10 +301,10 @@ class Judge:
             code = os.WEXITSTATUS(status) if status >= 0 and os.WIFEXITED(status) else -1
             fail = {"exc": "EarlyExit", "msg": f"test exited before finishing (status {code})"}
         else:
-            missing = [k for k, site in enumerate(self.sites[i]) if site[2] and k not in s["seen"]]
-            if missing:
-                what = "statement" if self.sites[i][missing[0]][0] == "call" else "assertion"
-                fail = {"exc": "AssertionError", "msg": f"{what} {missing[0]} was never checked"}
+            # every site the reported flow reaches, as often as it reaches it
+            msg = unreached(self.sites[i], s["count"], s["truths"], s["arms"])
+            if msg is not None:
+                fail = {"exc": "AssertionError", "msg": msg}
         if fail is None:
             fail = self._plus_failure(i, s)
         # test i is judged: its values and the reference's for it are no longer needed (large
@@ -301,6 +318,15 @@ class Judge:
             self._release(group)
 
     def _plus_failure(self, i: int, s: dict) -> dict | None:
+        for k, site in enumerate(self.sites[i]):
+            # each value the reference reported at a plus site, the candidate must report too
+            n_want, n_got = len(self.expected.get((i, k), ())), len(s["plus"].get(k, ()))
+            if site[0] == "plus" and n_got < n_want:
+                what = "was never checked" if not n_got else f"was checked {n_got} times"
+                return {
+                    "exc": "AssertionError",
+                    "msg": f"assertion {k} {what}, the reference's {n_want}",
+                }
         for k, values in s["plus"].items():
             atol = self.sites[i][k][3]
             want = self.expected.get((i, k), [])
@@ -357,6 +383,22 @@ class Judge:
         if w_status is not None and w_status >= 0 and os.WIFSIGNALED(w_status):
             self.report(ev="worker_signal", signal=os.WTERMSIG(w_status))
         self.report(ev="done")
+
+
+def _arm_counts(raw: object) -> dict:
+    """The arm counts of a test's end event, ``[[arm, n], ...]`` (anything malformed: none)."""
+    counts: dict = {}
+    if isinstance(raw, list):
+        for item in raw[: 1 << 16]:
+            if (
+                isinstance(item, list)
+                and len(item) == 2
+                and type(item[0]) is int
+                and type(item[1]) is int
+                and item[1] >= 0
+            ):
+                counts[item[0]] = item[1]
+    return counts
 
 
 def _feed(

@@ -365,8 +365,76 @@ _BLOCK_ITEMS = (ast.stmt, ast.excepthandler) + (
 )
 
 
+class Sites(list):
+    """A test's sites (a list, as before) and ``flow``: how the judge counts what must be reached.
+
+    ``flow`` is a dict (see :func:`required_counts`): ``arms`` (per arm, how often it was entered:
+    ``("top",)`` once, ``("none",)`` unknown, ``("T"|"F", k)`` branch site ``k`` judged true or
+    false, ``("ev",)`` counted by the test's process, ``("reach"|"telse", t)`` try ``t``'s body or
+    finally, its else, ``("exit", l)`` loop ``l``'s else), ``pos`` (per site, where it is: its
+    arm, the arms of the ``break``/``continue`` before it in that arm, the tries and ``with``
+    bodies around it in its scope, whether it is in a function), ``tries``, ``loops`` (the
+    ``while`` branch site or None, its position, the arms of its breaks), ``groups`` (a
+    ``match``: its position and its cases' arms) and ``branches`` (the branch sites).
+    """
+
+    flow: dict | None = None
+
+
+def _is_loop(node):
+    return isinstance(node, (ast.For, ast.AsyncFor, ast.While))
+
+
+def _needs_flow(node) -> bool:
+    """Whether a compound statement holds a site or a ``break``/``continue`` (not in a def)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Assert, ast.Break, ast.Continue)) or (
+            isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+        ):
+            return True
+        for field in n._fields:
+            value = getattr(n, field, None)
+            items = value if type(value) is list else [value]
+            for item in items:
+                if isinstance(item, _BLOCK_ITEMS) and not isinstance(
+                    item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+                ):
+                    stack.append(item)
+    return False
+
+
+def _jumps_out(body, kinds) -> bool:
+    """Whether ``body`` holds a statement of ``kinds`` that leaves it (not in a nested loop/def)."""
+    stack = list(body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, kinds):
+            return True
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or _is_loop(n):
+            if not _is_loop(n) or ast.Return not in kinds:
+                continue
+        for field in n._fields:
+            value = getattr(n, field, None)
+            for item in value if type(value) is list else [value]:
+                if isinstance(item, _BLOCK_ITEMS):
+                    stack.append(item)
+    return False
+
+
+def _hook(name, *args):
+    return ast.Expr(ast.Call(ast.Name(name, ast.Load()), [ast.Constant(a) for a in args], []))
+
+
 class _SiteRewriter(ast.NodeTransformer):
-    """The pass of :func:`rewrite_asserts`: appends each site to ``sites`` as it rewrites it."""
+    """The pass of :func:`rewrite_asserts`: appends each site to ``sites`` as it rewrites it.
+
+    It also records how control flows to each site (``flow``, see :class:`Sites`): ``if`` and
+    ``while`` conditions become branch sites (kept in ``branches`` and numbered after every
+    other site, so assertion numbers stay what they were), and each ``for`` iteration, handler
+    and ``match`` case entered calls ``__sage_e__(arm)``.
+    """
 
     def __init__(self, sites: list, stored: set, math_ok: bool):
         self.sites = sites
@@ -374,6 +442,37 @@ class _SiteRewriter(ast.NodeTransformer):
         self.math_ok = math_ok
         self.conditional = 0
         self.functions = 0
+        self.branches: list = []  # (site, pos, [the Constant nodes that carry its number])
+        self.arms: list = [("top",)]
+        self.parent: list = [None]
+        self.jumps: list = [[]]
+        self.arm = 0
+        self.tries: list = []  # the tries (ids) and ``with`` bodies ("with") around, this scope
+        self.loop_arms: list = []  # the innermost loop's body arm, per enclosing loop
+        self.flow: dict = {"pos": [], "tries": [], "loops": [], "groups": []}
+        self.any_with = False
+
+    def pos(self):
+        return (self.arm, tuple(self.jumps[self.arm]), tuple(self.tries), self.functions > 0)
+
+    def new_arm(self, desc):
+        self.arms.append(desc)
+        self.parent.append(self.arm)
+        self.jumps.append([])
+        return len(self.arms) - 1
+
+    def block(self, body, arm, event=False):
+        """Visit the statement list ``body`` in ``arm`` (counted by the process if ``event``)."""
+        saved, self.arm = self.arm, arm
+        try:
+            holder = ast.Module(list(body), [])
+            self.generic_visit(holder)
+            out = holder.body
+        finally:
+            self.arm = saved
+        if event:
+            out = [_hook("__sage_e__", arm), *out]
+        return out
 
     def generic_visit(self, node):
         # Sites are statements, and statements sit only in the statement lists of statements
@@ -404,31 +503,157 @@ class _SiteRewriter(ast.NodeTransformer):
         finally:
             setattr(self, attr, getattr(self, attr) - 1)
 
-    def visit_If(self, node):
-        return self._nested(node, "conditional")
+    def branch(self, test):
+        """A condition as a branch site: ``(k, new test)`` (k numbered after the pass)."""
+        k = len(self.branches)
+        b = _Builder(-1, self.stored, self.math_ok)
+        template, e = b.build(test)
+        number = ast.Constant(-1)
+        self.branches.append((("branch", template, self.conditional == 0, None), self.pos(),
+                              [number] + [c.args[0] for c in b.calls]))
+        return k, ast.Call(ast.Name("__sage_b__", ast.Load()), [number, e], [])
 
-    visit_While = visit_Try = visit_Match = visit_IfExp = visit_If
-    visit_TryStar = visit_If
+    def visit_If(self, node):
+        if not _needs_flow(node):
+            return self._nested(node, "conditional")
+        k, node.test = self.branch(node.test)
+        self.conditional += 1
+        try:
+            node.body = self.block(node.body, self.new_arm(("T", k)))
+            node.orelse = self.block(node.orelse, self.new_arm(("F", k)))
+        finally:
+            self.conditional -= 1
+        return node
+
+    def _loop(self, node, k):
+        pos = self.pos()
+        loop = len(self.flow["loops"])
+        record = {"branch": k, "pos": pos, "breaks": []}
+        self.flow["loops"].append(record)
+        body_arm = self.new_arm(("T", k) if k is not None else ("ev",))
+        self.loop_arms.append((body_arm, record))
+        try:
+            node.body = self.block(node.body, body_arm, event=k is None)
+        finally:
+            self.loop_arms.pop()
+        self.conditional += 1
+        try:
+            node.orelse = self.block(node.orelse, self.new_arm(("exit", loop)))
+        finally:
+            self.conditional -= 1
+        return node
+
+    def visit_While(self, node):
+        if not _needs_flow(node):
+            return self._nested(node, "conditional")
+        k, node.test = self.branch(node.test)
+        self.conditional += 1
+        try:
+            return self._loop(node, k)
+        finally:
+            self.conditional -= 1
 
     def visit_For(self, node):
-        node.target = self.visit(node.target)
-        node.iter = self.visit(node.iter)
-        node.body = [self.visit(s) for s in node.body]
-        self.conditional += 1
-        node.orelse = [self.visit(s) for s in node.orelse]
-        self.conditional -= 1
-        return node
+        if not _needs_flow(node):
+            return self.generic_visit(node)  # no site in it (a def's are in their own arm)
+        return self._loop(node, None)
 
     visit_AsyncFor = visit_For
 
-    def visit_FunctionDef(self, node):
-        return self._nested(node, "functions")
+    def _jump(self, node):
+        if self.loop_arms:
+            body_arm, record = self.loop_arms[-1]
+            if isinstance(node, ast.Break):
+                record["breaks"].append(self.arm)
+            a = self.arm
+            while a is not None:
+                self.jumps[a].append(self.arm)
+                if a == body_arm:
+                    break
+                a = self.parent[a]
+        return node
 
-    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+    visit_Break = visit_Continue = _jump
+
+    def visit_Try(self, node):
+        if not _needs_flow(node):
+            return self._nested(node, "conditional")
+        self.conditional += 1
+        try:
+            t = len(self.flow["tries"])
+            record = {"pos": self.pos(), "handlers": [],
+                      "jumpy": _jumps_out(node.body, (ast.Break, ast.Continue, ast.Return))}
+            self.flow["tries"].append(record)
+            self.tries.append(t)
+            try:
+                node.body = self.block(node.body, self.new_arm(("reach", t)))
+            finally:
+                self.tries.pop()
+            for h in node.handlers:
+                arm = self.new_arm(("ev",))
+                record["handlers"].append(arm)
+                h.body = self.block(h.body, arm, event=True)
+            node.orelse = self.block(node.orelse, self.new_arm(("telse", t)))
+            node.finalbody = self.block(node.finalbody, self.new_arm(("reach", t)))
+        finally:
+            self.conditional -= 1
+        return node
+
+    visit_TryStar = visit_Try
+
+    def visit_Match(self, node):
+        if not _needs_flow(node):
+            return self._nested(node, "conditional")
+        self.conditional += 1
+        try:
+            group = {"pos": self.pos(), "arms": []}
+            self.flow["groups"].append(group)
+            last = node.cases[-1] if node.cases else None
+            if not (
+                last is not None
+                and last.guard is None
+                and isinstance(last.pattern, ast.MatchAs)
+                and last.pattern.pattern is None
+            ):
+                node.cases.append(ast.match_case(ast.MatchAs(None, None), None, [ast.Pass()]))
+            for case in node.cases:
+                arm = self.new_arm(("ev",))
+                group["arms"].append(arm)
+                case.body = self.block(case.body, arm, event=True)
+        finally:
+            self.conditional -= 1
+        return node
+
+    def visit_With(self, node):
+        # a context manager may swallow an exception: what follows it in the body is not
+        # counted (each site there is required once, as before, where no control flow is around)
+        self.any_with = True
+        self.tries.append("with")
+        try:
+            node.body = self.block(node.body, self.new_arm(("none",)))
+        finally:
+            self.tries.pop()
+        return node
+
+    visit_AsyncWith = visit_With
+
+    def visit_FunctionDef(self, node):
+        saved = (self.tries, self.loop_arms)
+        self.tries, self.loop_arms = [], []
+        self.functions += 1
+        try:
+            node.body = self.block(node.body, self.new_arm(("none",)))
+        finally:
+            self.functions -= 1
+            self.tries, self.loop_arms = saved
+        return node
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
 
     def visit_Assert(self, node):
         self.generic_visit(node)
         k = len(self.sites)
+        self.flow["pos"].append(self.pos())
         required = self.conditional == 0
         atol = _plus_atol(node.test)
         if atol is not None:
@@ -457,9 +682,28 @@ class _SiteRewriter(ast.NodeTransformer):
         if self.functions or not isinstance(node.value, ast.Call):
             return node
         k = len(self.sites)
+        self.flow["pos"].append(self.pos())
         self.sites.append(("call", None, self.conditional == 0, None))
         call = ast.Call(ast.Name("__sage_c__", ast.Load()), [ast.Constant(k), node.value], [])
         return ast.copy_location(ast.Expr(call), node)
+
+    def finish(self) -> None:
+        """Number the branch sites after every other site and complete ``flow``."""
+        base = len(self.sites)
+        for n, (site, pos, constants) in enumerate(self.branches):
+            for c in constants:
+                c.value = base + n
+            self.sites.append(site)
+            self.flow["pos"].append(pos)
+        # arms that name a branch by its order among branches: renumber to its site
+        self.arms = [
+            (d[0], base + d[1]) if d[0] in ("T", "F") else d for d in self.arms
+        ]
+        for loop in self.flow["loops"]:
+            if loop["branch"] is not None:
+                loop["branch"] += base
+        self.flow["arms"] = self.arms
+        self.flow["any_with"] = self.any_with
 
 
 def rewrite_asserts(src: str, reserved: set[str] | frozenset = frozenset()) -> tuple[str, list]:
@@ -494,9 +738,13 @@ def rewrite_asserts(src: str, reserved: set[str] | frozenset = frozenset()) -> t
     stored = test_names | (set(reserved) - _wrappers(tree, set(reserved) - test_names))
     # `import math` names it in the text (unless the text folds to it: NFKC, ``ｍａｔｈ``)
     math_ok = ("math" in src or not src.isascii()) and _math_imported(tree)
-    sites: list[tuple] = []
+    sites = Sites()
+    rewriter = _SiteRewriter(sites, stored, math_ok)
+    tree = rewriter.visit(tree)
+    rewriter.finish()
+    sites.flow = rewriter.flow
     # the tree goes back to text (which W compiles): it needs no line numbers
-    return ast.unparse(_SiteRewriter(sites, stored, math_ok).visit(tree)), sites
+    return ast.unparse(ast.fix_missing_locations(tree)), sites
 
 
 def _short_circuits(template: tuple) -> bool:
@@ -623,3 +871,102 @@ def evaluate(template: tuple, pull: Callable[[int], Any]) -> Any:
             return type(args[0]) if not isinstance(args[0], Opaque) else Opaque
         return _check_size(fn(*args, **kwargs))
     raise ValueError(f"unknown template {tag!r}")
+
+
+_INF = float("inf")
+
+
+def unreached(sites: list, count: dict, truths: dict, arms: dict) -> str | None:
+    """What the test's process should have reached and did not (``None``: nothing).
+
+    ``count[k]``: how often site ``k`` was reported; ``truths[k]``: ``[true, false]``, how
+    often branch site ``k`` was judged each way; ``arms[a]``: how often the process says arm
+    ``a`` (a ``for`` iteration, a handler, a ``match`` case) was entered. Each site must be
+    reached as often as the flow the reported values decide reaches it: once per entry of its
+    arm, less one per ``break``/``continue`` before it in that arm and per exception caught by
+    a ``try`` around it (a handler entered), a ``while`` condition once more per iteration;
+    each ``if``/``while``/``match`` must be decided as often as it is reached; and a site that
+    is not under ``if``/``try``/``while``/``match`` at least once (the rule before flow).
+    """
+    flow = getattr(sites, "flow", None)
+    if flow is None:
+        for k, site in enumerate(sites):
+            if site[2] and not count.get(k):
+                return f"{_label(sites, k)} was never checked"
+        return None
+    descs, tries, loops = flow["arms"], flow["tries"], flow["loops"]
+    memo: dict = {}
+
+    def caught(t):
+        return sum(entered(h) for h in tries[t]["handlers"])
+
+    total_caught = None
+
+    def need(pos, clamp=True):
+        nonlocal total_caught
+        arm, jumps, around, in_def = pos
+        if arm in jumps:
+            return 0
+        e = entered(arm) - sum(entered(j) for j in jumps)
+        for t in around:
+            e -= _INF if t == "with" else caught(t)
+        if in_def:
+            if total_caught is None:
+                total_caught = sum(caught(t) for t in range(len(tries)))
+            e -= total_caught + (_INF if flow["any_with"] else 0)
+        return max(e, 0) if clamp else e
+
+    def entered(a):
+        if a in memo:
+            return memo[a]
+        memo[a] = 0  # no cycle is possible (an arm's count depends on outer arms only)
+        d = descs[a]
+        kind = d[0]
+        if kind == "top":
+            n = 1
+        elif kind in ("T", "F"):
+            n = truths.get(d[1], (0, 0))[kind == "F"]
+        elif kind == "ev":
+            n = arms.get(a, 0)
+        elif kind == "reach":
+            n = need(tries[d[1]]["pos"])
+        elif kind == "telse":
+            t = tries[d[1]]
+            n = 0 if t["jumpy"] else max(need(t["pos"]) - caught(d[1]), 0)
+        elif kind == "exit":
+            loop = loops[d[1]]
+            n = max(need(loop["pos"]) - sum(entered(b) for b in loop["breaks"]), 0)
+        else:
+            n = 0
+        memo[a] = n
+        return n
+
+    extra = {}
+    for loop in loops:  # a while condition is decided again after each iteration
+        if loop["branch"] is not None:
+            extra[loop["branch"]] = loop
+
+    for k, site in enumerate(sites):
+        pos = flow["pos"][k]
+        if k in extra:
+            loop = extra[k]
+            want = need(pos, clamp=False) + truths.get(k, (0, 0))[0]
+            want -= sum(entered(b) for b in loop["breaks"])
+        else:
+            want = need(pos)
+        want = max(want, 1 if site[2] else 0)
+        got = count.get(k, 0)
+        if got < want:
+            if not got:
+                return f"{_label(sites, k)} was never checked"
+            return f"{_label(sites, k)} was checked {got} times, its flow reaches it {int(want)}"
+    for n, group in enumerate(flow["groups"]):
+        want = need(group["pos"])
+        if sum(entered(a) for a in group["arms"]) < want:
+            return f"match statement {n} was never decided"
+    return None
+
+
+def _label(sites, k):
+    kind = sites[k][0]
+    return {"branch": "condition", "call": "statement"}.get(kind, "assertion") + f" {k}"

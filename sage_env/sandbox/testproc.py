@@ -227,16 +227,19 @@ def run_test(t):
     """The test: pristine builtins, private modules, the program's names shielded; values only."""
     if t.src is None:
         return
-    value, reached, called = _site_hooks(t.send, t.plus_sites)
+    value, reached, called, branch, entered, arms = _site_hooks(t.send, t.plus_sites)
     _clear(_builtins_dict)
     _update(_builtins_dict, t.pristine)
     tns = _test_namespace(t)
     tns["__sage_v__"] = value
     tns["__sage_a__"] = reached
     tns["__sage_c__"] = called
+    tns["__sage_b__"] = branch
+    tns["__sage_e__"] = entered
     try:
         _exec(compile(t.src, "<test>", "exec"), tns)
-        result = {"ok": True}
+        # how often each counted arm (a for iteration, a handler, a match case) was entered
+        result = {"ok": True, "e": [[a, n] for a, n in arms.items()]}
     except BaseException as exc:
         result = {"ok": False, **describe(exc)}
     if _getpid() != t.me:
@@ -327,13 +330,17 @@ def _keep(open_sites, k, j, code):
 
 
 def _site_hooks(send, plus_sites):
-    """The test's hooks ``(__sage_v__, __sage_a__, __sage_c__)``, reporting through ``send``.
+    """The test's hooks, reporting through ``send``, and the counts of the arms entered.
 
-    The values of its assertions' holes, each site reached, each call statement. Closures, as
-    they always were: what the program can read of them (``send`` among their cells) is what
+    ``(__sage_v__, __sage_a__, __sage_c__, __sage_b__, __sage_e__, arms)``: the values of its
+    assertions' holes, each site reached, each call statement, each ``if``/``while`` condition
+    (a site whose values the judge evaluates; the hook returns the truth the test branches
+    on), each counted arm entered (``arms``, sent with the end of the test). Closures, as they
+    always were: what the program can read of them (``send`` among their cells) is what
     docs/reference/verifiers.md's forger reads.
     """
     open_sites = []
+    arms = {}
 
     def value(k, j, v):
         # a hole's value: kept for the judge (who decides), returned as plain builtins
@@ -392,4 +399,12 @@ def _site_hooks(send, plus_sites):
         send(ev="a", k=k, v=[])
         return result
 
-    return value, reached, called
+    def branch(k, result):
+        values = open_sites.pop()[2] if open_sites and open_sites[-1][0] == k else []
+        send(ev="a", k=k, v=values)
+        return truth(result) is True
+
+    def entered(a):
+        arms[a] = arms.get(a, 0) + 1
+
+    return value, reached, called, branch, entered, arms

@@ -311,6 +311,7 @@ def test_the_rewriter_keeps_sites_in_every_kind_of_statement_block():
         ("assert", False),
         ("assert", True),
         ("call", True),
+        ("branch", True),  # the while's condition: numbered after every other site
     ]
     assert "assert" not in new
     assert [f"__sage_v__({k}, 0, f({k}))" in new for k in (0, 1, 3, 4, 5)] == [True] * 5
