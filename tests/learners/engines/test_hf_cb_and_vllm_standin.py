@@ -88,7 +88,11 @@ def test_rollout_config_is_a_nested_flag_group_and_round_trips_through_yaml(tmp_
         ],
     )
     assert cfg.rollout == RolloutConfig(
-        engine="vllm", vllm_gpu_memory_utilization=0.45, vllm_sleep=False, vllm_sleep_level=2
+        engine="vllm",
+        vllm_gpu_memory_utilization=0.45,
+        vllm_sleep=False,
+        vllm_sleep_level=2,
+        ct2_compute_type="int8",  # the demo preset's, kept: only the flags given change
     )
     import dataclasses
 
