@@ -44,15 +44,17 @@ parser reads (a code answer's prefix opens the fence, so the first fence closes 
 
 PRESETS: dict[str, TrainConfig] = {
     "demo": TrainConfig(
-        # 12 steps: with int8 rollouts (below) a 4-round step took 40-53 s on 2 cores, so
-        # README command 1 trains 12 steps in about the time its 4 float32 steps took
-        # (issue 35's target; docs/write-ups/demo-run.md)
+        # 12 steps: with int8 rollouts (below) a 4-round step took 51-63 s on 2 idle cores
+        # (README command 1 on a clean clone of 95066bf: 21 min 35 s with the install; issue
+        # 35's target; docs/write-ups/demo-run.md)
         steps=12,
         # 4 rounds: wide ticks cut a step's generate calls from 4 to 3, but with ct2 the
         # step was not faster (ct2 splits a call by prompt length), so 8 rounds would double
         # the step (docs/write-ups/speed.md, "Wide ticks and a lean update")
         rounds_per_step=4,
-        val_every=4,
+        # validation and the critic probe at steps 0, 6 and 12: each pass cost about 62 s of
+        # a 21.6-minute command 1 at val_every = 4 (docs/write-ups/demo-run.md)
+        val_every=6,
         val_limit=16,
         val_max_new_tokens=128,
         max_new_tokens=96,
