@@ -1,11 +1,10 @@
 """``hf`` engine: log-probs reduced on the model's device, one batched stop check per step.
 
-Both changed paths are compared against the code they replaced (kept here as references):
+Both changed paths are compared against the code they replaced (kept as references in
+:mod:`perf.hf_engine_gpu`, which times them on a GPU):
 the ``[B, T, V]`` stack moved to the host for the log-probs, and the row-by-row
 ``RowLimits`` that called each row's ``StopStringCriteria`` (and synced) on its own.
 """
-
-from typing import Any
 
 import pytest
 import torch
@@ -14,39 +13,7 @@ from learners.engines import HFEngine, RowLimits
 from learners.engines import hf_engine as hf_engine_module
 from learners.engines.hf_engine import sampled_logprobs
 from learners.policy import HFPolicy, SamplingConfig
-
-
-class OldRowLimits:
-    """``RowLimits`` as it was before the batched stop check (the reference)."""
-
-    def __init__(self, width, budgets, criteria, stops, tokenizer) -> None:
-        self.width, self.budgets, self.criteria = width, budgets, criteria
-        self.stops, self.tokenizer = stops, tokenizer
-        self.stopped_at: list[int | None] = [None] * len(budgets)
-        self.by_string = [False] * len(budgets)
-
-    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
-        n = input_ids.shape[1] - self.width
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        for row, budget in enumerate(self.budgets):
-            if self.stopped_at[row] is not None:
-                done[row] = True
-                continue
-            crit = self.criteria[row]
-            hit = crit is not None and bool(crit(input_ids[row : row + 1], scores)[0])
-            if hit:
-                text = self.tokenizer.decode(input_ids[row, self.width :], skip_special_tokens=True)
-                hit = any(stop in text for stop in self.stops[row])
-            if hit or n >= budget:
-                self.stopped_at[row], self.by_string[row], done[row] = n, hit, True
-        return done
-
-
-def old_sampled_logprobs(logits, tokens, temperature):
-    """The log-probs as computed before: every step stacked, moved to the host, reduced there."""
-    stacked = torch.stack(logits, dim=1).float().cpu() / temperature  # [B, T, V]
-    return torch.log_softmax(stacked, dim=-1).gather(-1, tokens.cpu().unsqueeze(-1)).squeeze(-1)
-
+from perf.hf_engine_gpu import OldRowLimits, old_sampled_logprobs  # the replaced code, kept there
 
 OBS = [
     {"system": "You plan.", "user": "Plan task 1.", "prefix": "<plan>"},
