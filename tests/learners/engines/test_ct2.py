@@ -214,8 +214,10 @@ def test_ct2_samples_the_weights_of_the_last_sync(ct2_policy):
     fresh = ct2_policy.generate(OBS, greedy, budgets=[6] * 3)
     hf = _hf(ct2_policy, OBS, greedy, budgets=[6] * 3)
     assert [c.completion_ids for c in fresh] == [c.completion_ids for c in hf]
-    for a, b in zip(fresh, hf):  # perturbed weights, sharper logits: float32 rounding grows
-        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    # perturbed weights, sharper logits: float32 rounding grows (1.05e-4 in one full-suite run,
+    # 2026-12-04; a stale model differs by far more, and the tokens above are compared exactly)
+    for a, b in zip(fresh, hf):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=5e-4)
     # the trainer's model is intact after conversions (CTranslate2's loaders delete modules)
     assert all(hasattr(layer, "self_attn") for layer in ct2_policy.model.model.layers)
 
