@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from learners.engines import RolloutConfig
 from learners.algorithms.pg import PGConfig
+from learners.engines import RolloutConfig
 from learners.policy import LoRAConfig
 from learners.training.config import TrainConfig
 from learners.training.warmup import WarmupConfig

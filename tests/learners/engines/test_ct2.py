@@ -58,8 +58,8 @@ def test_ct2_config_is_validated_and_missing_ctranslate2_is_a_one_line_error(
         make_engine(object(), "ct2")
     missing = engine_spec("ct2").missing
     assert str(info.value) == missing and "\n" not in missing
-    from learners.training.preflight import PreflightError, check_train
     from learners.training.loop import TrainConfig
+    from learners.training.preflight import PreflightError, check_train
 
     cfg = TrainConfig(model=tiny_path, out=str(tmp_path / "r"), rollout=RolloutConfig(engine="ct2"))
     with pytest.raises(PreflightError) as info:
