@@ -212,17 +212,21 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         gen_kwargs = None
 
-    if gen_kwargs is not None and left():
+    def bare(logits: bool):
+        """The engine's last ``generate`` call without its stopping criterion, timed."""
         kw = {k: v for k, v in gen_kwargs.items() if k != "stopping_criteria"}
-        kw.update(return_dict_in_generate=False, output_logits=False)
+        kw.update(return_dict_in_generate=logits, output_logits=logits)
         peak_reset()
         _sync(device)
         t = time.perf_counter()
         with torch.no_grad():
             out = generate(**kw)
         _sync(device)
-        seconds = time.perf_counter() - t
-        new_tokens = out.shape[1] - kw["input_ids"].shape[1]
+        return out, time.perf_counter() - t, kw["input_ids"].shape[1]
+
+    if gen_kwargs is not None and left():
+        out, seconds, width = bare(logits=False)
+        new_tokens = out.shape[1] - width
         del out
         record(
             "bare_generate",
@@ -236,16 +240,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
 
     if gen_kwargs is not None and left():
-        kw = {k: v for k, v in gen_kwargs.items() if k != "stopping_criteria"}
-        kw.update(return_dict_in_generate=True, output_logits=True)
-        peak_reset()
-        _sync(device)
-        t = time.perf_counter()
-        with torch.no_grad():
-            out = generate(**kw)
-        _sync(device)
-        seconds = time.perf_counter() - t
-        width = kw["input_ids"].shape[1]
+        out, seconds, width = bare(logits=True)
         tokens = out.sequences[:, width:]
         new_tokens = tokens.shape[1]
         t = time.perf_counter()
