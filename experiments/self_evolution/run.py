@@ -31,6 +31,12 @@ Usage::
 
     python -m experiments.self_evolution.run --arms azr,azr:frozen,rlvr --seeds 0,1 \
         --max-steps 20 --eval-every 5 --out benchmarks/results/self_evolution
+
+A long grid runs piecewise instead, one cell (arm x seed) at a time, from a plan
+(:mod:`experiments.self_evolution.cells`)::
+
+    python -m experiments.self_evolution.run --plan experiments/self_evolution/plans/exec20.toml \
+        --status | --run-missing --budget-min 60 | --aggregate
 """
 
 from __future__ import annotations
@@ -52,6 +58,11 @@ logger = logging.getLogger("sage_env.self_evolution")
 
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 """Student-t 97.5% quantiles by degrees of freedom (two-sided 95%); 1.96 beyond 9."""
+
+WARM_START_THREADS = 2
+"""Torch CPU threads of the warm-start build, whatever the machine has: a matmul's reduction
+order, hence its float rounding, depends on the thread count (the tiny model's warm start
+differed between 1 and 2 threads), and the same key must give the same weights everywhere."""
 
 
 @dataclass
@@ -174,7 +185,14 @@ def warm_start(cfg: EvolutionConfig) -> tuple[str, dict[str, Any]]:
     :func:`warm_demonstrations`) and saves weights and tokenizer to
     ``$SAGE_ENV_CACHE/warm_start/<key>`` (written to a temp folder, then renamed); later
     calls with the same model, settings and demonstrations reuse it.
+
+    Reproducible: the build runs on the CPU with :data:`WARM_START_THREADS` threads,
+    deterministic algorithms and torch's global seed 0 (data order: the warm-up's own seeded
+    RNG), so the same key gives bitwise-identical weights on another machine with the same
+    torch build and CPU kind (tests/experiments/test_self_evolution_cells.py).
     """
+    import torch
+
     from learners.policy import HFPolicy, cache_dir
     from learners.training.presets import PRESETS
     from learners.training.warmup import cache_key, run_warmup
@@ -195,6 +213,11 @@ def warm_start(cfg: EvolutionConfig) -> tuple[str, dict[str, Any]]:
     if (target / "warm_start.json").exists():
         return str(target), {**facts, **json.loads((target / "warm_start.json").read_text())}
     t0 = time.perf_counter()
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(WARM_START_THREADS)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(0)
+    facts.update(threads=WARM_START_THREADS, torch=torch.__version__)
     policy = HFPolicy(cfg.model, device="cpu", seed=0)
     try:
         metrics = run_warmup(policy, demos, warmup, cfg.model, progress=cfg.progress)
@@ -207,6 +230,8 @@ def warm_start(cfg: EvolutionConfig) -> tuple[str, dict[str, Any]]:
         os.replace(tmp, target)
     finally:
         policy.close()
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
     return str(target), {**facts, **done}
 
 
@@ -325,18 +350,22 @@ def summarise(
     per_seed: dict[int, dict[str, Any]],
     out: Path,
 ) -> dict[str, Any]:
-    """The experiment's ``summary.json`` (schema: docs/write-ups/learning.md, "Self-evolution")."""
-    arms = lc.parse_curve_arms(cfg.arms)
-    start = {}
-    for name in untouched:
-        g, l_, p = lc.mcnemar_exact(untouched[name], warmed[name])
-        start[name] = {
-            "untouched": _point(untouched[name]),
-            "warmed": _point(warmed[name]),
-            "warm_up_gained": g,
-            "warm_up_lost": l_,
-            "p_value": p,
-        }
+    """The experiment's ``summary.json`` (schema: docs/write-ups/learning.md, "Self-evolution").
+
+    ``untouched`` may be empty (the cells of a plan do not score the untouched model): ``start``
+    then holds the warmed model only. An arm's entry in ``per_seed`` may carry its own
+    ``base_items`` (the warmed model's per-item scores it measured at step 0) and ``cell``
+    (a cell's provenance); otherwise ``warmed`` is its start.
+    """
+    arms = [a.strip() for a in cfg.arms.split(",") if a.strip()]  # checked by the caller
+    start: dict[str, Any] = {}
+    for name in warmed:
+        start[name] = {"warmed": _point(warmed[name])}
+        if name in untouched:
+            g, l_, p = lc.mcnemar_exact(untouched[name], warmed[name])
+            start[name].update(
+                untouched=_point(untouched[name]), warm_up_gained=g, warm_up_lost=l_, p_value=p
+            )
     by_arm: dict[str, Any] = {}
     finals: dict[str, dict[str, dict[int, list[bool]]]] = {}
     for arm in arms:
@@ -351,8 +380,11 @@ def summarise(
                 "seconds_per_step": got["seconds_per_step"],
                 "pool": pool_dynamics(got.get("step_log", [])),
             }
+            if "cell" in got:
+                entry["seeds"][str(seed)]["cell"] = got["cell"]
+            base = got.get("base_items", warmed)
             for name, st in got["sets"].items():
-                items = final_items(warmed[name], st)
+                items = final_items(base[name], st)
                 finals.setdefault(arm, {}).setdefault(name, {})[seed] = items
         runs = list(entry["seeds"].values())
         if runs:
@@ -466,8 +498,9 @@ def plot(summary: dict[str, Any], out: Path) -> None:
             ]
             style = "--" if arm.endswith(lc.FROZEN_POOL) else "-"
             ax.plot(steps, ys, style, marker="o", color=f"C{i % 10}", label=arm)
-        u = summary["start"][name]["untouched"]["accuracy"]
-        ax.axhline(u, color="grey", lw=0.8, ls=":", label="untouched")
+        if "untouched" in summary["start"][name]:
+            u = summary["start"][name]["untouched"]["accuracy"]
+            ax.axhline(u, color="grey", lw=0.8, ls=":", label="untouched")
         ax.set(title=f"{name} (greedy, mean over seeds)", xlabel="step", ylabel="accuracy")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -504,8 +537,16 @@ def plot(summary: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command line: every :class:`EvolutionConfig` field as ``--field-name``."""
+def main(argv: list[str] | None = None) -> Any:
+    """Command line: every :class:`EvolutionConfig` field as ``--field-name``; with ``--plan``,
+    the cell workflow of :mod:`experiments.self_evolution.cells` instead."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if any(a == "--plan" or a.startswith("--plan=") for a in args):
+        from experiments.self_evolution import cells
+
+        return cells.main(args)
     import tyro
 
     cfg = tyro.cli(EvolutionConfig, args=argv, description=__doc__.split("\n")[0])

@@ -1,0 +1,419 @@
+"""experiments/self_evolution/cells.py: plans, status, run order and budget, aggregation from cell
+files alone, and a reproducible warm start."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.self_evolution import cells as ec
+from experiments.self_evolution import run as se
+
+REPO = Path(__file__).resolve().parents[2]
+N = 20  # items of the synthetic held-out set
+# right items at the final step (first N); seed s gets s more; the warmed model gets 5
+FINAL_RIGHT = {"azr": 12, "azr:frozen": 8, "rlvr": 7}
+
+PLAN = """
+[plan]
+name = "synthetic"
+arms = {arms}
+seeds = {seeds}
+out = "{out}"
+work = "{work}"
+minutes_per_cell = {minutes}
+estimate_source = "a test"
+
+[settings]
+model = "tiny"
+warmup_steps = 2
+max_steps = 4
+eval_every = 2
+sets = "exec_heldout:{n}:8"
+curve_sets = "exec_heldout"
+solver_samples = 8
+"""
+
+
+def _plan(tmp_path, arms=("azr", "azr:frozen", "rlvr"), seeds=(0, 1), minutes=30.0):
+    path = tmp_path / "plan.toml"
+    path.write_text(
+        PLAN.format(
+            arms=json.dumps(list(arms)),
+            seeds=json.dumps(list(seeds)),
+            out=tmp_path / "out",
+            work=tmp_path / "work",
+            minutes=minutes,
+            n=N,
+        )
+    )
+    return path, ec.load_plan(path)
+
+
+def _right(k):
+    return [i < k for i in range(N)]
+
+
+def _cell(plan, seed, arm, warm="w" * 64, key=None, code="c1", seconds=1200.0, platform="cpu"):
+    final = FINAL_RIGHT[arm] + seed
+    return {
+        "schema": ec.SCHEMA,
+        "plan": plan.name,
+        "seed": seed,
+        "arm": arm,
+        "settings": plan.settings,
+        "items": {
+            "exec_heldout": [
+                {"step": 0, "correct": _right(5)},
+                {"step": 2, "correct": _right(6)},
+                {"step": 4, "correct": _right(final)},
+            ]
+        },
+        "budget": {"steps": 4, "rollout_tokens": 200.0, "train_seconds": 12.0},
+        "seconds_per_step": 3.0,
+        "eval_seconds": 5.0,
+        "step_log": [
+            {"step": s, "pool/accepted": 0.0 if arm == "rlvr" else 2.0} for s in range(1, 5)
+        ],
+        "provenance": {
+            "git_commit": "0" * 40,
+            "code_key": code,
+            "settings_key": key or plan.settings_key(),
+            "warm_start_sha256": warm,
+            "platform": platform,
+        },
+        "seconds": seconds,
+    }
+
+
+def _write_cells(plan, **over):
+    for seed, arm in plan.cells():
+        ec.write_atomic(
+            plan.cell_file(seed, arm), _cell(plan, seed, arm, **over.get(f"{seed}/{arm}", {}))
+        )
+
+
+def test_plan_reads_settings_and_overrides_change_the_key(tmp_path):
+    path, plan = _plan(tmp_path)
+    assert plan.arms == ["azr", "azr:frozen", "rlvr"] and plan.seeds == [0, 1]
+    assert plan.settings["max_steps"] == 4 and plan.minutes_per_cell == 30.0
+    other = ec.load_plan(path, ["max_steps=8", 'engine="hf"'])
+    assert other.settings["max_steps"] == 8 and other.settings["engine"] == "hf"
+    assert other.settings_key() != plan.settings_key()
+    assert ec.load_plan(path).settings_key() == plan.settings_key()
+    cfg = plan.evolution_config()
+    assert (cfg.max_steps, cfg.solver_samples, cfg.arms) == (4, 8, "azr,azr:frozen,rlvr")
+    with pytest.raises(ValueError, match="unknown settings"):
+        ec.load_plan(path, ["nosuch=1"])
+    assert plan.cell_file(1, "azr:frozen").name == "seed1__azr-frozen.json"
+
+
+def test_committed_plan_pins_the_grid_of_issue_47():
+    plan = ec.load_plan(REPO / "experiments/self_evolution/plans/exec20.toml")
+    assert plan.arms == ["sage", "sage:frozen", "azr", "azr:frozen", "rlvr"]
+    assert plan.seeds == [0, 1, 2] and len(plan.cells()) == 15
+    s = plan.settings
+    assert (s["max_steps"], s["eval_every"], s["domains"], s["engine"]) == (20, 10, "exec", "ct2")
+    assert s["sets"] == "exec_heldout:240:16,cruxeval_i:200:64,cruxeval_o:200:64"
+    assert s["curve_sets"] == "exec_heldout,cruxeval_i,cruxeval_o"
+    assert s["solver_samples"] in (4, 8) and s["rounds_per_step"] == 4
+    assert plan.minutes_per_cell <= 60 and "estimate" in plan.estimate_source
+    cfg = plan.evolution_config()
+    assert cfg.warmup_steps == 24 and cfg.lr == 1e-5
+
+
+def test_status_lists_done_missing_and_stale_with_minutes(tmp_path):
+    _, plan = _plan(tmp_path)
+    ec.write_atomic(plan.cell_file(0, "azr"), _cell(plan, 0, "azr", seconds=1230.0))
+    ec.write_atomic(plan.cell_file(0, "azr:frozen"), _cell(plan, 0, "azr:frozen", key="old"))
+    ec.write_atomic(plan.cell_file(0, "rlvr"), _cell(plan, 0, "rlvr", code="c0", seconds=60))
+    ec.write_atomic(plan.cell_file(1, "azr"), _cell(plan, 1, "azr"))
+    ec.write_atomic(plan.cell_file(1, "rlvr"), _cell(plan, 1, "rlvr", warm="x" * 64))
+    got = {(c.seed, c.arm): c for c in ec.status(plan, code={"key": "c1"})}
+    assert got[(0, "azr")].state == "done" and got[(0, "azr")].minutes == pytest.approx(20.5)
+    assert (
+        got[(0, "azr:frozen")].state == "stale"
+        and "settings key old" in got[(0, "azr:frozen")].reason
+    )
+    assert got[(0, "rlvr")].state == "stale" and "code key c0" in got[(0, "rlvr")].reason
+    assert got[(0, "rlvr")].minutes == pytest.approx(1.0)
+    assert got[(1, "azr:frozen")].state == "missing" and got[(1, "azr:frozen")].minutes is None
+    # seed 1: one cell each on two warm starts; the first seen (plan order) is the reference
+    assert got[(1, "azr")].state == "done"
+    assert got[(1, "rlvr")].state == "stale" and "warm start" in got[(1, "rlvr")].reason
+    table = ec.status_table(list(got.values()))
+    assert "| 0 | azr | done | 20.5 |  |" in table
+    assert "| 1 | azr:frozen | missing | - |  |" in table
+    assert "2 done, 1 missing, 3 stale of 6" in table
+
+
+def _runner(clock, minutes, calls):
+    def run_cell_fn(plan, seed, arm):
+        calls.append((seed, arm))
+        clock[0] += minutes * 60
+        return _cell(plan, seed, arm, seconds=minutes * 60)
+
+    return run_cell_fn
+
+
+def test_run_missing_fills_whole_seeds_first_and_stops_at_the_budget(tmp_path):
+    _, plan = _plan(tmp_path)
+    ec.write_atomic(plan.cell_file(0, "azr:frozen"), _cell(plan, 0, "azr:frozen", seconds=600))
+    clock, calls = [0.0], []
+    ran = ec.run_missing(
+        plan, 50, _runner(clock, 20, calls), clock=lambda: clock[0], code={"key": None}
+    )
+    # expected 10 min (the done cell) -> runs; at 20 min, mean 15 -> runs; at 40, mean 16.7 > 10
+    assert ran == calls == [(0, "azr"), (0, "rlvr")]
+    rec = json.loads(plan.cell_file(0, "rlvr").read_text())
+    assert rec["seconds"] == 1200 and rec["items"]["exec_heldout"][2]["correct"] == _right(7)
+    assert not list(plan.cell_file(0, "rlvr").parent.glob(".*tmp*"))
+    ran = ec.run_missing(
+        plan, 1000, _runner(clock, 20, calls), clock=lambda: clock[0], code={"key": None}
+    )
+    assert ran == [(1, "azr"), (1, "azr:frozen"), (1, "rlvr")]
+    assert ec.run_missing(plan, 1000, _runner(clock, 20, []), code={"key": None}) == []
+
+
+def test_run_missing_uses_the_plans_estimate_and_the_warm_start_before_any_cell(tmp_path):
+    _, plan = _plan(tmp_path, minutes=30.0)
+    clock, calls = [0.0], []
+    kw = dict(clock=lambda: clock[0], code={"key": None})
+    assert ec.run_missing(plan, 29, _runner(clock, 5, calls), **kw) == []
+    assert ec.run_missing(plan, 40, _runner(clock, 5, calls), warm_minutes=15, **kw) == []
+    # no cell measured: the plan's 30 min -> runs (20 min); then 20 used + 20 measured > 35
+    ran = ec.run_missing(plan, 35, _runner(clock, 20, calls), **kw)
+    assert ran == calls == [(0, "azr")]
+    # the warm start counts once, before the first cell of a call
+    clock[0], calls[:] = 0.0, []
+    ran = ec.run_missing(plan, 59, _runner(clock, 20, calls), warm_minutes=20, **kw)
+    assert ran == [(0, "azr:frozen"), (0, "rlvr")]  # 0 + 20 + 20, 20 + 20 <= 59; 40 + 20 > 59
+
+
+def test_commit_cell_commits_the_cell_file_alone(tmp_path):
+    _, plan = _plan(tmp_path, seeds=(0,))
+    git = ["git", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "config", "user.email", "t@t"], check=True)
+    subprocess.run([*git, "config", "user.name", "t"], check=True)
+    (tmp_path / "other.txt").write_text("x")
+    subprocess.run([*git, "add", "other.txt"], check=True)
+    ran = ec.run_missing(
+        plan,
+        100,
+        _runner([0.0], 30, []),
+        clock=lambda: 0.0,
+        code={"key": None},
+        on_cell=ec.commit_cell,
+    )
+    assert len(ran) == 3
+    log = subprocess.run([*git, "log", "--format=%s"], capture_output=True, text=True).stdout
+    assert log.splitlines() == [
+        "cells synthetic: seed0 rlvr (30 min, cpu)",
+        "cells synthetic: seed0 azr:frozen (30 min, cpu)",
+        "cells synthetic: seed0 azr (30 min, cpu)",
+    ]
+    shown = subprocess.run(
+        [*git, "show", "--name-only", "--format=", "HEAD"], capture_output=True, text=True
+    ).stdout.split()
+    assert shown == ["out/cells/seed0__rlvr.json"]
+    staged = subprocess.run(
+        [*git, "diff", "--cached", "--name-only"], capture_output=True, text=True
+    )
+    assert staged.stdout.split() == ["other.txt"]
+
+
+def test_run_missing_reruns_stale_cells_only_when_asked(tmp_path):
+    _, plan = _plan(tmp_path, seeds=(0,))
+    _write_cells(plan, **{"0/rlvr": {"key": "old"}})
+    kw = dict(clock=lambda: 0.0, code={"key": None})
+    assert ec.run_missing(plan, 100, _runner([0.0], 1, []), **kw) == []
+    assert ec.run_missing(plan, 100, _runner([0.0], 1, []), rerun_stale=True, **kw) == [(0, "rlvr")]
+    assert ec.status(plan, code={"key": None})[2].state == "done"
+
+
+def test_aggregate_from_cell_files_gives_the_known_differences(tmp_path):
+    _, plan = _plan(tmp_path)
+    _write_cells(plan)
+    summary = ec.aggregate(plan)
+    assert summary["refused"] == [] and summary["missing"] == []
+    assert summary["cells"][0] == "seed0/azr" and len(summary["cells"]) == 6
+    assert summary["start"]["exec_heldout"]["warmed"]["accuracy"] == 0.25
+    assert "untouched" not in summary["start"]["exec_heldout"]
+    azr = summary["arms"]["azr"]
+    assert azr["final_mean"]["exec_heldout"]["mean"] == pytest.approx((0.6 + 0.65) / 2)
+    assert azr["gain_over_warmed"]["exec_heldout"]["mean"] == pytest.approx(0.375)
+    assert azr["seeds"]["1"]["sets"]["exec_heldout"]["curve"][1]["accuracy"] == 0.3
+    assert azr["accepted_per_run"] == [8.0, 8.0]
+    assert azr["seeds"]["0"]["cell"]["platform"] == "cpu"
+    diff = summary["comparisons"]["azr - azr:frozen"]["sets"]["exec_heldout"]
+    assert diff["per_seed"] == pytest.approx([0.2, 0.2])
+    assert diff["mean"] == pytest.approx(0.2) and diff["ci95"] == pytest.approx([0.2, 0.2])
+    assert (diff["pooled"]["a_better"], diff["pooled"]["b_better"]) == (8, 0)
+    assert diff["pooled"]["p_value"] == pytest.approx(2 * 0.5**8)
+    vs = summary["comparisons"]["azr - rlvr"]["sets"]["exec_heldout"]
+    assert vs["per_seed"] == pytest.approx([0.25, 0.25])
+    out = Path(plan.out)
+    table = (out / "table.md").read_text()
+    assert "| azr - azr:frozen | exec_heldout | +0.200, +0.200 |" in table
+    assert "| azr | exec_heldout | 0.250 | 0.625 | +0.375" in table
+    saved = json.loads((out / "summary.json").read_text())
+    assert saved["settings_key"] == plan.settings_key() and saved["table"] == summary["table"]
+    assert (out / "heldout.png").stat().st_size > 1000 and (out / "pool.png").stat().st_size > 1000
+
+
+def test_aggregate_refuses_a_stale_settings_key_or_warm_start_with_the_reason(tmp_path):
+    _, plan = _plan(tmp_path)
+    _write_cells(plan, **{"0/azr:frozen": {"key": "old"}, "1/rlvr": {"warm": "x" * 64}})
+    summary = ec.aggregate(plan)
+    refused = {(r["seed"], r["arm"]): r["reason"] for r in summary["refused"]}
+    assert set(refused) == {(0, "azr:frozen"), (1, "rlvr")}
+    assert refused[(0, "azr:frozen")].startswith(
+        f"settings key old != the plan's {plan.settings_key()}"
+    )
+    assert "warm start sha256/platform ('" + "x" * 64 in refused[(1, "rlvr")]
+    assert "seed0/azr:frozen" not in summary["cells"] and len(summary["cells"]) == 4
+    assert summary["arms"]["azr:frozen"]["accepted_per_run"] == [2.0 * 4]
+    # each comparison keeps only the seeds both arms have
+    assert summary["comparisons"]["azr - azr:frozen"]["sets"]["exec_heldout"]["per_seed"] == (
+        pytest.approx([0.2])
+    )
+    assert summary["comparisons"]["azr - rlvr"]["sets"]["exec_heldout"]["per_seed"] == (
+        pytest.approx([0.25])
+    )
+    saved = json.loads((Path(plan.out) / "summary.json").read_text())
+    assert saved["refused"] == summary["refused"]
+
+
+def test_aggregate_command_loads_no_torch(tmp_path):
+    path, plan = _plan(tmp_path)
+    _write_cells(plan, **{"1/rlvr": {"key": "old"}})
+    code = (
+        "import sys\n"
+        "from experiments.self_evolution import run\n"
+        f"run.main(['--plan', {str(path)!r}, '--aggregate'])\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "assert 'transformers' not in sys.modules\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"refused seed1/rlvr: settings key old != the plan's {plan.settings_key()}" in (
+        done.stdout
+    )
+    assert "| azr - azr:frozen | exec_heldout | +0.200, +0.200 |" in done.stdout
+    assert (Path(plan.out) / "summary.json").exists()
+
+
+def test_status_command_prints_the_table(tmp_path, capsys):
+    path, plan = _plan(tmp_path, seeds=(0,))
+    ec.write_atomic(plan.cell_file(0, "azr"), _cell(plan, 0, "azr", seconds=90))
+    se.main(["--plan", str(path), "--status"])
+    out = capsys.readouterr().out
+    assert "| 0 | azr | " in out and "| 1.5 |" in out
+    assert "| 0 | rlvr | missing | - |  |" in out
+
+
+def test_weights_hash_ignores_file_metadata_and_tensor_layout(tmp_path):
+    np = pytest.importorskip("numpy")
+    st = pytest.importorskip("safetensors.numpy")
+    a = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(3, dtype=np.float32)}
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    st.save_file(a, str(tmp_path / "one" / "model.safetensors"), metadata={"format": "pt"})
+    st.save_file(dict(reversed(a.items())), str(tmp_path / "two" / "model.safetensors"))
+    assert ec.weights_sha256(tmp_path / "one") == ec.weights_sha256(tmp_path / "two")
+    a["b"][0] = 2.0
+    st.save_file(a, str(tmp_path / "two" / "model.safetensors"))
+    assert ec.weights_sha256(tmp_path / "one") != ec.weights_sha256(tmp_path / "two")
+    with pytest.raises(FileNotFoundError):
+        ec.weights_sha256(tmp_path)
+
+
+def test_run_cell_writes_items_budget_and_provenance(tmp_path, monkeypatch):
+    """The real cell runner with the warm start and the curve stood in (no model)."""
+    np = pytest.importorskip("numpy")
+    st = pytest.importorskip("safetensors.numpy")
+    from experiments.learning_curve import run as lc
+
+    _, plan = _plan(tmp_path, seeds=(3,))
+    warm = tmp_path / "warm"
+    warm.mkdir()
+    st.save_file({"w": np.zeros(2, dtype=np.float32)}, str(warm / "model.safetensors"))
+    monkeypatch.setattr(se, "warm_start", lambda cfg: (str(warm), {"steps": 2, "folder": "x"}))
+    seen = []
+
+    def run_curve(ccfg):
+        seen.append(ccfg)
+        state = {
+            "curves": {"exec_heldout": [[0, _right(5)], [2, _right(6)], [4, _right(9)]]},
+            "result": {
+                "budget": {"steps": 4, "rollout_tokens": 99.0, "train_seconds": 8.0},
+                "seconds_per_step": 2.0,
+                "eval_seconds": 1.0,
+                "step_log": [{"step": 1, "pool/accepted": 3.0}],
+                "code": None,
+            },
+        }
+        ec.write_atomic(Path(ccfg.out) / "partial" / "azr-frozen.json", state)
+
+    monkeypatch.setattr(lc, "run_curve", run_curve)
+    rec = ec.run_cell(plan, 3, "azr:frozen")
+    (ccfg,) = seen
+    assert ccfg.protocols == "azr:frozen" and ccfg.seed == 3 and ccfg.model == str(warm)
+    assert ccfg.out == str(tmp_path / "work" / "seed3") and ccfg.resume
+    assert (ccfg.max_steps, ccfg.eval_every, ccfg.solver_samples) == (4, 2, 8)
+    assert rec["items"]["exec_heldout"][2] == {"step": 4, "correct": _right(9)}
+    assert rec["budget"]["rollout_tokens"] == 99.0 and rec["budget"]["solver_samples"] == 8
+    assert rec["pool"]["accepted_total"] == 3.0
+    prov = rec["provenance"]
+    assert prov["warm_start_sha256"] == ec.weights_sha256(warm)
+    assert prov["settings_key"] == plan.settings_key() and prov["platform"] == "cpu"
+    assert prov["warm_start"] == {"steps": 2} and rec["seconds"] >= 0
+
+
+WARM = """
+import json, sys
+from experiments.self_evolution import run as se
+from experiments.self_evolution.cells import weights_sha256
+folder, _ = se.warm_start(se.EvolutionConfig(model=sys.argv[1], warmup_steps=3, progress=False))
+print(json.dumps({"folder": folder, "sha256": weights_sha256(folder)}))
+"""
+
+
+@pytest.mark.slow
+def test_warm_start_is_bitwise_reproducible_across_processes_and_thread_counts(tmp_path, tiny_path):
+    """Two fresh processes, two caches, 1 and 3 torch threads: the same weights (1 thread
+    against 2 gave other weights before the build pinned its threads)."""
+    got = []
+    for i, threads in enumerate(("1", "3")):
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "SAGE_ENV_CACHE": str(tmp_path / f"cache{i}"),
+            "OMP_NUM_THREADS": threads,
+            "HF_HUB_OFFLINE": "1",
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", WARM, tiny_path],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        got.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert got[0]["folder"] != got[1]["folder"]
+    assert Path(got[0]["folder"]).name == Path(got[1]["folder"]).name  # the same key
+    assert got[0]["sha256"] == got[1]["sha256"]
