@@ -181,7 +181,8 @@ def ground_math_task(
     Runs :func:`~sage_env.verifiers.math_grounding.ground_answer` on
     ``task.meta["answer_program"]`` and ``task.answer`` (the claim) with the code limits
     (``code_timeout_s``, ``code_memory_mb``) and the check runs' variants drawn from
-    ``check_rng`` (``None``: :class:`random.SystemRandom`). When they agree, ``task.answer`` becomes the
+    ``check_rng`` (``None``: :class:`random.SystemRandom`). When they agree, ``task.answer``
+    becomes the
     program's rendered value and ``task.meta`` keeps ``claimed_answer`` and ``answer_value``
     (the value's ``repr``); otherwise the task is left as it was.
 

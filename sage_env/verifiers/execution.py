@@ -23,7 +23,8 @@ executor and the judge around it:
   ``p``; the predicted program's outputs on held-out inputs.
 
 Values are compared on the host after parsing both sides with :func:`ast.literal_eval`, with
-exact types at every level (:func:`values_equal`); the sandboxed process only ever reports a ``repr`` string, which is
+exact types at every level (:func:`values_equal`); the sandboxed process only ever reports a
+``repr`` string, which is
 worth no more than a value the program could have returned.
 
 The static checks of a program's source (:func:`program_refusal`, :func:`forbidden_import`,

@@ -6,7 +6,8 @@ its task joins the pool. Under ``EnvConfig.math_grounding = "program"`` the Chal
 writes a program defining ``def answer():``; :func:`ground_answer` runs it in the sandbox
 under the execution tasks' rules (:func:`sage_env.verifiers.execution.compute_answer`: the
 static allow-list of modules and builtins; the stored run and check runs under hash seeds and
-time zones drawn per check must return the same value, with exact types) and compares its value with the stated answer under math-verify. The task stands
+time zones drawn per check must return the same value, with exact types) and compares its
+value with the stated answer under math-verify. The task stands
 only when they agree, and its stored answer is then the program's value, rendered as text by
 :func:`render_value`, never the claim (``docs/reference/rewards.md``, "Math grounding").
 

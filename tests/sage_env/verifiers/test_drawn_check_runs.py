@@ -116,7 +116,9 @@ class TestTunedToFixedSeeds:
         # right in the stored run, but the answer does not repeat under drawn seeds
         got = execution.check_abduction("1", noisy, gold, check_rng=random.Random(1))
         assert (got.score, got.status) == (0.0, "nondeterministic")
-        held = execution.check_induction(noisy, ["1", "2"], [gold, gold], check_rng=random.Random(1))
+        held = execution.check_induction(
+            noisy, ["1", "2"], [gold, gold], check_rng=random.Random(1)
+        )
         assert held.score == 0.0
         honest = "def f(a):\n    return len({'x', 'y'}) + a"
         assert execution.check_abduction("1", honest, "3", check_rng=random.Random(1)).score == 1
