@@ -237,8 +237,9 @@ def ground_answer(
 
     In order: there is a program (at most :data:`MAX_PROGRAM_CHARS`); it passes
     :func:`~sage_env.verifiers.execution.compute_answer` (parses, defines ``answer``, uses
-    only allowed modules and builtins, runs within the limits, returns a literal, the same in
-    two runs); its value renders (:func:`render_value`) to grounded math
+    only allowed modules and builtins, runs within the limits, returns a literal, the same
+    with exact types in the stored run and the check runs drawn from ``check_rng``); its
+    value renders (:func:`render_value`) to grounded math
     (``math_verifier.check_answer``); and ``\boxed{claim}`` scores 1 against that text as the
     gold (``math_verifier.verify``: math-verify, so ``0.75`` agrees with ``3/4``).
 
