@@ -294,9 +294,12 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
 
     @property
     def check_rng(self) -> random.Random:
-        """The generator of the sandbox's check runs (hash seeds, time zones; reseeded by
-        ``reset(seed=...)`` from the seed, apart from :attr:`rng`, so that drawing them never
-        moves a task draw). See :func:`sage_env.verifiers.execution.draw_check_variants`."""
+        """The generator of the sandbox's check runs (hash seeds, time zones).
+
+        Reseeded by ``reset(seed=...)`` from the seed, apart from :attr:`rng`, so that drawing
+        them never moves a task draw. See
+        :func:`sage_env.verifiers.execution.draw_check_variants`.
+        """
         return self._check_rng
 
     @property
@@ -511,7 +514,10 @@ def _short(details: dict) -> str:
 
 
 def _check_rng(seed: int | None) -> random.Random:
-    """The check runs' generator for ``seed``: derived from it (a string seed is hashed with
-    SHA-512, not by ``hash()``), so it is reproducible yet draws other numbers than
-    ``random.Random(seed)``; ``None``: seeded from the OS, as :attr:`raw_env.rng` then is."""
+    """The check runs' generator for ``seed``.
+
+    Derived from it (a string seed is hashed with SHA-512, not by ``hash()``), so it is
+    reproducible yet draws other numbers than ``random.Random(seed)``; ``None``: seeded from
+    the OS, as :attr:`raw_env.rng` then is.
+    """
     return random.Random(None if seed is None else f"sage-env check runs:{seed}")

@@ -33,8 +33,10 @@ class ProtocolEnv(Protocol):
 
     @property
     def check_rng(self) -> random.Random:
-        """The generator of the sandbox's check runs (pass it as ``check_rng``; never
-        :attr:`rng`, so that checks never move a task draw)."""
+        """The generator of the sandbox's check runs: pass it as ``check_rng``, never :attr:`rng`.
+
+        So checks never move a task draw.
+        """
         ...
 
     @property

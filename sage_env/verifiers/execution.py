@@ -56,7 +56,6 @@ from sage_env.verifiers.program_checks import (
     safe_input_expression,
 )
 
-
 TASK_HASH_SEED = 0
 """``PYTHONHASHSEED`` of every run whose output is stored or judged, so that any host
 recomputes it (string hashing, and the iteration order of sets of strings, depend on it)."""
@@ -566,8 +565,13 @@ def compute_answer(
         on model output.
     """
     return validate_program(
-        program, [()], entry=entry, timeout_s=timeout_s, memory_mb=memory_mb,
-        determinism_runs=determinism_runs, check_rng=check_rng,
+        program,
+        [()],
+        entry=entry,
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        determinism_runs=determinism_runs,
+        check_rng=check_rng,
     )
 
 
@@ -581,9 +585,7 @@ def runs_agree(first: Sequence[Any], other: Sequence[Any]) -> bool:
     Never raises.
     """
     try:
-        return len(first) == len(other) and all(
-            values_equal(a, b) for a, b in zip(first, other)
-        )
+        return len(first) == len(other) and all(values_equal(a, b) for a, b in zip(first, other))
     except Exception:
         return False
 

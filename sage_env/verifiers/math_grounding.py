@@ -148,8 +148,10 @@ def _unsafe_math_text(text: str) -> str | None:
 
 
 def _python_number(text: str) -> int | float | None:
-    """``text`` as a number when it is one Python ``int`` or ``float`` literal with an
-    optional sign (``'-4.2e1'``, ``'0x2A'``, ``'1_000'``, ``'.5'``), else ``None``."""
+    """``text`` as a number when it is one Python ``int`` or ``float`` literal, else ``None``.
+
+    An optional sign is allowed: ``'-4.2e1'``, ``'0x2A'``, ``'1_000'``, ``'.5'``.
+    """
     body = text[1:] if text[:1] in ("+", "-") else text
     if not body or body[0] not in "0123456789." or len(body) > MAX_ANSWER_CHARS:
         return None

@@ -39,10 +39,7 @@ TYPE_ONLY_DIFFERENCES = [
 
 def _one_bit(first: str, other: str) -> str:
     """A program that returns ``first`` or ``other`` by the hash order of two strings."""
-    return (
-        "def f(a):\n"
-        f"    return {first} if next(iter({{'x1', 'y1'}})) == 'x1' else {other}\n"
-    )
+    return f"def f(a):\n    return {first} if next(iter({{'x1', 'y1'}})) == 'x1' else {other}\n"
 
 
 class TestExactTypes:
@@ -62,21 +59,14 @@ class TestExactTypes:
     @pytest.mark.parametrize(("first", "other"), TYPE_ONLY_DIFFERENCES[:5])
     def test_a_program_whose_runs_differ_only_in_type_is_refused(self, first, other):
         # check generator seed 0 draws a hash seed that orders {'x1', 'y1'} unlike seed 0
-        got = execution.validate_program(
-            _one_bit(first, other), ["1"], check_rng=random.Random(0)
-        )
+        got = execution.validate_program(_one_bit(first, other), ["1"], check_rng=random.Random(0))
         assert (got.valid, got.check) == (False, "deterministic")
         # the same program with one value in both branches is deterministic and stored
-        same = execution.validate_program(
-            _one_bit(first, first), ["1"], check_rng=random.Random(0)
-        )
+        same = execution.validate_program(_one_bit(first, first), ["1"], check_rng=random.Random(0))
         assert same.valid and same.outputs == [repr(eval(first))]  # noqa: S307
 
     def test_a_math_answer_program_whose_runs_differ_in_type_is_refused(self):
-        program = (
-            "def answer():\n"
-            "    return 42 if next(iter({'x1', 'y1'})) == 'x1' else 42.0\n"
-        )
+        program = "def answer():\n    return 42 if next(iter({'x1', 'y1'})) == 'x1' else 42.0\n"
         got = execution.compute_answer(program, check_rng=random.Random(0))
         assert (got.valid, got.check) == (False, "deterministic")
 
