@@ -152,3 +152,50 @@ class TestReproducibleDraws:
         env.reset(seed=12)
         assert execution.draw_check_variants(5, env.check_rng) != first
         env.close()
+
+
+class TestEnvironmentChecksDrawFromItsGenerator:
+    @staticmethod
+    def _advanced_by(env, seed: int, draws: int) -> bool:
+        """Whether ``env.check_rng`` is where ``draws`` variants drawn from ``seed`` leave it."""
+        from sage_env.env import _check_rng
+
+        expected = _check_rng(seed)
+        execution.draw_check_variants(draws, expected)
+        return env.check_rng.getstate() == expected.getstate()
+
+    def test_an_azr_proposal_check_draws_its_check_runs_from_env_check_rng(self):
+        import sage_env
+        from sage_env import EnvConfig
+        from sage_env.protocols.azr import AZRConfig, vet_exec_proposal
+        from sage_env.tasks import exec_tasks
+
+        env = sage_env.env(EnvConfig(protocol="azr")).unwrapped
+        env.reset(seed=5)
+        assert self._advanced_by(env, 5, 0)
+        reference = exec_tasks.identity_tasks()[0]
+        text = "```python\ndef f(x):\n    return sorted(x)\n```\n```input\n[3, 1, 2]\n```"
+        settings = AZRConfig()
+        _, valid, reason, task, _ = vet_exec_proposal(
+            env, "deduction", text, reference, [reference], settings
+        )
+        assert valid, reason
+        assert task is not None and task.meta["exec"]["outputs"] == ["[1, 2, 3]"]
+        assert self._advanced_by(env, 5, settings.determinism_runs - 1)
+        env.close()
+
+    def test_a_math_grounding_check_draws_from_env_check_rng(self):
+        import sage_env
+        from sage_env import EnvConfig
+
+        env = sage_env.env(EnvConfig(domains=("math",), math_grounding="program")).unwrapped
+        env.reset(seed=6)
+        task = sage_env.Task(
+            "t", "math", "What is 6 times 7?", answer="42",
+            meta={"answer_program": "def answer():\n    return str(6 * 7) + 'e0'"},
+        )  # fmt: skip
+        check = env.check_verifier(task)
+        assert check["status"] == "passed", check
+        assert task.answer == "42" and task.meta["answer_value"] == "'42e0'"
+        assert self._advanced_by(env, 6, execution.DETERMINISM_RUNS - 1)
+        env.close()
