@@ -143,6 +143,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._obs_space = spaces.Dict({"system": AnyText(), "user": AnyText(), "prefix": AnyText()})
         self._act_space = AnyText(max_length=self.config.max_action_chars)
         self._rng = random.Random(self.config.seed)
+        self._check_rng = _check_rng(self.config.seed)
         self._episode = 0
         self._transcript: list[str] = []
         self._printed = 0
@@ -166,6 +167,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         """Start a new round. ``seed`` reseeds the environment's RNG (task draws)."""
         if seed is not None:
             self._rng = random.Random(seed)
+            self._check_rng = _check_rng(seed)
             self._act_space.seed(seed)
             self._obs_space.seed(seed)
         self.agents = list(self.possible_agents)
@@ -289,6 +291,16 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def rng(self) -> random.Random:
         """The environment's RNG (reseeded by ``reset(seed=...)``); use it for every draw."""
         return self._rng
+
+    @property
+    def check_rng(self) -> random.Random:
+        """The generator of the sandbox's check runs (hash seeds, time zones).
+
+        Reseeded by ``reset(seed=...)`` from the seed, apart from :attr:`rng`, so that drawing
+        them never moves a task draw. See
+        :func:`sage_env.verifiers.execution.draw_check_variants`.
+        """
+        return self._check_rng
 
     @property
     def episode(self) -> int:
@@ -428,18 +440,20 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def verify(self, task: Task, text: str) -> tuple[float, float, dict]:
         """Score an answer with the external verifier (:func:`sage_env.env_scoring.verify`)."""
         return env_scoring.verify(
-            task, text, self.config, self.math_verifier, self.code_verifier
-        )
+            task, text, self.config, self.math_verifier, self.code_verifier,
+            check_rng=self._check_rng,
+        )  # fmt: skip
 
     def verify_exec(self, task: Task, text: str) -> tuple[float, float, dict]:
         """Score an answer to an ``exec`` task (:func:`sage_env.env_scoring.verify_exec`)."""
-        return env_scoring.verify_exec(task, text, self.config)
+        return env_scoring.verify_exec(task, text, self.config, check_rng=self._check_rng)
 
     def check_verifier(self, task: Task) -> dict:
         """Check a proposed task's verifier (:func:`sage_env.env_scoring.check_verifier`)."""
         return env_scoring.check_verifier(
-            task, self.config, self.math_verifier, self.code_verifier
-        )
+            task, self.config, self.math_verifier, self.code_verifier,
+            check_rng=self._check_rng,
+        )  # fmt: skip
 
     def new_task(self, out: parsing.ChallengerOutput, reference: Task) -> Task:
         """A generated :class:`Task` from a parsed proposal, with provenance.
@@ -497,3 +511,13 @@ def _short(details: dict) -> str:
         )
         keep["parsed"] = {k: parsed.get(k) for k in fields if k in parsed}
     return str(keep)[:400]
+
+
+def _check_rng(seed: int | None) -> random.Random:
+    """The check runs' generator for ``seed``.
+
+    Derived from it (a string seed is hashed with SHA-512, not by ``hash()``), so it is
+    reproducible yet draws other numbers than ``random.Random(seed)``; ``None``: seeded from
+    the OS, as :attr:`raw_env.rng` then is.
+    """
+    return random.Random(None if seed is None else f"sage-env check runs:{seed}")

@@ -17,6 +17,8 @@ from sage_env.tasks.task import Task
 from sage_env.text.parsing import defines_function, extract_boxed, extract_code, last_fenced
 
 if TYPE_CHECKING:
+    import random
+
     from sage_env.config import EnvConfig
     from sage_env.verifiers import CodeVerifier, MathVerifier
 
@@ -32,8 +34,13 @@ def verify(
     config: EnvConfig,
     math_verifier: MathVerifier,
     code_verifier: CodeVerifier,
+    *,
+    check_rng: random.Random | None = None,
 ) -> tuple[float, float, dict]:
     r"""Score an answer to ``task`` with the external verifier.
+
+    ``check_rng`` draws the variants of an ``exec`` answer's repeat runs
+    (:func:`verify_exec`).
 
     Returns:
         ``(s_gt, format, verdict)``: verifier score in [0, 1], format score (math: a
@@ -41,7 +48,7 @@ def verify(
         not compile), and ``{"status", "reason", "score"}``.
     """
     if task.domain == "exec":
-        return verify_exec(task, text, config)
+        return verify_exec(task, text, config, check_rng=check_rng)
     if task.domain == "math":
         if extract_boxed(text) is None:
             return 0.0, 0.0, {"status": "invalid", "reason": "no \\boxed{} answer"}
@@ -65,13 +72,17 @@ def verify(
         {"status": res.status, "reason": res.reason, "score": res.score},
     )
 
-def verify_exec(task: Task, text: str, config: EnvConfig) -> tuple[float, float, dict]:
+def verify_exec(
+    task: Task, text: str, config: EnvConfig, *, check_rng: random.Random | None = None
+) -> tuple[float, float, dict]:
     """Score an answer to an ``exec`` task by running code (AZR Sec. 3.3.4).
 
     Deduction: the ```` ```output ```` literal equals the executor's output. Abduction: the
     program run on the ```` ```input ```` arguments returns the target output. Induction:
     the ```` ```python ```` program maps every held-out input to its output (binary, AZR's
-    default). Timeouts and memory are ``code_timeout_s`` / ``code_memory_mb``.
+    default). Timeouts and memory are ``code_timeout_s`` / ``code_memory_mb``. A passing
+    abduction or induction answer must repeat in check runs whose variants ``check_rng``
+    draws (``None``: :class:`random.SystemRandom`).
 
     Returns:
         ``(s_gt, format, verdict)``: format is 1 when the answer block was found and
@@ -81,7 +92,11 @@ def verify_exec(task: Task, text: str, config: EnvConfig) -> tuple[float, float,
     from sage_env.verifiers import execution
 
     spec = exec_tasks.ExecSpec.of(task)
-    limits = {"timeout_s": config.code_timeout_s, "memory_mb": config.code_memory_mb}
+    limits = {
+        "timeout_s": config.code_timeout_s,
+        "memory_mb": config.code_memory_mb,
+        "check_rng": check_rng,
+    }
     if spec.mode == "deduction":
         res = execution.check_deduction(last_fenced(text, "output"), spec.outputs[0])
     elif spec.mode == "abduction":
@@ -103,7 +118,12 @@ def verify_exec(task: Task, text: str, config: EnvConfig) -> tuple[float, float,
 
 
 def check_verifier(
-    task: Task, config: EnvConfig, math_verifier: MathVerifier, code_verifier: CodeVerifier
+    task: Task,
+    config: EnvConfig,
+    math_verifier: MathVerifier,
+    code_verifier: CodeVerifier,
+    *,
+    check_rng: random.Random | None = None,
 ) -> dict:
     """Check a proposed task's own verifier before it is used.
 
@@ -113,7 +133,8 @@ def check_verifier(
     (``task.meta["answer_program"]``) must also compute a value that agrees with it
     (:func:`sage_env.verifiers.math_grounding.ground_answer`); on agreement ``task.answer``
     becomes the program's value (the stored answer) and the claim moves to
-    ``task.meta["claimed_answer"]``. Code: the tests parsed already; the reference solution
+    ``task.meta["claimed_answer"]``; ``check_rng`` draws the variants of its check runs.
+    Code: the tests parsed already; the reference solution
     must pass all of them in the sandbox. Without one the check fails, unless
     ``config.require_code_solution`` is False (then the tests are accepted unchecked).
 
@@ -130,7 +151,7 @@ def check_verifier(
         if res.score < 1.0:
             return {"status": "failed", "reason": f"answer does not parse ({res.reason})"}
         if config.math_grounding == "program":
-            return ground_math_task(task, config, math_verifier)
+            return ground_math_task(task, config, math_verifier, check_rng=check_rng)
         return {"status": "passed", "reason": "answer parses to a math value"}
     if not task.reference_solution:
         if config.require_code_solution:
@@ -148,12 +169,20 @@ def check_verifier(
     return {"status": "passed", "reason": "reference solution passes every test"}
 
 
-def ground_math_task(task: Task, config: EnvConfig, math_verifier: MathVerifier) -> dict:
+def ground_math_task(
+    task: Task,
+    config: EnvConfig,
+    math_verifier: MathVerifier,
+    *,
+    check_rng: random.Random | None = None,
+) -> dict:
     """Compute a proposed math task's answer with its program (``math_grounding="program"``).
 
     Runs :func:`~sage_env.verifiers.math_grounding.ground_answer` on
     ``task.meta["answer_program"]`` and ``task.answer`` (the claim) with the code limits
-    (``code_timeout_s``, ``code_memory_mb``). When they agree, ``task.answer`` becomes the
+    (``code_timeout_s``, ``code_memory_mb``) and the check runs' variants drawn from
+    ``check_rng`` (``None``: :class:`random.SystemRandom`). When they agree, ``task.answer``
+    becomes the
     program's rendered value and ``task.meta`` keeps ``claimed_answer`` and ``answer_value``
     (the value's ``repr``); otherwise the task is left as it was.
 
@@ -170,6 +199,7 @@ def ground_math_task(task: Task, config: EnvConfig, math_verifier: MathVerifier)
         math_verifier,
         timeout_s=config.code_timeout_s,
         memory_mb=config.code_memory_mb,
+        check_rng=check_rng,
     )
     if not grounding.agreed:
         return {"status": "failed", "reason": grounding.reason, "grounding": grounding.to_dict()}

@@ -32,6 +32,14 @@ class ProtocolEnv(Protocol):
         ...
 
     @property
+    def check_rng(self) -> random.Random:
+        """The generator of the sandbox's check runs: pass it as ``check_rng``, never :attr:`rng`.
+
+        So checks never move a task draw.
+        """
+        ...
+
+    @property
     def episode(self) -> int:
         """Rounds started so far."""
         ...

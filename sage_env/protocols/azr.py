@@ -90,9 +90,10 @@ class AZRConfig:
     ``os``, ``sys``, ``shutil``, none of which is on it). A program imports only modules of
     ``program_checks.ALLOWED_MODULES``; the proposer's prompt names those not in this list,
     and a refusal that reaches one of these names it (``tempfile._os`` is ``'os'``)."""
-    determinism_runs: int = len(execution.RUN_VARIANTS)
-    """Runs whose outputs must be equal, each under its own hash seed, generator seed, time
-    zone and address layout (:data:`~sage_env.verifiers.execution.RUN_VARIANTS`, at most 6).
+    determinism_runs: int = execution.DETERMINISM_RUNS
+    """Runs whose outputs must be equal (exact types): the stored run and check runs, each
+    under a hash seed, generator seed and time zone drawn per check from ``env.check_rng``,
+    in an interpreter of its own (:func:`~sage_env.verifiers.execution.draw_check_variants`).
     AZR Sec. 3.3.3 uses 2 runs; 6 (ours) let one bit of hash noise through 1 time in 32
     instead of 1 in 2."""
     seed_programs: bool = True
@@ -165,6 +166,7 @@ def vet_exec_proposal(
         "timeout_s": env.config.code_timeout_s,
         "memory_mb": env.config.code_memory_mb,
         "determinism_runs": settings.determinism_runs,
+        "check_rng": env.check_rng,
     }
     parent = ",".join(t.task_id for t in references)
     meta = {"episode": env.episode, "protocol": protocol}

@@ -5,8 +5,9 @@ Challenger that proposes "What is 2+2?" with answer 5 earns d = 1 (no solver mat
 its task joins the pool. Under ``EnvConfig.math_grounding = "program"`` the Challenger also
 writes a program defining ``def answer():``; :func:`ground_answer` runs it in the sandbox
 under the execution tasks' rules (:func:`sage_env.verifiers.execution.compute_answer`: the
-static allow-list of modules and builtins, two runs in separate interpreters must return the
-same value) and compares its value with the stated answer under math-verify. The task stands
+static allow-list of modules and builtins; the stored run and check runs under hash seeds and
+time zones drawn per check must return the same value, with exact types) and compares its
+value with the stated answer under math-verify. The task stands
 only when they agree, and its stored answer is then the program's value, rendered as text by
 :func:`render_value`, never the claim (``docs/reference/rewards.md``, "Math grounding").
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import ast
 import decimal
 import math
+import random
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -69,10 +71,25 @@ class Grounding:
 def render_value(value: Any) -> tuple[str | None, str]:
     r"""The text of a program's return value as a math answer.
 
-    ``int`` -> its digits; ``float`` -> positional decimal notation (``1e-05`` ->
-    ``0.00001``: math-verify reads ``1e-05`` as ``e - 5``), an integral float without its
-    ``.0``; ``str`` -> stripped, with Python's ``**`` written as ``^`` (math-verify reads
-    ``x**2`` as something else), e.g. ``"3/4"``, ``"\\frac{3}{4}"``, ``"2\\sqrt{2}"``.
+    A value is a value, read by one strict rule (ours, issue 46):
+
+    * ``int`` -> its digits; ``float`` -> positional decimal notation (``1e-05`` ->
+      ``0.00001``: math-verify reads ``1e-05`` as ``e - 5``), an integral float without its
+      ``.0``.
+    * ``str`` that is one Python ``int`` or ``float`` literal, with an optional sign
+      (``'42'``, ``'4.2e1'``, ``'42e0'``, ``'0x2A'``, ``'1_000'``, ``'-3.5'``): that number,
+      rendered as above (``'4.2e1'`` -> ``42``), never LaTeX (where ``4.2e1`` is
+      ``4.2 * e``, ``42e0`` is 0 and ``0x2A`` is 0).
+    * any other ``str`` is math text: stripped, with Python's ``**`` written as ``^``
+      (``"3/4"``, ``"\\frac{3}{4}"``, ``"2\\sqrt{2}"``, ``"\\pi/2"``, ``"e^2"``), made of the
+      characters and commands of one value (:func:`_unsafe_math_text`). Forms that read two
+      ways are refused, not guessed (:func:`_ambiguous_math_text`): a power chain without
+      braces (``'2^3^2'``, ``'9^9^9^9'``: LaTeX reads it left to right, Python right to
+      left; ``'2^{3^2}'`` and ``'(2^3)^2'`` are fine), ``e``/``E`` next to a digit or point
+      that is no Python literal (``'2e'``, ``'1.5e'``, ``'3e^2'``: Euler's e or an
+      exponent?), and a ``0x``/``0o``/``0b`` prefix or ``j`` suffix that is no int or float
+      literal (``'0x2G'``, ``'2j'``).
+
     Anything else (``bool``, ``complex``, containers, ``None``), a non-finite float, an empty
     string or text longer than :data:`MAX_ANSWER_CHARS` is refused.
 
@@ -91,10 +108,13 @@ def render_value(value: Any) -> tuple[str | None, str]:
         else:
             text = format(decimal.Decimal(repr(value)), "f")
     elif isinstance(value, str):
+        number = _python_number(value.strip())
+        if number is not None:
+            return render_value(number)
         text = value.strip().replace("**", "^")
         if not text:
             return None, "returned an empty string"
-        bad = _unsafe_math_text(text)
+        bad = _unsafe_math_text(text) or _ambiguous_math_text(text)
         if bad:
             return None, f"returned a string with {bad}; return one value"
     else:
@@ -127,6 +147,85 @@ def _unsafe_math_text(text: str) -> str | None:
     return None
 
 
+def _python_number(text: str) -> int | float | None:
+    """``text`` as a number when it is one Python ``int`` or ``float`` literal, else ``None``.
+
+    An optional sign is allowed: ``'-4.2e1'``, ``'0x2A'``, ``'1_000'``, ``'.5'``.
+    """
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body or body[0] not in "0123456789." or len(body) > MAX_ANSWER_CHARS:
+        return None
+    try:
+        node = ast.parse(body, mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    if not isinstance(node, ast.Constant) or type(node.value) not in (int, float):
+        return None
+    return -node.value if text[0] == "-" else node.value
+
+
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+_E_NEXT_TO_NUMBER = re.compile(r"[0-9.][eE]|[eE][0-9.]")
+_NUMBER_PREFIX = re.compile(r"(?<![0-9A-Za-z.])0[xXoObB]|[0-9.][jJ](?![A-Za-z])")
+
+
+def _ambiguous_math_text(text: str) -> str | None:
+    r"""What makes ``text`` read as two different values, else ``None``.
+
+    Refused rather than parsed (see :func:`render_value`): a ``^`` whose exponent (a
+    ``{...}`` or ``(...)`` group, a command with its ``{...}`` arguments, or a run of
+    letters, digits and points, after an optional sign) is followed by another ``^``;
+    ``e``/``E`` next to a digit or point outside a command; a ``0x``/``0o``/``0b`` prefix or
+    a ``j`` after a digit.
+    """
+    for at in (i for i, c in enumerate(text) if c == "^"):
+        end = _exponent_end(text, at + 1)
+        rest = text[end:].lstrip()
+        if rest.startswith("^"):
+            return "a power chain without braces (write 2^{3^2} or (2^3)^2)"
+    plain = _COMMAND.sub(" ", text)
+    if _E_NEXT_TO_NUMBER.search(plain):
+        return "e next to a number (an exponent, or Euler's e?)"
+    if _NUMBER_PREFIX.search(plain):
+        return "a 0x/0o/0b prefix or j suffix that is not one Python number"
+    return None
+
+
+def _exponent_end(text: str, at: int) -> int:
+    """Where the exponent that starts at ``text[at]`` (after a ``^``) ends."""
+    n = len(text)
+    while at < n and text[at] == " ":
+        at += 1
+    if at < n and text[at] in "+-":
+        at += 1
+    if at < n and text[at] in "{(":
+        return _group_end(text, at)
+    if at < n and text[at] == "\\":
+        at += 1
+        while at < n and text[at].isalpha():
+            at += 1
+        while at < n and text[at] == "{":
+            at = _group_end(text, at)
+        return at
+    while at < n and (text[at].isalnum() or text[at] == "."):
+        at += 1
+    return at
+
+
+def _group_end(text: str, at: int) -> int:
+    """The index after the bracket that closes the one at ``text[at]`` (or the text's end)."""
+    close = {"{": "}", "(": ")"}[text[at]]
+    depth = 0
+    for i in range(at, len(text)):
+        if text[i] == text[at]:
+            depth += 1
+        elif text[i] == close:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(text)
+
+
 def ground_answer(
     program: str | None,
     claim: str,
@@ -134,13 +233,15 @@ def ground_answer(
     *,
     timeout_s: float = 5.0,
     memory_mb: int = 512,
+    check_rng: random.Random | None = None,
 ) -> Grounding:
     r"""Run a math proposal's answer program and compare its value with the stated answer.
 
     In order: there is a program (at most :data:`MAX_PROGRAM_CHARS`); it passes
     :func:`~sage_env.verifiers.execution.compute_answer` (parses, defines ``answer``, uses
-    only allowed modules and builtins, runs within the limits, returns a literal, the same in
-    two runs); its value renders (:func:`render_value`) to grounded math
+    only allowed modules and builtins, runs within the limits, returns a literal, the same
+    with exact types in the stored run and the check runs drawn from ``check_rng``); its
+    value renders (:func:`render_value`) to grounded math
     (``math_verifier.check_answer``); and ``\boxed{claim}`` scores 1 against that text as the
     gold (``math_verifier.verify``: math-verify, so ``0.75`` agrees with ``3/4``).
 
@@ -150,6 +251,9 @@ def ground_answer(
         math_verifier: A :class:`~sage_env.verifiers.MathVerifier`.
         timeout_s: Wall-clock limit of each sandboxed run, seconds.
         memory_mb: Memory limit of each run, MiB.
+        check_rng: Where the determinism check's runs draw their hash seeds, time zones and
+            :mod:`random` seeds (the environment's ``check_rng``); ``None``:
+            :class:`random.SystemRandom`.
 
     Returns:
         A :class:`Grounding`; never raises on model output.
@@ -163,7 +267,9 @@ def ground_answer(
     if _returns_a_constant(program):
         why = "answer() only returns a constant: compute the answer, do not restate it"
         return Grounding("program_failed", why, program, claim)
-    run = compute_answer(program, entry=ENTRY, timeout_s=timeout_s, memory_mb=memory_mb)
+    run = compute_answer(
+        program, entry=ENTRY, timeout_s=timeout_s, memory_mb=memory_mb, check_rng=check_rng
+    )
     if not run.valid or len(run.outputs) != 1:
         reason = f"answer program refused ({run.check or 'run'}): {run.reason}"
         return Grounding("program_failed", reason[:300], program, claim)
@@ -173,13 +279,13 @@ def ground_answer(
     if text is None:
         return Grounding("program_failed", f"answer program {why}", program, claim, value_repr)
     grounded = math_verifier.check_answer(text)
-    if grounded.score < 1.0:
+    if grounded.score < 1.0 or grounded.status != "passed":  # a timeout shows nothing
         why = f"the program's value is not math ({grounded.reason})"
         return Grounding("program_failed", why, program, claim, value_repr, text)
     same = math_verifier.verify("\\boxed{" + claim + "}", text)
-    if same.score >= 1.0:  # and the other way round, so neither side reads as a subset
-        same = math_verifier.verify("\\boxed{" + text + "}", claim)
-    if same.score < 1.0:
+    if same.score >= 1.0 and same.status == "passed":  # and the other way round, so
+        same = math_verifier.verify("\\boxed{" + text + "}", claim)  # neither is a subset
+    if same.score < 1.0 or same.status != "passed":
         how = "disagrees with"
         if same.status != "failed":
             how = f"was not shown ({same.status}) to agree with"
