@@ -71,7 +71,9 @@ def test_a_signal_stops_train_in_one_line_and_resume_matches_an_unstopped_run(
     assert len(said) == 1 and said[0] == err.rstrip().splitlines()[-1], err[-3000:]
     last = checkpoint_dirs(out)[-1]
     name = signal.Signals(signum).name
-    assert said[0].startswith(f"sage-env train: stopped by {name}; last complete checkpoint {last};")
+    assert said[0].startswith(
+        f"sage-env train: stopped by {name}; last complete checkpoint {last};"
+    )
     assert int(last.name.split("_")[1]) < STEPS  # it stopped mid-run
     # nothing partial: no temp folder, every checkpoint whole, every metrics line JSON
     assert not [p for p in (out / "checkpoints").iterdir() if p.name.startswith(".")]
@@ -112,7 +114,8 @@ def test_resume_hint_names_the_checkpoint_and_the_command(tmp_path):
     ckpt = tmp_path / "checkpoints" / "step_000003"
     ckpt.mkdir(parents=True)
     (ckpt / "state.json").write_text("{}")
-    line = resume_hint(Interrupted(signal.SIGINT), tmp_path, ["--out", str(tmp_path), "--steps", "9"])
+    argv = ["--out", str(tmp_path), "--steps", "9"]
+    line = resume_hint(Interrupted(signal.SIGINT), tmp_path, argv)
     assert line == (
         f"sage-env train: stopped by SIGINT; last complete checkpoint {ckpt}; "
         f"resume: sage-env train --out {tmp_path} --steps 9 --resume"
