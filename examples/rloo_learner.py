@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from learners.algorithms.advantages import is_constant
-from learners.algorithms.registry import register_learner
 from learners.algorithms.pg import PolicyGradientLearner
+from learners.algorithms.registry import register_learner
 from learners.rollout import Transition
 
 

@@ -1,5 +1,6 @@
-"""What a learner's ``loss`` and ``advantages`` hooks must return, checked at every call,
-and the error a learner plugin raises (:class:`LearnerPluginError`, naming the user's file
+"""What a learner's ``loss`` and ``advantages`` hooks must return, checked at every call.
+
+Also the error a learner plugin raises (:class:`LearnerPluginError`, naming the user's file
 and line). A leaf: imports nothing from ``learners``.
 """
 
@@ -9,9 +10,9 @@ import inspect
 import math
 from typing import Any
 
+
 class LearnerPluginError(TypeError):
     """A registered learner that the training loop cannot use; the message names the file."""
-
 
 
 def where(obj: Any) -> str:
@@ -25,13 +26,11 @@ def where(obj: Any) -> str:
         return getattr(target, "__qualname__", repr(target))
 
 
-
 LOSS_RETURN = (
     "return (loss, metrics): a scalar torch.Tensor with grad (e.g. self.aggregate(per_token, "
     "inputs)) and a dict of floats"
 )
 """What the ``loss`` hook must return (the end of its error messages)."""
-
 
 
 def check_loss_result(learner: Any, result: Any) -> tuple[Any, dict]:
@@ -62,7 +61,6 @@ def check_loss_result(learner: Any, result: Any) -> tuple[Any, dict]:
     raise LearnerPluginError(
         f"{type(learner).__name__}.loss ({where(fn)}): {problem}; it must {LOSS_RETURN}"
     )
-
 
 
 ADVANTAGES_RETURN = "return one finite float per Transition of the batch, in its order"

@@ -142,8 +142,10 @@ class PolicyGradientLearner:
         raise NotImplementedError
 
     def _checked_advantages(self, batch: list[Transition]) -> list[float]:
-        """:meth:`advantages`, refused unless one finite float per transition
-        (:func:`~learners.algorithms.loss_result.check_advantages`, naming file and line)."""
+        """:meth:`advantages`, refused unless one finite float per transition.
+
+        :func:`~learners.algorithms.loss_result.check_advantages` names the file and line.
+        """
         return check_advantages(self, batch, self.advantages(batch))
 
     def observe(self, transitions: Sequence[Transition]) -> None:

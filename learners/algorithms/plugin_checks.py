@@ -1,5 +1,6 @@
-"""Checks a learner plugin when it is registered (before the model loads): that it is a
-learner and not its config, that its config is a dataclass, that its hooks (``loss``,
+"""Checks of a learner plugin when it is registered, before the model loads.
+
+That it is a learner and not its config, that its config is a dataclass, that its hooks (``loss``,
 ``advantages``) have the signatures the training loop calls and return what it needs on a
 synthetic batch, naming the user's file and line; and a warning
 (:class:`LearnerStateWarning`) for a learner that keeps state its checkpoint does not save.
@@ -29,8 +30,10 @@ STATE_DOCS = "docs/guide/learners.md#a-learner-with-state"
 
 
 class LearnerStateWarning(UserWarning):
-    """A learner keeps state from one update to the next that ``state_dict()`` does not save,
-    so a run continued with ``--resume`` would start that state afresh."""
+    """A learner keeps state across updates that ``state_dict()`` does not save.
+
+    A run continued with ``--resume`` would start that state afresh.
+    """
 
 
 def _hook_problem(cls: type, name: str, arguments: int) -> str | None:
@@ -58,7 +61,6 @@ def _hook_problem(cls: type, name: str, arguments: int) -> str | None:
             f"loss is annotated to return {getattr(ret, '__name__', ret)}; it must " + LOSS_RETURN
         )
     return None
-
 
 
 def check_learner_class(name: str, cls: Any, config_cls: Any) -> None:
@@ -122,7 +124,6 @@ def check_learner_class(name: str, cls: Any, config_cls: Any) -> None:
         _dry_run_advantages(name, cls, config_cls)
 
 
-
 def _dry_run_loss(name: str, cls: type, config_cls: type) -> None:
     """Call ``cls.loss`` on a 2 x 3 synthetic micro-batch; raise if what it returns is wrong."""
     import torch
@@ -159,8 +160,10 @@ def _dry_run_loss(name: str, cls: type, config_cls: type) -> None:
 
 
 class _StubPolicy:
-    """What ``PolicyGradientLearner.__init__`` asks of a policy, without a model: one
-    trainable parameter; LoRA is refused (such a learner is checked without ``__init__``)."""
+    """What ``PolicyGradientLearner.__init__`` asks of a policy, without a model.
+
+    One trainable parameter; LoRA is refused (such a learner is checked without ``__init__``).
+    """
 
     lora = None
 
@@ -198,16 +201,20 @@ def _built(cls: type, config: Any) -> Any:
 
 @functools.cache
 def _base_attributes() -> frozenset[str]:
-    """The attributes ``PolicyGradientLearner.__init__`` sets (saved by its ``state_dict``,
-    configuration, or cleared every update)."""
+    """The attributes ``PolicyGradientLearner.__init__`` sets.
+
+    Saved by its ``state_dict``, configuration, or cleared every update.
+    """
     from learners.algorithms.pg import PGConfig, PolicyGradientLearner
 
     return frozenset(vars(PolicyGradientLearner(_StubPolicy(), PGConfig())))
 
 
 def _test_batch() -> list:
-    """6 transitions: two roles, two domains, a shared prompt per pair, rewards that differ
-    within every group (what ``advantages`` gets from ``update``)."""
+    """6 transitions as ``update`` gives ``advantages`` them.
+
+    Two roles, two domains, a shared prompt per pair, rewards that differ within every group.
+    """
     from learners.rollout import Transition
 
     rows = [
@@ -268,8 +275,11 @@ def _kept_state(learner: Any, before: dict[str, Any]) -> list[str]:
 
 
 def _dry_run_advantages(name: str, cls: type, config_cls: type) -> None:
-    """Call ``observe`` and ``advantages`` on :func:`_test_batch`; raise if the advantages are
-    not one finite number per transition, warn if the learner keeps state it does not save."""
+    """Call ``observe`` and ``advantages`` on :func:`_test_batch`.
+
+    Raises if the advantages are not one finite number per transition; warns if the learner
+    keeps state it does not save.
+    """
     from learners.algorithms.pg import PolicyGradientLearner
 
     try:

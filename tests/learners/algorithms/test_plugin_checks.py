@@ -33,9 +33,7 @@ register_learner("one_short", OneShort, overwrite=True)
 """
 
 
-def test_advantages_of_the_wrong_length_fail_at_import_naming_class_file_and_line(
-    tmp_path, capsys
-):
+def test_advantages_of_the_wrong_length_fail_at_import_naming_class_file_and_line(tmp_path, capsys):
     plugin = tmp_path / "one_short_plugin.py"
     plugin.write_text(SHORT)
     assert main(["train", "--import", str(plugin), "--algorithm", "one_short"]) == 2
