@@ -8,7 +8,9 @@ of the *other* completions sampled for the same prompt,
 and a completion without siblings gets 0. Everything else — log-probs, PPO clipping, KL,
 AdamW, checkpoints — comes from ``PolicyGradientLearner``.
 
-Train with it:  python examples/rloo_learner.py --steps 2 --out runs/rloo
+Train with it:  python examples/rloo_learner.py --preset debug --out runs/rloo
+(the flags are ``sage-env train``'s; without ``--preset`` it runs the ``demo`` preset, and
+says so first).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from learners.algorithms.advantages import is_constant
-from learners.algorithms.registry import register_learner
 from learners.algorithms.pg import PolicyGradientLearner
+from learners.algorithms.registry import register_learner
 from learners.rollout import Transition
 
 
@@ -49,9 +51,26 @@ class RLOOLearner(PolicyGradientLearner):
         return rloo_advantages([t.reward for t in batch], groups)
 
 
+def preset_note(args: list[str]) -> str | None:
+    """What this script says before training when ``args`` name no ``--preset``."""
+    if any(a in ("-h", "--help") or a.split("=")[0] == "--preset" for a in args):
+        return None
+    from learners.training.presets import PRESETS
+
+    demo = PRESETS["demo"]
+    return (
+        f"rloo_learner.py: no --preset, so this is the demo preset ({demo.steps} steps of "
+        f"{demo.rounds_per_step} rounds, {demo.model}; your flags override it); "
+        "--preset debug is the smallest run"
+    )
+
+
 if __name__ == "__main__":
     import sys
 
     from learners.cli import main
 
+    note = preset_note(sys.argv[1:])
+    if note:
+        print(note, file=sys.stderr)
     raise SystemExit(main(["train", "--algorithm", "rloo", *sys.argv[1:]]))

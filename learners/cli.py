@@ -29,7 +29,24 @@ def usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``sage-env`` console script."""
+    """Entry point of the ``sage-env`` console script.
+
+    A reader that closes the pipe early (``sage-env train --help | head``) ends the command
+    quietly, as the Python docs advise for ``BrokenPipeError`` (signal module, "Note on
+    SIGPIPE"): stdout goes to ``/dev/null`` and the status is 1, with no traceback.
+    """
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe raises here, inside the try
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush writes nowhere
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(
         level=os.environ.get("SAGE_ENV_LOGLEVEL", "INFO"),

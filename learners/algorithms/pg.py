@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from learners import distributed, parallel
-from learners.algorithms.loss_result import check_loss_result
+from learners.algorithms.loss_result import check_advantages, check_loss_result
 from learners.algorithms.losses import clipped_policy_loss, kl_penalty
 from learners.algorithms.micro_batches import shared_prompt_units, token_chunks
 from learners.algorithms.optimizers import make_optimizer
@@ -141,6 +141,13 @@ class PolicyGradientLearner:
         """One advantage per transition (override in subclasses)."""
         raise NotImplementedError
 
+    def _checked_advantages(self, batch: list[Transition]) -> list[float]:
+        """:meth:`advantages`, refused unless one finite float per transition.
+
+        :func:`~learners.algorithms.loss_result.check_advantages` names the file and line.
+        """
+        return check_advantages(self, batch, self.advantages(batch))
+
     def observe(self, transitions: Sequence[Transition]) -> None:
         """Add finished transitions (with rewards) to the update buffer."""
         self.buffer.extend(t for t in transitions if t.completion_ids)
@@ -169,7 +176,7 @@ class PolicyGradientLearner:
         if cfg.truncation == "zero":
             batch = [replace(t, reward=0.0) if t.truncated else t for t in batch]
         # several ranks: statistics over every rank's batch (learners.distributed)
-        adv, everyone, adv_all = distributed.global_advantages(self.advantages, batch)
+        adv, everyone, adv_all = distributed.global_advantages(self._checked_advantages, batch)
         if not everyone:
             return {"num_sequences": 0.0}
         truncated_share = sum(t.truncated for t in everyone) / len(everyone)

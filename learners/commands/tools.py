@@ -87,6 +87,10 @@ def compare_command(argv: list[str]) -> int:
         print(f"sage-env compare: error: {exc}", file=sys.stderr)
         return 2
     print(summary["table"])
+    if summary.get("all_heldout_zero"):
+        from learners.reports.compare_summary import ALL_HELDOUT_ZERO
+
+        print(f"sage-env compare: note: {ALL_HELDOUT_ZERO}")
     print(f"results in {cfg.out}")
     return 0
 

@@ -14,7 +14,12 @@ from learners.commands.common import import_plugins, preparser
 
 @register_command("train", summary="run SAGE self-play training (sage-env train --help)")
 def train_command(argv: list[str]) -> int:
-    """``sage-env train ARGS``; returns the exit status (2 on a config or preflight error)."""
+    """``sage-env train ARGS``; returns the exit status.
+
+    2 on a config or preflight error; 130 / 143 when SIGINT / SIGTERM stopped the run, after
+    one line naming the last complete checkpoint and the ``--resume`` command
+    (:mod:`learners.training.interrupt`).
+    """
     from learners.training.preflight import PreflightError
     from learners.training.presets import PRESETS
 
@@ -48,11 +53,17 @@ def train_command(argv: list[str]) -> int:
     for message in ignored_settings(cfg, reference):
         if message not in always:
             logging.getLogger("sage_env.train").warning("%s", message)
+    from learners.training.interrupt import Interrupted, resume_hint, stop_on_signals
+
     try:
-        metrics = train(cfg, progress=not known.no_progress)
+        with stop_on_signals():  # Ctrl-C, pre-emption: the step is abandoned, files stay whole
+            metrics = train(cfg, progress=not known.no_progress)
     except (FileExistsError, ValueError, ImportError, PreflightError) as exc:
         print(f"sage-env train: error: {exc}", file=sys.stderr)
         return 2
+    except Interrupted as exc:
+        print(resume_hint(exc, cfg.out, argv), file=sys.stderr)
+        return exc.exit_code
     logging.getLogger("sage_env.train").info(
         "done: %s", {k: v for k, v in metrics.items() if k.startswith(("reward/", "pool/"))}
     )

@@ -50,9 +50,11 @@ import yaml
 
 from learners.policy.loading import DEFAULT_MODEL
 from learners.reports.compare_summary import (  # noqa: F401  (Stat: re-exported)
+    ALL_HELDOUT_ZERO,
     Arm,
     RunResult,
     Stat,
+    all_heldout_zero,
     markdown,
     plot,
     summarise,
@@ -460,6 +462,9 @@ def run_compare(cfg: CompareConfig) -> dict[str, Any]:
         "arms": summarise(arms, runs),
     }
     summary["table"] = markdown(summary)
+    summary["all_heldout_zero"] = all_heldout_zero(summary)
+    if summary["all_heldout_zero"]:
+        logger.warning("compare: %s", ALL_HELDOUT_ZERO)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     (out / "table.md").write_text(summary["table"] + "\n")
     plot(runs, arms, out / "compare.png")

@@ -207,6 +207,29 @@ def _training_rows(arms: dict[str, Any], steps: int) -> list[str]:
     return lines
 
 
+ALL_HELDOUT_ZERO = (
+    "Every held-out figure is 0: no arm solved a held-out item before or after training (a "
+    "random or tiny model, or answers cut by the token budget), so this table cannot tell the "
+    "arms apart; compare with a model that solves some items"
+)
+"""The line ``table.md`` and ``sage-env compare`` add when :func:`all_heldout_zero`."""
+
+
+def all_heldout_zero(summary: dict[str, Any]) -> bool:
+    """Whether every held-out start and end value of every arm and seed (and benchmark) is 0.
+
+    False when nothing was scored.
+    """
+    values = [
+        v
+        for _, _, start, end, _ in _heldout_rows(summary)
+        for stat in (start, end)
+        for v in stat["values"]
+        if v is not None
+    ]
+    return bool(values) and all(v == 0 for v in values)
+
+
 def markdown(summary: dict[str, Any]) -> str:
     """The three Markdown tables of a comparison (``summary`` as ``run_compare`` returns).
 
@@ -239,6 +262,8 @@ def markdown(summary: dict[str, Any]) -> str:
     rows = _heldout_rows(summary)
     for name, arm, start, end, change in rows:
         lines.append(f"| {name} | {arm} | {_cell(start)} | {_cell(end)} | {_cell(change)} |")
+    if all_heldout_zero(summary):
+        lines += ["", f"**{ALL_HELDOUT_ZERO}**"]
     partial = {
         name: [arm for s, arm, *_ in rows if s == name]
         for name in dict.fromkeys(s for s, *_ in rows)
@@ -287,13 +312,33 @@ def _set_line(r: RunResult, name: str) -> list[list[float | None]]:
     return [[0, got.get("start")], [r.steps, got.get("end")]]
 
 
+def trained_nothing(rs: list[RunResult]) -> bool:
+    """Whether every run of an arm reported ``learner/trained`` and none changed the weights."""
+    return bool(rs) and all(r.trained_steps == 0 for r in rs)
+
+
 def _draw_arm(
-    axes: tuple[Any, Any, Any], i: int, arm: Arm, rs: list[RunResult], sets: list[str], n_arms: int
+    axes: tuple[Any, Any, Any],
+    i: int,
+    arm: Arm,
+    rs: list[RunResult],
+    sets: list[str],
+    n_arms: int,
+    drawn: dict[tuple, list[str]],
 ) -> None:
-    """One arm's lines on the curve panels and its bars, one per held-out set."""
+    """One arm's lines on the curve panels and its bars, one per held-out set.
+
+    ``drawn`` maps a curve already drawn (panel, style, points) to the arms that drew it: a
+    curve equal to one drawn before is shifted right by 1.5 % of the step range per earlier
+    arm and labelled ``(= ARM)``, so identical lines do not hide each other. An arm that
+    trained nothing (:func:`trained_nothing`) is drawn with ``x`` markers and hatched bars and
+    labelled ``(trained nothing)``.
+    """
     ax1, ax2, ax3 = axes
     width = 0.8 / max(n_arms, 1)
     color = f"C{i % 10}"
+    idle = trained_nothing(rs)
+    label = arm.name + (" (trained nothing)" if idle else "")
     named: set[Any] = set()  # axes whose legend names this arm already
     for ax, curves, style in (
         (ax1, [r.heldout_curve for r in rs], "-"),
@@ -305,18 +350,23 @@ def _draw_arm(
         if not steps:
             continue
         stats = [Stat.of([dict(map(tuple, c)).get(s) for c in curves]) for s in steps]
+        means = [s.mean for s in stats]
+        twins = drawn.setdefault((id(ax), style, tuple(steps), tuple(means)), [])
+        shift = len(twins) * 0.015 * max(steps[-1] - steps[0], 1)
+        xs = [s + shift for s in steps]
+        same = f" (= {', '.join(twins)})" if twins else ""
+        twins.append(arm.name)
         ax.plot(
-            steps,
-            [s.mean for s in stats],
+            xs,
+            means,
             style,
-            marker="o",
+            marker="x" if idle else "o",
+            markersize=8 if idle else 6,
             color=color,
-            label=None if ax in named else arm.name,
+            label=None if ax in named else label + same,
         )
         named.add(ax)
-        ax.fill_between(
-            steps, [s.min for s in stats], [s.max for s in stats], color=color, alpha=0.2
-        )
+        ax.fill_between(xs, [s.min for s in stats], [s.max for s in stats], color=color, alpha=0.2)
     for j, name in enumerate(sets):
         end = Stat.of([_end_points(r).get(name) for r in rs])
         if end.mean is None:
@@ -330,21 +380,33 @@ def _draw_arm(
             capsize=3,
             color=color,
             alpha=0.7,
-            label=None if ax2 in named else arm.name,
+            hatch="//" if idle else None,
+            label=None if ax2 in named else label,
         )
         named.add(ax2)
         ax2.scatter([x] * end.n, [v for v in end.values if v is not None], color="k", s=10)
 
 
 def plot(runs: list[RunResult], arms: list[Arm], path: str | Path) -> Path:
+    """Write :func:`figure` to ``path`` (``compare.png``); returns the PNG path."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(runs, arms)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def figure(runs: list[RunResult], arms: list[Arm]) -> Any:
     """Held-out accuracy and own solver reward against step: mean over seeds, min-max band.
 
     Panels: the math held-out curve (``val/accuracy``) with each execution set's start and end
     dashed; held-out accuracy after training, one group of bars per set (mean ± std, the
-    seeds as dots); each protocol's own solver reward.
+    seeds as dots); each protocol's own solver reward. Identical curves are shifted apart and
+    labelled, and arms that trained nothing marked (:func:`_draw_arm`; a footnote says so).
 
     Returns:
-        The PNG path.
+        The matplotlib ``Figure``.
     """
     import matplotlib
 
@@ -354,9 +416,19 @@ def plot(runs: list[RunResult], arms: list[Arm], path: str | Path) -> Path:
 
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.5))
     sets = list(dict.fromkeys(k for r in runs for k, v in _end_points(r).items() if v is not None))
+    drawn: dict[tuple, list[str]] = {}
     for i, arm in enumerate(arms):
         rs = [r for r in runs if r.arm == arm.name]
-        _draw_arm((ax1, ax2, ax3), i, arm, rs, sets, len(arms))
+        _draw_arm((ax1, ax2, ax3), i, arm, rs, sets, len(arms), drawn)
+    idle = [a.name for a in arms if trained_nothing([r for r in runs if r.arm == a.name])]
+    notes = []
+    if idle:
+        notes.append(
+            f"x markers, hatched bars: trained nothing ({', '.join(idle)}: learner/trained = 0 "
+            "at every step)"
+        )
+    if any(len(names) > 1 for names in drawn.values()):
+        notes.append("(= ARM): the same curve as ARM's, shifted right to stay visible")
     ax2.set_xticks(range(len(sets)), sets)
     ax1.set(title="Held-out accuracy (math solid; exec sets dashed)", xlabel="step")
     ax2.set(title="Held-out accuracy after training, per set (mean ± std)")
@@ -370,7 +442,7 @@ def plot(runs: list[RunResult], arms: list[Arm], path: str | Path) -> Path:
     for ax in (ax1, ax2, ax3):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return Path(path)
+    fig.tight_layout(rect=(0, 0.06 if notes else 0, 1, 1))
+    if notes:
+        fig.text(0.01, 0.01, "; ".join(notes), fontsize=9, color="#a16207")
+    return fig

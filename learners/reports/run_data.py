@@ -129,6 +129,20 @@ def _metrics(rows: list[dict[str, Any]]) -> tuple[dict[str, list], list[dict[str
     return columns, probes
 
 
+TRAINED_NOTHING = (
+    "trained nothing: no step's update changed the weights (learner/trained = 0 at every "
+    "step), so every later figure is the starting model's "
+    "(docs/guide/debugging.md#5-a-run-that-trains-nothing)"
+)
+"""The note (and the summary's badge) of a run that trained nothing."""
+
+
+def _trained_steps(metrics: dict[str, list]) -> int | None:
+    """Steps whose update changed the weights (``learner/trained`` = 1); None when not logged."""
+    flags = [v for v in metrics.get("learner/trained", []) if v is not None]
+    return sum(1 for v in flags if v == 1.0) if flags else None
+
+
 def _config_summary(cfg: dict[str, Any]) -> dict[str, Any]:
     env = cfg.get("env") or {}
     rewards = env.get("rewards") or {}
@@ -170,7 +184,9 @@ def load_run(
 
     Returns:
         ``{"name", "path", "config", "summary", "metrics", "probes", "tasks", "parents",
-        "rounds", "notes"}``.
+        "rounds", "notes"}``; ``summary["trained_steps"]`` counts the steps whose update
+        changed the weights (None when ``learner/trained`` was not logged), and a run with
+        0 gets the note :data:`TRAINED_NOTHING`.
 
     Raises:
         FileNotFoundError: if ``path`` is not a folder or holds none of ``metrics.jsonl``,
@@ -204,8 +220,12 @@ def load_run(
         generated_n = int(last["pool/generated"][-1]) if last["pool/generated"] else 0
         if (run / "metrics.jsonl").exists():
             notes.append("no pool.jsonl: the pool view lists only what the round records hold")
+    trained = _trained_steps(metrics)
+    if trained == 0:
+        notes.append(TRAINED_NOTHING)
     summary = {
         "steps": len([s for s in metrics["step"] if s > 0]),
+        "trained_steps": trained,
         "last_step": metrics["step"][-1] if metrics["step"] else None,
         "proposals": len(tasks),
         "accepted": sum(t["accepted"] for t in tasks),

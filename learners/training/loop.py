@@ -45,6 +45,7 @@ from learners.training import run_checks as checks
 from learners.training.build import Run, build_run, model_source, plain
 from learners.training.checkpoint import checkpoint_dirs, save_checkpoint
 from learners.training.config import TrainConfig
+from learners.training.interrupt import deferred
 from learners.training.metrics import (
     GAP_KEYS,
     logprob_gap_metrics,
@@ -113,7 +114,8 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
         if main:
             out.mkdir(parents=True, exist_ok=True)
             resolved = plain(dataclasses.asdict(cfg))
-            (out / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+            with deferred():  # SIGINT / SIGTERM wait for a whole file (interrupt.py)
+                (out / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
         metrics = _run(
             cfg,
             out,
@@ -126,8 +128,9 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
             desc or f"{cfg.env.protocol} train",
         )
     if main and (out / "metrics.jsonl").exists():
-        plot_training(out / "metrics.jsonl", out / "training.png")
-        _write_report(out)
+        with deferred():
+            plot_training(out / "metrics.jsonl", out / "training.png")
+            _write_report(out)
     return metrics
 
 
@@ -174,8 +177,9 @@ def _run(
     stack.callback(bar.close)
     metrics: dict[str, Any] = {}
     for step in range(run.start + 1, cfg.steps + 1):
-        metrics, acc, result = _step(cfg, run, step, roles, frozen)
-        stop = _after_step(cfg, run, out, step, metrics, acc, result)
+        metrics, acc, result = _step(cfg, run, step, roles, frozen)  # SIGINT: abandoned
+        with deferred():  # a signal waits for the step's files and checkpoint (interrupt.py)
+            stop = _after_step(cfg, run, out, step, metrics, acc, result)
         bar.update(1)
         bar.set_postfix(
             {r[:2]: _fmt(metrics.get(f"reward/{r}")) for r in roles}
@@ -218,7 +222,8 @@ def _first_row(cfg: TrainConfig, run: Run) -> None:
         if distributed.is_main():
             run.stopping.record(0, acc, policy)
     if run.log is not None:
-        run.log.write(row)
+        with deferred():
+            run.log.write(row)
 
 
 def _heldout_start(cfg: TrainConfig, run: Run, out: Path) -> None:

@@ -96,3 +96,49 @@ def test_default_model_loads_from_bundled_gguf(tmp_path, monkeypatch):
     )
     assert len(out[0].completion_ids) >= 1 and isinstance(out[0].text, str)
     assert resolve_model("smollm2-135m-instruct") == path  # cached, no second conversion
+
+
+@pytest.mark.parametrize("args", [["--help"], ["train", "--help"], ["compare", "--help"]])
+def test_help_into_a_pipe_closed_early_exits_quietly(args):
+    """``sage-env train --help | head``: the reader is gone before the help is written."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "learners", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc.stdout.close()  # as head does once it has its lines; here before the first write
+    err = proc.communicate(timeout=120)[1]
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert proc.returncode in (0, 1)
+
+
+def test_help_piped_into_head_prints_no_traceback(tmp_path):
+    shell = f"{sys.executable} -m learners train --help | head -n 3"
+    out = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("usage: sage-env train") and len(out.stdout.splitlines()) == 3
+    assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr, out.stderr
+
+
+def test_rloo_example_says_which_preset_it_runs(tmp_path):
+    from pathlib import Path
+
+    from learners.training.presets import PRESETS
+
+    root = Path(__file__).resolve().parents[2]
+    missing = str(tmp_path / "missing.yaml")  # train stops at once, after the note
+    out = subprocess.run(
+        [sys.executable, "examples/rloo_learner.py", "--steps", "2", "--config", missing],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2
+    steps = PRESETS["demo"].steps
+    assert f"rloo_learner.py: no --preset, so this is the demo preset ({steps} steps" in out.stderr
+    sys.path.insert(0, str(root))
+    from examples.rloo_learner import preset_note
+
+    assert preset_note(["--preset", "debug", "--steps", "2"]) is None
+    assert preset_note(["--preset=debug"]) is None and preset_note(["--help"]) is None

@@ -192,3 +192,127 @@ def test_relative_doc_link_resolves(where, target):
     assert dest.exists(), f"{where} links to {target}: no such file"
     if anchor and dest.suffix == ".md":
         assert anchor in _anchors(dest), f"{where} links to {target}: no such heading"
+
+
+# --- issue 51: the preset table, quick snippets, the README's hand-stepping ------------------
+
+PHASES_OF_ROLE = {
+    "challenger": ("challenge", "propose"),
+    "critic": ("review_question", "review_plan", "judge_question", "judge_answer"),
+    "planner": ("plan",),
+    "solver": ("solve",),
+}
+"""The phases a role's budget in the preset table stands for."""
+
+
+def _preset_rows() -> dict[str, dict[str, str]]:
+    """``{preset: {column: cell}}`` of the table under ``## Presets`` in training.md."""
+    text = (ROOT / "docs/guide/training.md").read_text(encoding="utf-8")
+    block = text.split("\n## Presets\n", 1)[1].strip().split("\n\n", 1)[0]
+    lines = [ln for ln in block.splitlines() if ln.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:]]
+    return {r[0].strip("`"): dict(zip(head, r, strict=True)) for r in rows}
+
+
+def _first_number(cell: str) -> float:
+    return float(re.match(r"[\d.e-]+", cell).group(0))
+
+
+def test_training_guide_preset_table_matches_presets():
+    from learners.training.presets import PRESETS
+
+    rows = _preset_rows()
+    assert set(rows) == set(PRESETS)
+    for name, cfg in PRESETS.items():
+        row = rows[name]
+        assert cfg.model.split("/")[-1].lower() in row["model"].lower(), name
+        assert ("GPU" in row["device"]) == (cfg.device == "cuda"), name
+        assert int(_first_number(row["steps"])) == cfg.steps, name
+        said = re.search(r"validation at ([\d, and]+)\)", row["steps"])
+        if said:  # "validation at 0, 6 and 12"
+            at = [int(x) for x in re.findall(r"\d+", said.group(1))]
+            every = list(range(cfg.val_every, cfg.steps + 1, cfg.val_every))
+            assert at == [0] * cfg.val_at_start + every, name
+        else:
+            assert cfg.val_every == 0 or "validation" not in row["steps"], name
+        assert int(_first_number(row["rounds/step"])) == cfg.rounds_per_step, name
+        assert int(row["k"]) == cfg.env.solver_samples, name
+        assert float(row["temperature"]) == cfg.temperature, name
+        assert float(row["lr"]) == cfg.learner.lr, name
+        budget = row["max new tokens"]
+        if budget.startswith("per phase:"):  # "challenger 160 (192 for ...), critic 40, ..."
+            for role, tokens, wider in re.findall(r"(\w+) (\d+)(?: \((\d+) for)?", budget):
+                for phase in PHASES_OF_ROLE[role]:
+                    assert cfg.phase_max_new_tokens[phase] == int(tokens), (name, phase)
+                    for key in (k for k in cfg.phase_max_new_tokens if k.startswith(phase + "/")):
+                        assert cfg.phase_max_new_tokens[key] == int(wider or tokens), (name, key)
+        else:
+            assert int(_first_number(budget)) == cfg.max_new_tokens, name
+            assert not cfg.phase_max_new_tokens, name
+
+
+QUICK = "<!-- quick"
+"""An HTML comment on the line above a ```bash block: the block takes seconds and is run."""
+
+
+def _quick_snippets() -> list[tuple[str, str]]:
+    found = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs/guide").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        for m in re.finditer(r"^<!-- quick[^\n]*-->\n```bash\n(.*?)\n```", text, re.S | re.M):
+            found.append((doc.relative_to(ROOT).as_posix(), m.group(1)))
+    return found
+
+
+def test_quick_snippets_are_found():
+    assert any(doc == "docs/guide/learners.md" for doc, _ in _quick_snippets())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc, snippet", _quick_snippets())
+def test_quick_guide_snippet_runs(doc, snippet, tmp_path):
+    """Run as written (``sage-env`` as ``python -m learners``) in an empty folder; everything
+    it writes goes under ``runs/``, which .gitignore holds."""
+    import os
+    import subprocess
+    import sys
+
+    script = snippet.replace("sage-env ", f"{sys.executable} -m learners ")
+    script = re.sub(r"^python ", f"{sys.executable} ", script, flags=re.M)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run(
+        ["bash", "-ec", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, f"{doc}:\n{snippet}\n{out.stderr[-3000:]}"
+    assert [p.name for p in tmp_path.iterdir()] == ["runs"], f"{doc} writes outside runs/"
+    assert "runs/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_tiny_model_has_one_path_under_runs():
+    paths = set()
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        paths.update(re.findall(r"build_tiny_model\('([^']+)'\)", doc.read_text(encoding="utf-8")))
+    assert paths == {"runs/tiny-model"}
+
+
+def test_readme_hand_stepping_types_after_the_response_prefix():
+    import subprocess
+    import sys
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Step the environment by hand", 1)[1]
+    snippet = re.search(r"```python\n(.*?)\n```", section, re.S).group(1)
+    assert 'obs["prefix"]' in snippet
+    # every turn answered with an empty line: the env still gets the prefix as the reply
+    probe = snippet.replace("env.step(", "seen.append(obs['prefix']) or env.step(")
+    probe = "seen = []\n" + probe + "\nassert any(seen), seen\n"
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        input="\n" * 200,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]

@@ -327,3 +327,77 @@ def test_a_missing_benchmark_fails_before_training(tmp_path, monkeypatch):
     cfg = CompareConfig(protocols="rlvr", out=str(tmp_path / "c"), benchmarks="gsm8k")
     with pytest.raises(FileNotFoundError, match="learners.evaluation.benchmarks.BENCHMARK_FILES"):
         run_compare(cfg)
+
+
+def _fake_train(zero: bool):
+    """A ``train`` that writes known metrics: held-out figures all 0 when ``zero``; ``rlvr``
+    never changes the weights, ``sage`` does, and ``mae``'s curves equal ``rlvr``'s."""
+
+    def fake_train(cfg, progress=True, desc="sage train"):
+        out = Path(cfg.out)
+        out.mkdir(parents=True)
+        trained = 0.0 if cfg.env.protocol in ("rlvr", "mae") else 1.0
+        acc = 0.0 if zero else (0.5 if cfg.env.protocol == "sage" else 0.25)
+        rows = [
+            {"step": 0, "val/accuracy": 0.0 if zero else 0.25},
+            {"step": 1, "reward/solver": 0.1, "learner/trained": trained},
+            {"step": 2, "reward/solver": 0.1, "learner/trained": trained, "val/accuracy": acc},
+        ]
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return rows[-1]
+
+    return fake_train
+
+
+def _labels(fig) -> list[str]:
+    return [t for ax in fig.axes for t in ax.get_legend_handles_labels()[1]]
+
+
+def test_all_zero_held_out_figures_and_idle_arms_are_said_in_table_log_and_plot(
+    tmp_path, monkeypatch, caplog, capsys
+):
+    import learners.training.loop
+    from learners.reports.compare import read_run
+    from learners.reports.compare_summary import ALL_HELDOUT_ZERO, figure
+
+    monkeypatch.setattr(learners.training.loop, "train", _fake_train(zero=True))
+    out = tmp_path / "c"
+    args = ["--protocols", "sage,rlvr,mae", "--seeds", "0", "--steps", "2", "--model", "unused"]
+    assert main(["compare", *args, "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert f"sage-env compare: note: {ALL_HELDOUT_ZERO}" in printed
+    table = (out / "table.md").read_text()
+    assert f"**{ALL_HELDOUT_ZERO}**" in table and "0 of 2 **trained nothing**" in table
+    assert ALL_HELDOUT_ZERO in caplog.text and "rlvr seed 0 trained nothing" in caplog.text
+    assert json.loads((out / "summary.json").read_text())["all_heldout_zero"] is True
+    assert (out / "compare.png").stat().st_size > 0
+
+    arms = parse_arms("sage,rlvr,mae")
+    runs = [read_run(a.name, 0, out / a.name / "seed0") for a in arms]
+    fig = figure(runs, arms)
+    labels = _labels(fig)
+    assert "rlvr (trained nothing)" in labels and "sage" in labels
+    assert "mae (trained nothing) (= sage, rlvr)" in labels  # the same held-out line
+    notes = " ".join(t.get_text() for t in fig.texts)
+    assert "trained nothing (rlvr, mae" in notes and "shifted right" in notes
+    lines = {ln.get_label(): ln for ax in fig.axes[:1] for ln in ax.get_lines()}
+    assert list(lines["mae (trained nothing) (= sage, rlvr)"].get_xdata()) != [0, 2]
+
+
+def test_a_run_that_trained_and_scored_gets_no_warning(tmp_path, monkeypatch, caplog, capsys):
+    import learners.training.loop
+    from learners.reports.compare import read_run
+    from learners.reports.compare_summary import ALL_HELDOUT_ZERO, figure
+
+    monkeypatch.setattr(learners.training.loop, "train", _fake_train(zero=False))
+    out = tmp_path / "c"
+    args = ["--protocols", "sage", "--seeds", "0", "--steps", "2", "--model", "unused"]
+    assert main(["compare", *args, "--out", str(out), "--no-progress"]) == 0
+    assert "note:" not in capsys.readouterr().out
+    table = (out / "table.md").read_text()
+    assert ALL_HELDOUT_ZERO not in table and "trained nothing" not in table
+    assert "trained nothing" not in caplog.text
+    arms = parse_arms("sage")
+    fig = figure([read_run("sage", 0, out / "sage" / "seed0")], arms)
+    assert _labels(fig) and not any("trained nothing" in t for t in _labels(fig))
+    assert not fig.texts

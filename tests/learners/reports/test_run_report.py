@@ -301,3 +301,29 @@ def test_max_rejected_keeps_every_accepted_and_the_latest_rejected(tmp_path):
     )[-2:]
     assert sorted((t["step"], t["round"]) for t in kept) == latest
     assert any(f"{rejected - 2} older rejected" in n for n in data["notes"])
+
+
+@pytest.mark.parametrize("trained, steps, badge", [(0.0, 0, True), (1.0, 2, False)])
+def test_summary_counts_trained_steps_and_flags_a_run_that_trained_nothing(
+    tmp_path, trained, steps, badge
+):
+    from learners.reports.run_data import TRAINED_NOTHING
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"step": 0}, *({"step": s, "learner/trained": trained} for s in (1, 2))]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    html = write_report([run], tmp_path / "report.html").read_text()
+    data = _data(html)["runs"][0]
+    assert data["summary"]["trained_steps"] == steps
+    assert (TRAINED_NOTHING in data["notes"]) is badge
+    assert "⚠ trained nothing" in html and '"trained steps"' in html  # the summary's badge
+
+
+def test_a_run_without_the_trained_metric_shows_no_count(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n')
+    data = load_run(run)
+    assert data["summary"]["trained_steps"] is None
+    assert not any("trained nothing" in n for n in data["notes"])
