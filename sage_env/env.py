@@ -180,6 +180,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         }
         self._obs = {a: _empty_obs() for a in self.agents}
         self._transcript = []
+        self._acted: dict[str, dict[str, Any]] = {}  # per agent: its last action, for deliver
         self._printed = 0
         self._episode += 1
         self.protocol.start(self)
@@ -283,7 +284,16 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             )
             + text
         )
-        self.protocol.step(self, agent, phase, text)
+        self._acted[agent] = {
+            "kind": self.protocol.phase_kind(phase, self._obs[agent]),
+            "text": text,
+            "prefix": prefix,
+        }
+        self._acting = agent
+        try:
+            self.protocol.step(self, agent, phase, text)
+        finally:
+            self._acting = None
         self._accumulate_rewards()
 
     # ----------------------------------------------------------- protocol API
@@ -393,20 +403,34 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         """Credit ``agent``'s most recent action with ``reward``.
 
         ``terms`` and ``details`` go to ``infos[agent]["last"]`` and the transcript. A
-        non-finite reward becomes 0.
+        non-finite reward becomes 0. ``last["why"]`` says in one line per format term (``f``,
+        AZR's ``formatted`` and ``passable``) why it has its value
+        (:func:`sage_env.env_scoring.term_reasons`, from ``agent``'s most recent reply); a
+        protocol may pass its own ``why={term: reason}``, which wins.
         """
         reward = float(reward) if math.isfinite(reward) else 0.0
         self.rewards[agent] += reward
         cut = self.infos[agent].get("action_truncated")
         if cut is not None:  # the credited action was cut at max_action_chars
             details = {**details, "action_truncated": cut}
+        acted = getattr(self, "_acted", {}).get(agent, {})
+        why = env_scoring.term_reasons(
+            acted.get("kind"), terms, details, acted.get("text", ""), reward
+        )
+        given = details.pop("why", None)
+        if isinstance(given, dict):
+            why.update({str(k): str(v) for k, v in given.items()})
         self.infos[agent]["last"] = {
             "phase": self.infos[agent]["phase"],
             "reward": reward,
             "terms": terms,
             **details,
         }
+        if why:
+            self.infos[agent]["last"]["why"] = why
         self._log(f"--- reward {agent}: {reward:.4f} {terms} {_short(details)}")
+        for term, reason in why.items():
+            self._log(f"    why {term}={terms.get(term)}: {reason}")
 
     def prefix_for(self, phase: str, task: Task, chosen: str | None = None) -> str:
         """The response prefix of ``phase`` on ``task`` under the config.
@@ -438,9 +462,15 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         return env_scoring.format_score(self.config, soft, binary)
 
     def verify(self, task: Task, text: str) -> tuple[float, float, dict]:
-        """Score an answer with the external verifier (:func:`sage_env.env_scoring.verify`)."""
+        """Score an answer with the external verifier (:func:`sage_env.env_scoring.verify`).
+
+        Called while an agent acts, the response prefix of that agent's turn goes along, so
+        a reply that only holds the environment's code fence earns no format credit.
+        """
+        acting = getattr(self, "_acting", None)
+        prefix = self._acted[acting]["prefix"] if acting is not None else ""
         return env_scoring.verify(
-            task, text, self.config, self.math_verifier, self.code_verifier,
+            task, text, self.config, self.math_verifier, self.code_verifier, prefix=prefix,
             check_rng=self._check_rng,
         )  # fmt: skip
 

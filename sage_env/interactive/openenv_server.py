@@ -19,8 +19,9 @@ Mapping onto the AEC environment (docs/guide/environment.md):
   ``prefix`` and its ``agent``, ``phase``, ``task_id``, ``domain``, ``repeats``; plus
   ``rewards`` (what this step credited to each agent), ``cumulative_rewards`` (per-agent
   totals of the round so far) and ``infos`` (:func:`public_infos`: each agent's turn and its
-  last reward with its numeric terms and decisions, never a verdict's text or a parsed reply,
-  which can hold a gold answer). ``reward`` is the sum of ``rewards``.
+  last reward with its terms, decisions and parse reasons (``why``, a review's or plan's
+  ``reason``), never a verdict's text or a parsed reply, which can hold a gold answer).
+  ``reward`` is the sum of ``rewards``.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class SageObservation(Observation):
     infos: dict[str, Any] = Field(
         default_factory=dict,
         description="Per agent, the public part of the AEC env's infos (public_infos): the "
-        "turn, the last reward with its numeric terms and decisions; no verdict texts.",
+        "turn, the last reward with its terms, decisions and parse reasons (why); no verdict "
+        "texts.",
     )
 
 
@@ -100,9 +102,12 @@ PUBLIC_LAST = (
     "phase", "reward", "terms", "accepted", "added_to_pool", "plan_shown", "raw_score", "q",
     "review", "train", "new_task_id",
 )  # fmt: skip
-"""Keys of ``infos[agent]["last"]`` a client is sent: the reward, its numeric terms and the
+"""Keys of ``infos[agent]["last"]`` a client is sent: the reward, its terms and the
 decisions, never a text that could hold a gold answer (a verdict's reason reads ``"7 != gold
-386"``; ``parsed`` holds the challenger's answer or tests)."""
+386"``; ``parsed`` holds the challenger's answer or tests). Parse reasons go too: ``why``
+(:func:`sage_env.env_scoring.term_reasons`: one line per format term, read off the reply's
+format, never its answer) and the ``reason`` of a review or a plan (what the critic's or
+planner's reply lacked: :func:`sage_env.text.parsing.critic_reply_reason`)."""
 
 
 def public_infos(infos: dict[str, dict]) -> dict[str, dict]:
@@ -113,8 +118,10 @@ def public_infos(infos: dict[str, dict]) -> dict[str, dict]:
     could copy the gold into its next attempt of the same task, and a client that collected
     verdicts and the challenger's ``parsed`` answers across rounds could build a table of gold
     answers for tasks that come back. So only :data:`PUBLIC_INFO` keys are sent, ``last``
-    only with :data:`PUBLIC_LAST` keys, reward terms only when numeric, and a verdict or
-    verifier check only as its ``status`` and ``score``.
+    only with :data:`PUBLIC_LAST` keys, every reward term's name with its value when it is a
+    number, bool or None (else None), a verdict or verifier check only as its ``status`` and
+    ``score``, ``why`` as strings, and ``reason`` only on a review or a plan (a parse reason;
+    a verdict's or a proposal check's reason is never sent).
     """
     out: dict[str, dict] = {}
     for agent, info in infos.items():
@@ -123,13 +130,16 @@ def public_infos(infos: dict[str, dict]) -> dict[str, dict]:
         public = {k: last[k] for k in PUBLIC_LAST if k in last}
         if isinstance(public.get("terms"), dict):
             public["terms"] = {
-                str(k): v
+                str(k): v if v is None or isinstance(v, (int, float)) else None
                 for k, v in public["terms"].items()
-                if v is None or isinstance(v, (int, float))
             }
         for key in ("verdict", "verifier_check"):
             if isinstance(last.get(key), dict):
                 public[key] = {k: last[key][k] for k in ("status", "score") if k in last[key]}
+        if isinstance(last.get("why"), dict):
+            public["why"] = {str(k): str(v) for k, v in last["why"].items()}
+        if ("review" in last or "plan" in last) and isinstance(last.get("reason"), str):
+            public["reason"] = last["reason"]  # a review's or a plan's parse reason
         if last:
             kept["last"] = public
         out[str(agent)] = kept

@@ -21,7 +21,7 @@ import asyncio
 import itertools
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import verifiers.v1 as vf
@@ -47,7 +47,7 @@ MAX_TURNS = 1000
 
 sys.modules.setdefault(PLUGIN_ID, sys.modules[__name__])
 
-__all__ = ["SageEnv", "SageHarness", "SageTaskset", "load_environment"]
+__all__ = ["SageEnv", "SageHarness", "SageTaskset", "load_environment", "play_loopback"]
 
 
 def load_environment(protocol: str = "sage", **env_kwargs: Any) -> SageEnv:
@@ -72,6 +72,63 @@ def load_environment(protocol: str = "sage", **env_kwargs: Any) -> SageEnv:
     if unseated:
         raise ValueError(f"protocol {protocol!r} has agents without a seat: {unseated}")
     return SageEnv(SageEnvConfig(taskset=taskset))
+
+
+LOOPBACK_KEY_VAR = "SAGE_VF_LOOPBACK_KEY"
+"""The environment variable :func:`play_loopback` sets for verifiers' client (any key works)."""
+
+
+def play_loopback(
+    protocol: str = "sage",
+    rounds: int = 1,
+    reply: Callable[[list[dict]], str] | None = None,
+    **env_kwargs: Any,
+) -> list[vf.Episode]:
+    """Play ``rounds`` rounds through verifiers against a scripted model: no endpoint needed.
+
+    The model is :func:`sage_env.interactive.loopback.serve_chat`, an OpenAI-compatible chat
+    endpoint on ``127.0.0.1`` answering with ``reply(messages)`` (default
+    :func:`~sage_env.interactive.loopback.scripted_chat`: well-formed replies by role), and
+    verifiers' own client talks to it, as it would to vLLM or an API. Round ``i`` is
+    ``reset(seed=i)``. Call it from synchronous code (it runs its own event loop); in async
+    code, use ``serve_chat`` and ``env.run_episode`` as it does.
+
+    Args:
+        protocol: The game (``sage_env.available_protocols()``).
+        rounds: How many rounds (episodes) to play.
+        reply: The scripted model: chat messages to reply text.
+        **env_kwargs: Config overrides for ``sage_env.env``, as for :func:`load_environment`.
+
+    Returns:
+        One ``vf.Episode`` per round; ``episode.traces`` are its turns, each with
+        ``trace.agent.name``, ``trace.info["sage"]`` (agent, phase, action) and
+        ``trace.reward``.
+    """
+    import os
+
+    from sage_env.interactive.loopback import scripted_chat, serve_chat
+
+    env = load_environment(protocol, **env_kwargs)
+
+    async def play(base_url: str) -> list[vf.Episode]:
+        ctx = vf.ModelContext(
+            model="scripted",
+            client=vf.EvalClientConfig(base_url=base_url, api_key_var=LOOPBACK_KEY_VAR),
+        )
+        async with env.serving():
+            tasks = list(itertools.islice(iter(env.taskset), rounds))
+            return [await env.run_episode(task, ctx) for task in tasks]
+
+    before = os.environ.get(LOOPBACK_KEY_VAR)
+    os.environ[LOOPBACK_KEY_VAR] = "loopback"
+    try:
+        with serve_chat(reply or scripted_chat) as server:
+            return asyncio.run(play(server.base_url))
+    finally:
+        if before is None:
+            os.environ.pop(LOOPBACK_KEY_VAR, None)
+        else:
+            os.environ[LOOPBACK_KEY_VAR] = before
 
 
 class _NoVerifier:

@@ -356,7 +356,8 @@ def test_verify_is_a_function_of_the_task_the_text_the_config_and_the_verifiers(
     assert env_scoring.verify(MATH_SEED, "5", soft, math_v, code_v) == (
         0.0,
         0.0,
-        {"status": "invalid", "reason": "no \\boxed{} answer"},
+        # the verdict's format line says why the format score is 0 (issue 51)
+        {"status": "invalid", "reason": "no \\boxed{} answer", "format": "no \\boxed{} answer"},
     )
     good = "```python\ndef inc(x):\n    return x + 1\n```"
     assert env_scoring.verify(CODE_SEED, good, soft, math_v, code_v)[:2] == (1.0, 1.0)
@@ -366,7 +367,7 @@ def test_verify_is_a_function_of_the_task_the_text_the_config_and_the_verifiers(
     assert env_scoring.verify(CODE_SEED, "no code here", soft, math_v, code_v) == (
         0.0,
         0.0,
-        {"status": "invalid", "reason": "no Python code found"},
+        {"status": "invalid", "reason": "no Python code found", "format": "no Python code found"},
     )
     assert env_scoring.format_score(soft, 0.5, 0.0) == 0.5
     assert env_scoring.format_score(binary, 0.5, 0.0) == 0.0

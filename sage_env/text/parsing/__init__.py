@@ -7,11 +7,12 @@ answers, scores or code from a reply; they import them from here.
 
 - :mod:`sage_env.text.parsing.roles`: the tagged fields of each role (:func:`extract_tag`,
   :func:`parse_challenger`, :func:`parse_answer_program`, :func:`parse_plan`,
-  :func:`parse_critic_score`, the critic's format rules) and :class:`ScoredReply`, a critic
-  reply carrying its score distribution (:func:`expected_critic_score`);
+  :func:`parse_critic_score`, the critic's and planner's format rules and their one-line
+  reasons :func:`critic_format_reason`, :func:`plan_format_reason`) and :class:`ScoredReply`,
+  a critic reply carrying its score distribution (:func:`expected_critic_score`);
 - :mod:`sage_env.text.parsing.answers`: answers: :func:`extract_boxed` (math),
   :func:`extract_code` (a Python program), :func:`fenced` / :func:`last_fenced` (AZR's
-  blocks), :func:`defines_function`, :func:`as_text`.
+  blocks), :func:`defines_function`, :func:`prefix_only_code`, :func:`as_text`.
 
 Standard library only.
 """
@@ -23,6 +24,7 @@ from sage_env.text.parsing.answers import (
     extract_code,
     fenced,
     last_fenced,
+    prefix_only_code,
 )
 from sage_env.text.parsing.roles import (
     RATIONALE_WORDS,
@@ -30,6 +32,7 @@ from sage_env.text.parsing.roles import (
     ChallengerOutput,
     ScoredReply,
     critic_format_binary,
+    critic_format_reason,
     critic_format_score,
     critic_rationale,
     critic_rationale_ok,
@@ -40,6 +43,7 @@ from sage_env.text.parsing.roles import (
     parse_challenger,
     parse_critic_score,
     parse_plan,
+    plan_format_reason,
     plan_format_score,
 )
 
@@ -50,6 +54,7 @@ __all__ = [
     "ScoredReply",
     "as_text",
     "critic_format_binary",
+    "critic_format_reason",
     "critic_format_score",
     "critic_rationale",
     "critic_rationale_ok",
@@ -65,5 +70,7 @@ __all__ = [
     "parse_challenger",
     "parse_critic_score",
     "parse_plan",
+    "plan_format_reason",
     "plan_format_score",
+    "prefix_only_code",
 ]

@@ -11,7 +11,9 @@ What a solver's reply (and a proposer's program) is read for, by one rule each:
 - :func:`fenced` / :func:`last_fenced`: every closed block tagged ``tag`` (AZR's ``output``,
   ``input``, ``message`` and ``python`` blocks: execution tasks, CRUXEval answers);
 - :func:`defines_function`: whether a program has a ``def name`` (the env's check that a code
-  answer wrote the asked-for function).
+  answer wrote the asked-for function);
+- :func:`prefix_only_code`: whether a program is code only because the environment's
+  response prefix opened its fence (no format credit for it).
 
 The fence readers differ on purpose and are kept apart (each with its callers' tests):
 :func:`extract_code` reads line-anchored fences and unclosed ones, :func:`fenced` only closed
@@ -204,6 +206,27 @@ def extract_code(text: str, entry_point: str | None = None) -> str | None:
         return None
     except Exception:
         return None
+
+
+_OWN_CODE_RE = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w", re.MULTILINE)
+_OPEN_TAGGED_RE = re.compile(r"^[ \t]*```[ \t]*\w", re.MULTILINE)
+
+
+def prefix_only_code(text: str, prefix: str, program: str) -> bool:
+    """Whether ``program`` (found in ``text`` by :func:`extract_code`) is code only by the prefix.
+
+    True when ``text`` starts with a fence ``prefix`` the environment opened (the response
+    prefix, e.g. ```` ```python ````), the completion after it opens no tagged fence of its own
+    and ``program`` holds no ``def`` / ``class`` line: the model wrote no code, the fence is
+    the environment's. False whenever ``prefix`` is empty or holds no fence. Never raises.
+    """
+    if not (isinstance(text, str) and isinstance(prefix, str) and isinstance(program, str)):
+        return False
+    if not prefix or "```" not in prefix or not text.startswith(prefix):
+        return False
+    if _OPEN_TAGGED_RE.search(text[len(prefix) :]):
+        return False  # the model opened a fence itself
+    return _OWN_CODE_RE.search(program) is None
 
 
 def fenced(text: str, tag: str) -> list[str]:

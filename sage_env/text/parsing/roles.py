@@ -289,6 +289,25 @@ def plan_format_score(text: str) -> float:
     return 0.5 * float(plan is not None) + 0.5 * float(steps)
 
 
+def plan_format_reason(text: str) -> str:
+    """Why a Planner reply earns :func:`plan_format_score`, in one line (which halves it got).
+
+    E.g. ``"<plan>...</plan> pair (0.5); 3 numbered steps (0.5)"`` or ``"no closed <plan>
+    pair (0 of 0.5); 1 numbered step, want 2 (0 of 0.5)"``. Never raises.
+    """
+    plan = extract_tag(text, "plan")
+    body = plan if plan is not None else (text if isinstance(text, str) else "")
+    n = len(_STEP_RE.findall(body[:20_000]))
+    where = "inside <plan>" if plan is not None else "in the text"
+    pair = "<plan>...</plan> pair (0.5)" if plan is not None else "no closed <plan> pair (0 of 0.5)"
+    steps = (
+        f"{n} numbered steps {where} (0.5)"
+        if n >= 2
+        else f"{n} numbered step{'' if n == 1 else 's'} {where}, want 2 (0 of 0.5)"
+    )
+    return f"{pair}; {steps}"
+
+
 RATIONALE_WORDS = (3, 40)
 """A critic's rationale is well-formed with this many words (inclusive): one sentence, not
 an essay. Counted in the text outside the ``<score>`` pair."""
@@ -359,6 +378,29 @@ def critic_reply_reason(text: str) -> str:
         if not lo <= n <= hi:
             reasons.append(f"rationale has {n} words (want {lo}-{hi}: one sentence)")
     return "; ".join(reasons)
+
+
+def critic_format_reason(text: str) -> str:
+    """Why a critic/judge reply earns :func:`critic_format_score`, in one line.
+
+    The score part (weight 0.75) and the rationale part (0.25), each with what it earned, e.g.
+    ``"<score>8</score> parses (0.75); rationale of 4 words (0.25)"``; the lost parts read as
+    :func:`critic_reply_reason` says them. Never raises.
+    """
+    if not isinstance(text, str):
+        return "not text (0)"
+    lost = critic_reply_reason(text)
+    if parse_critic_score(text) is not None:
+        score = f"<score>{extract_tag(text, 'score').strip()}</score> parses (0.75)"
+    elif extract_tag(text, "score") is not None:
+        score = f"{lost.split('; ')[0]} (0.375 of 0.75)"
+    else:
+        score = "no <score>N</score> pair (0 of 0.75)"
+    if critic_rationale_ok(text):
+        words = len(critic_rationale(text)[:4000].split())
+        return f"{score}; rationale of {words} words (0.25)"
+    rationale = lost.split("; ")[-1] if lost else "rationale not well-formed"
+    return f"{score}; {rationale} (0 of 0.25)"
 
 
 def critic_format_binary(text: str) -> float:

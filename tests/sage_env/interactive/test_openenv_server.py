@@ -289,7 +289,7 @@ def test_a_client_never_sees_a_gold_answer(base_url):
             remote = play_remote(client, seed, reply_for)
             seen += [s.observation for s in remote["steps"]]
     # the same rounds in process: the gold answers of the tasks played and the proposals
-    golds, reasons = set(), []
+    golds, reasons, parsed_answers = set(), [], set()
     for seed in (3, 4, 5):
         env = sage_env.env(CONFIG)
         env.reset(seed=seed)
@@ -304,13 +304,30 @@ def test_a_client_never_sees_a_gold_answer(base_url):
             view = {**obs, "agent": agent, "phase": info["phase"], "domain": info["domain"]}
             env.step(reply_for(view))
             last = env.unwrapped.infos[agent].get("last", {})
-            reasons.append(str(last.get("verdict", {}).get("reason", "")))
+            verdict = last.get("verdict", {})
+            if verdict.get("reason") != verdict.get("format"):  # "no Python code found" is both
+                reasons.append(str(verdict.get("reason", "")))
+            reasons.append(str(last.get("verifier_check", {}).get("reason", "")))
+            parsed_answers.add(str((last.get("parsed") or {}).get("answer") or ""))
         env.close()
     assert any("gold" in r for r in reasons)  # in process the verdict names the gold
     assert golds
+    leaks = {r for r in reasons if len(r) > 3} | {a for a in parsed_answers if len(a) > 3}
+    assert leaks
     for obs in seen:
         text = json.dumps(obs.infos)
-        assert "gold" not in text and '"parsed"' not in text and '"reason"' not in text
+        assert "gold" not in text and '"parsed"' not in text
+        assert not [leak for leak in leaks if leak in text], obs.infos
     solver_last = [o.infos["solver_0"]["last"] for o in seen if o.infos["solver_0"].get("last")]
     assert solver_last and all(set(x["verdict"]) <= {"status", "score"} for x in solver_last)
     assert all(isinstance(x["terms"]["s_gt"], float) for x in solver_last)
+    # parse reasons and term names do cross (issue 51): why each format term has its value,
+    # and a review's reason (what its reply lacked: "" when well-formed)
+    whys = [x["why"]["f"] for x in solver_last]  # "\boxed{0}" on math and on code tasks
+    assert set(whys) == {"a \\boxed{} answer", "no Python code found"}
+    lasts = [x["last"] for o in seen for x in o.infos.values() if x.get("last")]
+    reviews = [x for x in lasts if "review" in x]
+    assert reviews and all(x["reason"] == "" and x["why"]["f"] for x in reviews)
+    challenger = [x for x in lasts if "q" in x["terms"]]
+    assert challenger and all({"q", "d", "f"} <= set(x["terms"]) for x in challenger)
+    assert all("reason" not in x for x in solver_last + challenger)

@@ -13,7 +13,12 @@ import pytest
 vf = pytest.importorskip("verifiers.v1")
 
 import sage_env  # noqa: E402
-from sage_env.interactive.vf_env import SEATS, action_text, load_environment  # noqa: E402
+from sage_env.interactive.vf_env import (  # noqa: E402
+    SEATS,
+    action_text,
+    load_environment,
+    play_loopback,
+)
 from sage_env.protocols import scripted  # noqa: E402
 from tests.scripted import play_round  # noqa: E402
 
@@ -176,3 +181,13 @@ def test_action_text_puts_the_prefix_in_front_unless_written():
     assert action_text(obs, "<score>3</score> ok") == "<score>3</score> ok"
     assert action_text(obs, "3</score> ok") == "<score>3</score> ok"
     assert action_text({"prefix": ""}, "x") == "x"
+
+
+def test_play_loopback_plays_rounds_without_an_endpoint():
+    """The documented way to try the environment with no model server (issue 51, item 5)."""
+    episodes = play_loopback("sage", rounds=2, **CONFIG)
+    assert len(episodes) == 2 and all(e.ok for e in episodes), [e.errors for e in episodes]
+    assert [t.agent.name for t in episodes[0].traces] == AGENTS
+    critic = [t for t in episodes[0].traces if t.agent.name == "critic_0"]
+    assert [t.info["sage"]["action"] for t in critic] == [scripted.REVIEW_PASS] * 2
+    assert all(t.reward == pytest.approx(1.0) for t in critic)
