@@ -138,7 +138,7 @@ def near_miss(answer: str, rng: random.Random) -> str | None:
     r"""A wrong answer close to ``answer``: the honest-looking mistake, not a random value.
 
     A fraction (``\frac{3}{4}``, ``3/4``) gets its numerator plus or minus 1; otherwise the
-    last number in the answer gets plus or minus 1 on its last digit, or (two or more digits)
+    last number in the answer (not a base subscript) gets plus or minus 1, or (two or more digits)
     one digit other than the leading one changed (``391`` -> ``392``, ``381``, ``491`` never).
 
     Args:
@@ -155,7 +155,8 @@ def near_miss(answer: str, rng: random.Random) -> str | None:
         n = int(frac.group(group))
         moved = str(n + 1 if n == 0 or rng.random() < 0.5 else n - 1)
         return answer[: frac.start(group)] + moved + answer[frac.end(group) :]
-    numbers = list(_NUMBER.finditer(answer))
+    # a subscript names a base (28_9, 101_{2}), not a value: the number before it moves
+    numbers = [m for m in _NUMBER.finditer(answer) if not answer[: m.start()].endswith(("_", "_{"))]
     if not numbers:
         return None
     last = numbers[-1]
