@@ -198,7 +198,8 @@ class EnvConfig(Generic[ProtocolConfigT]):
     """Generated questions longer than this fail the format check."""
     require_code_solution: bool = True
     """A proposed code task must carry a ``<solution>`` that passes its own tests; without it,
-    impossible tests would earn difficulty d = 1 for free."""
+    impossible tests would earn difficulty d = 1 for free under
+    ``difficulty_rule="inverse_accuracy"``."""
     pool_admission: Literal["gate", "solvable", "frozen"] = "gate"
     """Which accepted questions join the pool. ``"gate"`` (default, the paper): every question
     with ``q >= alpha`` that ``RewardConfig.difficulty_rule`` admits: under the default
