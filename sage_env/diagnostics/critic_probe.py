@@ -38,7 +38,7 @@ for "17 x 23")."""
 VERIFIER_KINDS = (VERIFIER_CORRUPTION, NEAR_MISS)
 """Corruptions of the verifier, not the question: without ``critic_sees_verifier`` such an
 item shows the intact question alone, indistinguishable from an intact item (a control arm
-whose AUC is 0.5 by construction)."""
+whose expected AUC is 0.5; a sampled critic's draws still scatter around it)."""
 _NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?!\d)|\d+(?:\.\d+)?")
 _FRACTION = re.compile(r"\\[dt]?frac\{\s*-?(?P<tex>\d+)\s*\}|(?<![\d.])(?P<num>\d+)\s*/\s*\d")
 _EXPECTED_INT = re.compile(r"(==\s*[-(\[]*\s*)(\d+)(?!.*==)")
