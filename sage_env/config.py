@@ -237,9 +237,9 @@ class EnvConfig(Generic[ProtocolConfigT]):
     ``docs/reference/rewards.md``, "Math grounding"): the Challenger also writes
     ``<program>`` defining ``def answer():``, which the sandbox runs under the execution
     tasks' rules (:func:`sage_env.verifiers.execution.compute_answer`: allow-listed modules
-    and builtins, two runs must agree); the task is refused unless the program's value and the stated
-    answer agree under math-verify, and the stored answer is the program's value. Seeds keep
-    their gold either way."""
+    and builtins, two runs must agree); the task is refused unless the program's value and
+    the stated answer agree under math-verify, and the stored answer is the program's value.
+    Seeds keep their gold either way."""
     pool_near_duplicate_threshold: float | None = 0.9
     """A generated question whose word-3-gram Jaccard similarity with a pool task of the same
     domain reaches this is rejected as a near duplicate (``None`` disables)."""
