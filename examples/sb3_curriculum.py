@@ -23,6 +23,12 @@ the solver against a correct reference. The round is the unchanged SAGE round of
   ``env.unwrapped.current_task``), otherwise a wrong one, deterministically. On pool tasks
   (``solve`` phase) it is the scripted player; that does not touch the Challenger's reward.
 
+The generator's answer is exact, so a task the solver fails is hard, not wrong: the example
+plays under the paper's difficulty rule (``RewardConfig.difficulty_rule =
+"inverse_accuracy"``, d = 1 - r). Under the default ``"learnability"`` a task that no probe
+solves earns d = 0 (its stored answer could be wrong), and against this all-or-nothing
+solver every accepted task would earn the same.
+
 So each action's reward is fixed (:func:`expected_reward`): a level-1 task is rejected,
 ``(2/9 + 0 + 1) / 3 = 0.407``; an accepted task the solver solves earns ``(7/9 + 0 + 1) / 3 =
 0.593``; an accepted task it fails earns ``(7/9 + 1 + 1) / 3 = 0.926``. Six of the 16 actions
@@ -132,9 +138,13 @@ def solver_solves(family: str, level: int) -> bool:
     return level <= SOLVER_SKILL[family]
 
 
+PAPER_REWARDS = RewardConfig(difficulty_rule="inverse_accuracy")
+"""The example's rewards: the paper's, d = 1 - r (see the module docstring)."""
+
+
 def expected_reward(family: str, level: int, cfg: RewardConfig | None = None) -> float:
     """The Challenger's reward for a (new) task of this kind, by docs/reference/rewards.md."""
-    cfg = cfg or RewardConfig()
+    cfg = cfg or PAPER_REWARDS
     q = (TRIVIAL_SCORE - 1) / 9 if level == 1 else (DEFAULT_SCORE - 1) / 9
     if not quality_gate(q, cfg):  # rejected: the difficulty term is dropped
         return challenger_reward(q, None, 1.0, cfg)[0]
@@ -174,6 +184,7 @@ class ChallengerCurriculumEnv(gymnasium.Env):
             seeds = [t for t in sage_env.load_seeds() if t.domain == "math"]
         aec = sage_env.env(
             domains=("math",),
+            rewards=PAPER_REWARDS,
             solver_samples=solver_samples,
             pool_max_generated=pool_max_generated,
             seeds=seeds,

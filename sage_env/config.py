@@ -76,9 +76,17 @@ def _registered_config_cls(protocol: str) -> Any:
         return _UNREGISTERED
 
 
+DIFFICULTY_RULES = ("inverse_accuracy", "learnability", "band")
+"""Names of :attr:`RewardConfig.difficulty_rule` (:func:`sage_env.rewards.difficulty`)."""
+
+
 @dataclass
 class RewardConfig:
-    """Reward weights and gates of the SAGE round (paper defaults)."""
+    """Reward weights and gates of the SAGE round (paper defaults, except ``difficulty_rule``).
+
+    Raises:
+        ValueError: on an unknown ``difficulty_rule``.
+    """
 
     alpha: float = 0.7
     """Quality gate: a generated question joins the pool and is solved for difficulty only
@@ -94,6 +102,19 @@ class RewardConfig:
     remaining weights are rescaled to sum to 1, reward (q + f) / 2, which is how secondary
     summaries of the paper report it; it lets a rejected question (q = 0.6: 0.8) out-earn an
     accepted hard one (q = 0.8, d = 0.25: 0.68)."""
+    difficulty_rule: Literal["inverse_accuracy", "learnability", "band"] = "learnability"
+    """How the difficulty term d of a proposal whose stored answer comes from the proposer
+    (a math answer, code tests) follows from r, the mean verifier score of its k difficulty
+    probes (MAE: the mean judge score). ``"learnability"`` (default; AZR, arXiv 2505.03335,
+    Eq. 4): ``d = 1 - r`` when ``0 < r < 1``, else 0, so a task that no probe solves earns
+    nothing for difficulty and stays out of the pool: with a wrong stored answer every right
+    probe is judged wrong, so "nobody solved it" is no evidence of a hard task. ``"band"``
+    (R-Zero, arXiv 2508.05004): ``d = 1 - 2 |r - 0.5|``, 1 at r = 0.5, 0 at r = 0 and 1; an
+    unsolved task stays out of the pool too. ``"inverse_accuracy"`` (the SAGE paper):
+    ``d = 1 - r``, so a task that no probe solves earns d = 1 whether it is hard or wrong,
+    and joins the pool (unless ``EnvConfig.pool_admission = "solvable"``). Execution tasks
+    (domain ``exec``), whose truth the sandbox computes from the program, keep ``d = 1 - r``
+    under every rule. Table: ``docs/reference/rewards.md``, "Difficulty rule"."""
     planner_weights: tuple[float, float] = (0.5, 0.5)
     """Weights (w_plan, w_fmt) of the Planner reward ``w_plan * p + w_fmt * f``
     (paper default lambda_plan = lambda_f = 0.5)."""
@@ -128,6 +149,12 @@ class RewardConfig:
     attempts on the planned task (paid when they end). 0 (default, the paper): format only,
     so a critic whose every reply parses gets no gradient. The term never touches the
     correctness of anything: the verifier decides s, the critic is paid for predicting it."""
+
+    def __post_init__(self) -> None:
+        if self.difficulty_rule not in DIFFICULTY_RULES:
+            raise ValueError(
+                f"difficulty_rule must be one of {DIFFICULTY_RULES}, got {self.difficulty_rule!r}"
+            )
 
 
 @dataclass
@@ -171,14 +198,19 @@ class EnvConfig(Generic[ProtocolConfigT]):
     """Generated questions longer than this fail the format check."""
     require_code_solution: bool = True
     """A proposed code task must carry a ``<solution>`` that passes its own tests; without it,
-    impossible tests would earn difficulty d = 1 for free."""
+    impossible tests would earn difficulty d = 1 for free under
+    ``difficulty_rule="inverse_accuracy"``."""
     pool_admission: Literal["gate", "solvable", "frozen"] = "gate"
     """Which accepted questions join the pool. ``"gate"`` (default, the paper): every question
-    with ``q >= alpha``, and the challenger earns d = 1 - mean probe score, so a question that
-    no probe solves earns d = 1 whether it is hard or wrong. ``"solvable"``: a question joins
-    only when at least one of the k difficulty probes solves it (AZR's learnability idea);
-    one that none solves stays out of the pool and its d counts as 0, as for a gated
-    question, so an unsolvable (often wrong) task is never paid as hard. ``"frozen"`` (an
+    with ``q >= alpha`` that ``RewardConfig.difficulty_rule`` admits: under the default
+    ``"learnability"`` (and ``"band"``) a math or code question that no probe solves stays out
+    and earns d = 0 (its stored answer may be wrong); under the paper's
+    ``"inverse_accuracy"`` it joins and earns d = 1 whether it is hard or wrong.
+    ``"solvable"``: a question joins only when at least one of the k difficulty probes solves
+    it, in every domain and under every rule; one that none solves stays out of the pool and
+    its d is dropped, as for a gated question. Under the evidence rules it adds only that
+    execution questions (whose truth the sandbox computes) need a solved probe too; under
+    ``"inverse_accuracy"`` it is the paper's rule with unsolved questions kept out. ``"frozen"`` (an
     ablation, every protocol): proposals are generated, judged, admitted and paid exactly as
     under ``"gate"``, but an accepted task never becomes a solver or planner task
     (:meth:`~sage_env.tasks.pool.TaskPool.trainable`): the solver attempts that judge a new task
@@ -200,13 +232,14 @@ class EnvConfig(Generic[ProtocolConfigT]):
     math_grounding: Literal["claim", "program"] = "claim"
     """Where a generated math task's stored answer comes from. ``"claim"`` (default, the
     paper): the Challenger's ``<answer>`` is the truth, so a wrong answer that no solver
-    matches is paid as hard (d = 1). ``"program"`` (ours, ``docs/reference/rewards.md``, "Math
-    grounding"): the Challenger also writes ``<program>`` defining ``def answer():``, which
-    the sandbox runs under the execution tasks' rules
-    (:func:`sage_env.verifiers.execution.compute_answer`: allow-listed modules and builtins,
-    the stored run and check runs under drawn hash seeds must agree); the task is refused
-    unless the program's value and the stated answer agree under math-verify, and the stored
-    answer is the program's value. Seeds keep their gold either way."""
+    matches is paid as hard (d = 1) under ``difficulty_rule="inverse_accuracy"`` and left
+    out of the pool under the default ``"learnability"``. ``"program"`` (ours,
+    ``docs/reference/rewards.md``, "Math grounding"): the Challenger also writes
+    ``<program>`` defining ``def answer():``, which the sandbox runs under the execution
+    tasks' rules (:func:`sage_env.verifiers.execution.compute_answer`: allow-listed modules
+    and builtins, the stored run and check runs under drawn hash seeds must agree); the task
+    is refused unless the program's value and the stated answer agree under math-verify, and
+    the stored answer is the program's value. Seeds keep their gold either way."""
     pool_near_duplicate_threshold: float | None = 0.9
     """A generated question whose word-3-gram Jaccard similarity with a pool task of the same
     domain reaches this is rejected as a near duplicate (``None`` disables)."""

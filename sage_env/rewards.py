@@ -42,8 +42,9 @@ def challenger_reward(q: float, d: float | None, f: float, cfg: RewardConfig) ->
 
     Args:
         q: Critic quality score in [0, 1].
-        d: Difficulty ``1 - mean solver verifier score`` in [0, 1], or ``None`` when the
-            question failed the quality gate and was not solved.
+        d: Difficulty in [0, 1] (:func:`difficulty` of the mean solver verifier score under
+            ``cfg.difficulty_rule``), or ``None`` when the question failed the quality gate
+            and was not solved.
         f: Format score in [0, 1].
         cfg: Weights and the ``difficulty_when_gated`` rule.
     """
@@ -122,6 +123,56 @@ def learnability_reward(acc: float) -> float:
     ``acc`` is the solver's mean reward over its Monte Carlo rollouts on the proposed task.
     """
     return 1.0 - acc if 0.0 < acc < 1.0 else 0.0
+
+
+def difficulty(r: float, rule: str) -> float:
+    """The difficulty term d of a proposed task whose probes scored ``r`` on average.
+
+    Args:
+        r: Mean verifier score of the solver's difficulty probes, in [0, 1].
+        rule: :attr:`~sage_env.config.RewardConfig.difficulty_rule`.
+            ``"inverse_accuracy"`` (the SAGE paper): ``1 - r``. ``"learnability"`` (AZR,
+            arXiv 2505.03335, Eq. 4; :func:`learnability_reward`): ``1 - r`` when
+            ``0 < r < 1``, else 0. ``"band"`` (R-Zero, arXiv 2508.05004, uncertainty
+            reward): ``1 - 2 |r - 0.5|``, 1 at r = 0.5 and 0 at r = 0 or 1.
+
+    Returns:
+        d in [0, 1].
+
+    Raises:
+        ValueError: on an unknown ``rule``.
+    """
+    if rule == "inverse_accuracy":
+        return 1.0 - r
+    if rule == "learnability":
+        return learnability_reward(r)
+    if rule == "band":
+        return 1.0 - 2.0 * abs(r - 0.5)
+    raise ValueError(
+        f"unknown difficulty rule {rule!r}; known: 'inverse_accuracy', 'learnability', 'band'"
+    )
+
+
+def task_difficulty(r: float, rule: str, domain: str) -> float:
+    """The difficulty term d of a proposed task of ``domain`` whose probes scored ``r``.
+
+    :func:`difficulty` under ``rule`` for a task whose answer or tests come from the
+    proposer (``math``, ``code``); ``1 - r`` for an execution task (``exec``), whose truth
+    the sandbox computes, under every rule.
+    """
+    return 1.0 - r if domain == "exec" else difficulty(r, rule)
+
+
+def needs_solvability_evidence(rule: str, domain: str) -> bool:
+    """True when a proposed task that no attempt solved must stay out of the pool.
+
+    Under every rule but ``"inverse_accuracy"`` a task whose answer or tests come from the
+    proposer (domains ``math``, ``code``) is admitted only when at least one attempt solved
+    it: with a wrong stored answer every right attempt is judged wrong, so a task nobody
+    solves is a suspect, not a hard task. An execution task (``exec``) is its program, whose
+    outputs the sandbox computes, so it is never a suspect of that kind.
+    """
+    return rule != "inverse_accuracy" and domain != "exec"
 
 
 def azr_reward(

@@ -8,12 +8,20 @@ answer or tests). Per arm it reports the AUC of q over all items and per corrupt
 gap and the parse rate, for ``--repeats`` probe seeds (the AUC's standard error at 24 items is
 about 0.1, so one draw decides nothing).
 
-Writes ``experiments/critic_verifier/results/critic_verifier.json``.
+With ``--corruptions near_miss,wrong_verifier`` every corrupted item is a wrong answer to an
+intact question: its own answer (tests) changed to a near miss (``near_miss``: 391 -> 392) or
+another seed's (``wrong_verifier``). The question-only arm then shows intact questions
+alone, so its AUC is chance by construction (the control); the question+verifier arm asks
+whether the critic checks the answer.
+
+Writes ``experiments/critic_verifier/results/critic_verifier.json`` (``--out``).
 
 Usage::
 
     python -m experiments.critic_verifier.run                    # default model, CPU, ~6 min
     python -m experiments.critic_verifier.run --model PATH --items 4 --repeats 1
+    python -m experiments.critic_verifier.run --corruptions near_miss,wrong_verifier \
+        --repeats 2 --out experiments/critic_verifier/results/wrong_answers.json
 """
 
 from __future__ import annotations
@@ -32,10 +40,16 @@ from sage_env.tasks.task import load_seeds
 OUT = Path(__file__).parent / "results" / "critic_verifier.json"
 
 
-def arm(policy, seeds, sees: bool, items: int, repeat: int) -> dict:
+def arm(
+    policy, seeds, sees: bool, items: int, repeat: int, corruptions: tuple[str, ...] | None = None
+) -> dict:
     """One probe draw scored by the policy's critic; AUC overall and per corruption."""
     probe = critic_probe.probe_set(
-        seeds, items, seed=repeat, config=EnvConfig(critic_sees_verifier=sees)
+        seeds,
+        items,
+        seed=repeat,
+        config=EnvConfig(critic_sees_verifier=sees),
+        corruptions=corruptions,
     )
     replies = critic_replies(policy, probe, seed=repeat)
     report = critic_probe.discrimination(probe, replies)
@@ -60,15 +74,24 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--items", type=int, default=32, help="probe items per draw")
     p.add_argument("--repeats", type=int, default=3, help="probe draws (seeds) per arm")
     p.add_argument("--out", default=str(OUT), help="JSON output path")
+    p.add_argument(
+        "--corruptions",
+        default="",
+        help="comma-separated corruption kinds of both arms (critic_probe.CORRUPTIONS, "
+        "wrong_verifier, near_miss); default: the probe's own",
+    )
     args = p.parse_args(argv)
+    corruptions = tuple(k for k in args.corruptions.split(",") if k) or None
     policy = HFPolicy(args.model, device="cpu")
     seeds = load_seeds()
     t0 = time.perf_counter()
     result = {"model": args.model, "items": args.items, "draws": {}}
+    if corruptions:
+        result["corruptions"] = list(corruptions)
     for sees in (False, True):
         name = "question+verifier" if sees else "question only"
         result["draws"][name] = [
-            arm(policy, seeds, sees, args.items, r) for r in range(args.repeats)
+            arm(policy, seeds, sees, args.items, r, corruptions) for r in range(args.repeats)
         ]
         aucs = [d["auc"] for d in result["draws"][name]]
         result.setdefault("mean_auc", {})[name] = round(sum(aucs) / len(aucs), 3)

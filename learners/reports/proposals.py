@@ -78,7 +78,7 @@ def _proposals(record: dict[str, Any], included: bool) -> list[dict[str, Any]]:
             outcome = "duplicate"
         elif check.get("status") == "failed":
             outcome = "verifier failed"
-        elif isinstance(gate, str) and "probe" in gate:
+        elif isinstance(gate, str) and ("probe" in gate or "solved" in gate):
             outcome = "unsolved"
         elif isinstance(gate, str) and gate:
             outcome = "gate"

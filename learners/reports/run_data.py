@@ -162,6 +162,7 @@ def _config_summary(cfg: dict[str, Any]) -> dict[str, Any]:
         "gate calibration": cfg.get("gate_calibration"),
         "critic probe size": cfg.get("critic_probe_size"),
         "pool admission": env.get("pool_admission"),
+        "difficulty rule": rewards.get("difficulty_rule"),
         "learning rate": learner.get("lr"),
         "LoRA rank": lora.get("r") if lora else None,
         "warm-up steps": warm.get("steps"),

@@ -101,8 +101,8 @@ def pool_dynamics_metrics(result: RolloutResult, pool: Any) -> dict[str, float]:
     - ``pool/accepted_<kind>``: accepted tasks per kind, the execution mode (``deduction``,
       ``abduction``, ``induction``) or the domain (``math``, ``code``);
     - ``pool/accepted_difficulty``: mean over accepted proposals of the difficulty the
-      protocol paid, ``d`` (SAGE, MAE: 1 - mean probe or judge score) or ``1 - acc`` (AZR:
-      the solver's pass rate on the new task);
+      protocol paid, ``d`` (SAGE, MAE: the ``difficulty_rule`` of the mean probe or judge
+      score) or ``1 - acc`` (AZR: the solver's pass rate on the new task);
     - ``pool/accepted_novelty``: mean over accepted deduction and abduction tasks of the
       normalised-program distance to the nearest seed program
       (:func:`sage_env.tasks.novelty.nearest_program_distance`; 0: a renamed seed, 1: nothing in

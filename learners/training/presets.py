@@ -95,6 +95,11 @@ PRESETS: dict[str, TrainConfig] = {
                 # gates read the critic's expected score, not one noisy sample (not in the
                 # paper; docs/reference/rewards.md, "Expected-score gate")
                 critic_score_estimate="expected",
+                # a math or code task that no probe solves earns no difficulty and joins no
+                # pool (AZR's learnability; the default, not the paper's d = 1 - r: with a
+                # wrong stored answer every right probe fails; docs/reference/rewards.md,
+                # "Difficulty rule")
+                difficulty_rule="learnability",
             ),
         ),
         # micro-batches of at most 1024 padded tokens: a micro-batch of 4 long sequences held
@@ -133,6 +138,7 @@ PRESETS: dict[str, TrainConfig] = {
         save_every=1_000_000,  # one checkpoint, at the last step
         keep_checkpoints=1,
         report_to="none",  # metrics.jsonl only
+        # the default difficulty rule, "learnability" (docs/reference/rewards.md)
         env=EnvConfig(solver_samples=2),
         learner=PGConfig(lr=1e-5, micro_batch_size=4, gradient_checkpointing=False),
     ),
@@ -154,7 +160,14 @@ PRESETS: dict[str, TrainConfig] = {
         rollout=RolloutConfig(engine="vllm"),
         save_every=10,
         keep_checkpoints=3,
-        env=EnvConfig(solver_samples=4, math_workers=8),
+        env=EnvConfig(
+            solver_samples=4,
+            math_workers=8,
+            # the paper's difficulty d = 1 - r: a task no probe solves earns d = 1 and joins
+            # the pool, also when its stored answer is wrong (docs/reference/rewards.md,
+            # "Difficulty rule"; our default is "learnability")
+            rewards=RewardConfig(difficulty_rule="inverse_accuracy"),
+        ),
         learner=PGConfig(
             lr=3e-6,
             # 2 sequences of up to 8192 tokens: their 4096 completion positions' logits
@@ -185,7 +198,14 @@ PRESETS: dict[str, TrainConfig] = {
         rollout=RolloutConfig(engine="vllm"),
         save_every=10,
         keep_checkpoints=3,
-        env=EnvConfig(solver_samples=4, math_workers=8),
+        env=EnvConfig(
+            solver_samples=4,
+            math_workers=8,
+            # the paper's difficulty d = 1 - r: a task no probe solves earns d = 1 and joins
+            # the pool, also when its stored answer is wrong (docs/reference/rewards.md,
+            # "Difficulty rule"; our default is "learnability")
+            rewards=RewardConfig(difficulty_rule="inverse_accuracy"),
+        ),
         learner=PGConfig(
             lr=3e-6,
             micro_batch_size=4,

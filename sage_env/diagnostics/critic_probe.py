@@ -5,14 +5,18 @@ builds a fixed probe set — intact seed questions and corrupted copies of other
 (words shuffled, cut off mid-sentence, or spliced with an unrelated task) — as critic
 observations, and scores a critic's replies with the area under the ROC curve of the gate's
 own quantity, the normalised score q (an unparseable reply counts as q = 0, as the gate sees
-it). AUC 0.5 is chance; 1.0 means every intact task outscored every corrupted one.
+it). AUC 0.5 is chance; 1.0 means every intact task outscored every corrupted one. When the
+critic sees verifiers (``EnvConfig.critic_sees_verifier``), corruptions of the verifier test
+whether it checks answers: another task's answer or tests, or a near miss of its own.
 
 Text only: the learner generates the replies (``learners.evaluation.critic_replies``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
+import re
 from dataclasses import dataclass
 
 from sage_env import rewards
@@ -26,6 +30,18 @@ CORRUPTIONS = ("shuffled", "truncated", "spliced")
 VERIFIER_CORRUPTION = "wrong_verifier"
 """With ``EnvConfig.critic_sees_verifier`` the probe adds this corruption: an intact question
 shown with the answer or tests of another seed task of its domain."""
+NEAR_MISS = "near_miss"
+"""A wrong-answer corruption (asked for with ``probe_set(corruptions=...)``): an intact
+question shown with its own answer changed to a near miss (:func:`near_miss`), or one of its
+tests' expected integers off by one: the honest-looking wrong answer a proposer writes (17 x 24
+for "17 x 23")."""
+VERIFIER_KINDS = (VERIFIER_CORRUPTION, NEAR_MISS)
+"""Corruptions of the verifier, not the question: without ``critic_sees_verifier`` such an
+item shows the intact question alone, indistinguishable from an intact item (a control arm
+whose expected AUC is 0.5; a sampled critic's draws still scatter around it)."""
+_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?!\d)|\d+(?:\.\d+)?")
+_FRACTION = re.compile(r"\\[dt]?frac\{\s*-?(?P<tex>\d+)\s*\}|(?<![\d.])(?P<num>\d+)\s*/\s*\d")
+_EXPECTED_INT = re.compile(r"(==\s*[-(\[]*\s*)(\d+)(?!.*==)")
 MIN_FALLBACK_ALPHA = 1e-6
 """Floor of :func:`seed_quantile`: q = 0 (no parse, or the lowest score) never passes."""
 
@@ -37,7 +53,7 @@ class ProbeItem:
     Attributes:
         observation: The critic's observation ``{"system", "user", "prefix"}``.
         intact: True for an unmodified seed question, False for a corrupted one.
-        corruption: ``""``, one of :data:`CORRUPTIONS` or :data:`VERIFIER_CORRUPTION`.
+        corruption: ``""``, one of :data:`CORRUPTIONS` or :data:`VERIFIER_KINDS`.
         task_id: The seed the question came from.
     """
 
@@ -108,6 +124,83 @@ def corrupt(question: str, kind: str, other: str, rng: random.Random) -> str:
     raise ValueError(f"unknown corruption {kind!r}; known: {CORRUPTIONS}")
 
 
+def _shift_digits(digits: str, rng: random.Random) -> str:
+    """``digits`` (a non-negative integer's) plus or minus 1, or with one digit changed."""
+    n = int(digits)
+    if len(digits) > 1 and rng.random() < 0.5:  # change one digit, never the leading one
+        i = rng.randrange(1, len(digits))
+        new = rng.choice([c for c in "0123456789" if c != digits[i]])
+        return digits[:i] + new + digits[i + 1 :]
+    return str(n + 1 if n == 0 or rng.random() < 0.5 else n - 1)
+
+
+def near_miss(answer: str, rng: random.Random) -> str | None:
+    r"""A wrong answer close to ``answer``: the honest-looking mistake, not a random value.
+
+    A fraction (``\frac{3}{4}``, ``3/4``) gets its numerator plus or minus 1; otherwise the
+    last number in the answer (not a base subscript) gets plus or minus 1, or (two or more digits)
+    one digit other than the leading one changed (``391`` -> ``392``, ``381``, ``491`` never).
+
+    Args:
+        answer: A math answer as LaTeX or plain text.
+        rng: Source of randomness.
+
+    Returns:
+        The changed answer (always a different string with a different value), or ``None``
+        when ``answer`` holds no number.
+    """
+    frac = _FRACTION.search(answer)
+    if frac is not None:
+        group = "tex" if frac.group("tex") is not None else "num"
+        n = int(frac.group(group))
+        moved = str(n + 1 if n == 0 or rng.random() < 0.5 else n - 1)
+        return answer[: frac.start(group)] + moved + answer[frac.end(group) :]
+    # a subscript names a base (28_9, 101_{2}), not a value: the number before it moves
+    numbers = [m for m in _NUMBER.finditer(answer) if not answer[: m.start()].endswith(("_", "_{"))]
+    if not numbers:
+        return None
+    last = numbers[-1]
+    whole, dot, frac_digits = last.group(0).partition(".")
+    if "," in whole:  # 1,000 -> 1,001 or 1,090: thousands separators kept
+        text = f"{int(_shift_digits(whole.replace(',', ''), rng)):,}"
+    elif dot:  # a decimal: its last digit moves, so 2.5 -> 2.4 or 2.6
+        moved = _shift_digits(frac_digits[-1], rng)[-1]
+        if moved == frac_digits[-1]:
+            moved = str((int(moved) + 1) % 10)
+        text = whole + "." + frac_digits[:-1] + moved
+    else:
+        text = _shift_digits(whole, rng)
+    return answer[: last.start()] + text + answer[last.end() :]
+
+
+def near_miss_tests(tests: list[str], rng: random.Random) -> list[str] | None:
+    """``tests`` with one expected integer moved by :func:`near_miss`'s rule.
+
+    The integer is the first one after the last ``==`` of one test, drawn among the tests
+    that have one. Returns ``None`` when no test compares with an integer.
+    """
+    usable = [i for i, t in enumerate(tests) if _EXPECTED_INT.search(t)]
+    if not usable:
+        return None
+    i = usable[rng.randrange(len(usable))]
+    m = _EXPECTED_INT.search(tests[i])
+    moved = _shift_digits(m.group(2), rng)
+    out = list(tests)
+    out[i] = tests[i][: m.start(2)] + moved + tests[i][m.end(2) :]
+    return out
+
+
+def near_miss_task(task: Task, rng: random.Random) -> Task | None:
+    """A copy of ``task`` whose answer (math) or one test (code) is a near miss, or ``None``."""
+    if task.domain == "math":
+        answer = near_miss(task.answer or "", rng)
+        return None if answer is None else dataclasses.replace(task, answer=answer)
+    if task.domain == "code":
+        tests = near_miss_tests(list(task.tests), rng)
+        return None if tests is None else dataclasses.replace(task, tests=tests)
+    return None
+
+
 def _other_with_verifier(task: Task, tasks: list[Task], rng: random.Random) -> Task:
     """Another task of ``task``'s domain whose verifier differs (``task`` itself if none)."""
     mine = prompts.verifier_text(task)
@@ -116,7 +209,11 @@ def _other_with_verifier(task: Task, tasks: list[Task], rng: random.Random) -> T
 
 
 def probe_set(
-    tasks: list[Task], n: int = 24, seed: int = 0, config: EnvConfig | None = None
+    tasks: list[Task],
+    n: int = 24,
+    seed: int = 0,
+    config: EnvConfig | None = None,
+    corruptions: tuple[str, ...] | None = None,
 ) -> list[ProbeItem]:
     """``n`` critic observations, half intact seed questions and half corrupted ones.
 
@@ -129,28 +226,53 @@ def probe_set(
         n: Number of items (rounded down to even; at least 2).
         seed: Seed of the draw and the corruptions.
         config: The environment config whose response prefix the observations get (that of
-            ``review_question``: ``"<score>"`` by default, ``""`` with prefixes off).
+            ``review_question``: ``"<score>"`` by default, ``""`` with prefixes off), and
+            whose ``critic_sees_verifier`` decides whether items show the verifier.
+        corruptions: The kinds the corrupted half cycles through, from :data:`CORRUPTIONS`
+            and :data:`VERIFIER_KINDS`; ``None`` (default): :data:`CORRUPTIONS`, plus
+            :data:`VERIFIER_CORRUPTION` when the config shows verifiers. A
+            :data:`NEAR_MISS` item is drawn among the tasks that have a number to move
+            (:func:`near_miss_task`).
 
     Raises:
-        ValueError: if ``n < 2`` or fewer than 3 tasks are given.
+        ValueError: if ``n < 2``, fewer than 3 tasks are given, or a corruption is unknown.
     """
     if n < 2 or len(tasks) < 3:
         raise ValueError(f"need n >= 2 and at least 3 tasks, got n={n}, {len(tasks)} tasks")
     rng = random.Random(seed)
     config = config or EnvConfig()
     prefix = config.resolve_prefix("review_question", DEFAULT_PREFIXES["review_question"])
-    kinds = CORRUPTIONS + ((VERIFIER_CORRUPTION,) if config.critic_sees_verifier else ())
+    if corruptions is None:
+        kinds = CORRUPTIONS + ((VERIFIER_CORRUPTION,) if config.critic_sees_verifier else ())
+    else:
+        kinds = tuple(corruptions)
+        unknown = sorted(set(kinds) - set(CORRUPTIONS) - set(VERIFIER_KINDS))
+        if unknown or not kinds:
+            raise ValueError(
+                f"unknown corruption(s) {unknown or kinds!r}; known: {CORRUPTIONS + VERIFIER_KINDS}"
+            )
     half = n // 2
     picks = [tasks[rng.randrange(len(tasks))] for _ in range(2 * half)]
     items = []
     for i, task in enumerate(picks):
         intact = i < half
         kind = "" if intact else kinds[i % len(kinds)]
+        shown = task
+        if kind == NEAR_MISS:  # redraw until the task has a number to move
+            changed = near_miss_task(task, rng)
+            for _ in range(100):
+                if changed is not None:
+                    break
+                task = tasks[rng.randrange(len(tasks))]
+                changed = near_miss_task(task, rng)
+            if changed is None:
+                raise ValueError("no task has a number for a near_miss corruption")
+            shown = changed
         question = task.prompt
-        verifier = prompts.verifier_text(task) if config.critic_sees_verifier else None
-        if kind == VERIFIER_CORRUPTION:
+        verifier = prompts.verifier_text(shown) if config.critic_sees_verifier else None
+        if kind == VERIFIER_CORRUPTION and config.critic_sees_verifier:
             verifier = prompts.verifier_text(_other_with_verifier(task, tasks, rng))
-        elif not intact:
+        elif not intact and kind not in VERIFIER_KINDS:
             other = tasks[rng.randrange(len(tasks))].prompt
             question = corrupt(task.prompt, kind, other, rng)
         obs = dict(prompts.critic_question(question, task.domain, verifier), prefix=prefix)

@@ -14,11 +14,15 @@ proposer writes (a math answer is then the proposer's claim).
    ``0 < acc < 1``, else 0, with ``acc`` the solver's mean verifier score on its task; the
    solver gets its verifier score ``s_gt``.
 
-A valid proposal joins the pool (AZR's task buffer). AZR's reference code additionally maps
-some zero rewards to -0.5 / -1 format penalties; this protocol follows the paper's formula,
-with format penalties off (rewards stay in [0, 1]) unless ``AZRConfig.format_penalty`` is set
-(``EnvConfig.protocol_config``): then an invalid proposal gets -1 and an unformatted answer
--1, a formatted wrong answer -0.5 (AZR Eq. 6).
+A valid proposal joins the pool (AZR's task buffer) once at least one of the k attempts
+has solved it: the answer is the proposer's claim, so a task that no attempt solves may be
+wrong (learnability pays it 0 too; ``docs/reference/rewards.md``, "Difficulty rule").
+
+AZR's reference code additionally maps some zero rewards to -0.5 / -1 format penalties;
+this protocol follows the paper's formula, with format penalties off (rewards stay in
+[0, 1]) unless ``AZRConfig.format_penalty`` is set (``EnvConfig.protocol_config``): then an
+invalid proposal gets -1 and an unformatted answer -1, a formatted wrong answer -0.5
+(AZR Eq. 6).
 """
 
 from __future__ import annotations
@@ -84,9 +88,8 @@ class AZRQAProtocol(Protocol):
                 verifier_check=self.check,
             )
             self.task = env.pool.sample(env.rng)
-        else:
+        else:  # it joins the pool once an attempt has solved it (on_solve)
             self.task = candidate
-            env.pool.add(candidate)
         self.scores = []
         env.select(
             "solver_0",
@@ -109,6 +112,14 @@ class AZRQAProtocol(Protocol):
         if self.proposal is not None and self.proposal.valid:
             acc = sum(self.scores) / len(self.scores)
             self.task.meta.update({"acc": acc, "scores": list(self.scores)})
+            if max(self.scores) > 0.0:
+                pooled = {"added_to_pool": env.pool.add(self.task)}
+            else:
+                pooled = {
+                    "added_to_pool": False,
+                    "gate": "no attempt solved it: no evidence that its stored answer is "
+                    "right: not pooled",
+                }
             env.deliver(
                 "proposer_0",
                 learnability_reward(acc),
@@ -116,5 +127,6 @@ class AZRQAProtocol(Protocol):
                 parsed=public(self.proposal),
                 verifier_check=self.check,
                 new_task_id=self.task.task_id,
+                **pooled,
             )
         env.finish()

@@ -3,14 +3,19 @@
 1. ``proposer_0`` reads a seed task and proposes a new task (same format as the SAGE
    challenger; on an execution task, a program and an input as AZR's proposer does, the
    outputs computed by the sandboxed executor, :func:`~sage_env.protocols.azr.vet_exec_challenge`);
-2. ``judge_0`` scores the question (q, 1-10 -> [0, 1]); when ``q >= alpha`` it is accepted
-   and joins the pool;
+2. ``judge_0`` scores the question (q, 1-10 -> [0, 1]); when ``q >= alpha`` it is accepted;
 3. ``solver_0`` answers the accepted question ``k`` times (otherwise a task drawn from the
-   pool), and after each answer ``judge_0`` scores it (j in [0, 1]).
+   pool), and after each answer ``judge_0`` scores it (j in [0, 1]); then the accepted
+   question joins the pool.
 
-Rewards: proposer ``(q + d + f) / 3`` with ``d = 1 - mean(j)`` (the SAGE challenger formula
-with the judge in place of the verifier; d dropped when rejected, as
-``difficulty_when_gated`` says); solver ``w_j j + w_f f`` (``MAEConfig.solver_weights`` in
+Rewards: proposer ``(q + d + f) / 3`` with ``d = difficulty(mean(j))`` under
+``RewardConfig.difficulty_rule`` (the SAGE challenger formula with the judge in place of the
+verifier; d dropped when rejected, as ``difficulty_when_gated`` says). The paper's MAE rule is
+``"inverse_accuracy"``, ``d = 1 - mean(j)``; under the default ``"learnability"`` a math or
+code task whose every answer the judge scores 0 earns d = 0 and stays out of the pool
+(an execution task keeps ``1 - mean(j)``). The evidence is the judge's, not a verifier's:
+the judge never sees the stored answer, so a wrong stored answer does not change MAE's
+rewards; solver ``w_j j + w_f f`` (``MAEConfig.solver_weights`` in
 ``EnvConfig.protocol_config``, default 0.8, 0.2); judge: its format score. The external
 verifier's score is still computed and reported in ``infos`` (``verdict``) so that judge
 accuracy can be measured, but it is not rewarded: MAE learns without ground truth.
@@ -122,8 +127,7 @@ class MAEProtocol(ExecChallenger):
         cfg = env.config.rewards
         self.q = review(env, "judge_0", text, "question", "q")
         self.accepted = rewards.quality_gate(self.q, cfg)
-        if self.accepted:
-            env.pool.add(self.task)
+        if self.accepted:  # it joins the pool once its answers are judged
             self.judging = env.pool.frozen  # frozen pool: these answers only judge the task
             self._start_solve(env, self.task)
             return
@@ -136,6 +140,47 @@ class MAEProtocol(ExecChallenger):
             gate=f"q={self.q:.3f} < alpha={cfg.alpha:.3f}: rejected",
         )
         self._start_solve(env, env.pool.sample(env.rng))
+
+    def _credit_proposer(self, env: ProtocolEnv) -> None:
+        """Pay the proposer for an accepted task after its k judged answers; pool it.
+
+        ``d = difficulty(mean j)`` under ``RewardConfig.difficulty_rule`` (``1 - mean j`` on an
+        execution task). MAE has no verifier in its rewards: r is the judge's mean score, and
+        under the evidence rules a math or code task whose every answer the judge scored 0
+        earns d = 0 and stays out of the pool, as SAGE's unsolved question does.
+        """
+        cfg = env.config.rewards
+        task = self.task
+        d = rewards.task_difficulty(
+            sum(self.judged) / len(self.judged), cfg.difficulty_rule, task.domain
+        )
+        task.meta.update({"q": self.q, "d": d, "judge_scores": list(self.judged)})
+        unsolved = max(self.judged) <= 0.0
+        if unsolved and rewards.needs_solvability_evidence(cfg.difficulty_rule, task.domain):
+            env.deliver(
+                "proposer_0",
+                *rewards.challenger_reward(self.q, d, 1.0, cfg),
+                parsed=self._parsed(),
+                verifier_check=self.check,
+                accepted=False,
+                added_to_pool=False,
+                judge_scores=list(self.judged),
+                gate=(
+                    "the judge scored no answer above 0: no evidence that the task can be "
+                    f"solved (difficulty_rule={cfg.difficulty_rule!r}): d = {d:g}, not pooled"
+                ),
+            )
+            return
+        added = env.pool.add(task)
+        env.deliver(
+            "proposer_0",
+            *rewards.challenger_reward(self.q, d, 1.0, cfg),
+            parsed=self._parsed(),
+            verifier_check=self.check,
+            accepted=True,
+            added_to_pool=added,
+            new_task_id=task.task_id,
+        )
 
     def _start_solve(self, env: ProtocolEnv, task) -> None:
         self.task = task
@@ -154,7 +199,6 @@ class MAEProtocol(ExecChallenger):
 
     def on_judge_answer(self, env: ProtocolEnv, text: str) -> None:
         """Score the answer; credit judge and solver; after k answers, the proposer."""
-        cfg = env.config.rewards
         raw, f, sampled = review_parts(env, text)
         j, details = gate_estimate(env, sampled)
         self.judged.append(j)
@@ -181,16 +225,7 @@ class MAEProtocol(ExecChallenger):
             env.select("solver_0", "solve", self.task, prompts.solver(self.task), repeats=left)
             return
         if self.accepted:
-            d = 1.0 - sum(self.judged) / len(self.judged)
-            self.task.meta.update({"q": self.q, "d": d, "judge_scores": list(self.judged)})
-            env.deliver(
-                "proposer_0",
-                *rewards.challenger_reward(self.q, d, 1.0, cfg),
-                parsed=self._parsed(),
-                verifier_check=self.check,
-                accepted=True,
-                new_task_id=self.task.task_id,
-            )
+            self._credit_proposer(env)
             if self.judging:  # frozen pool: the solver trains on a seed
                 self.accepted = self.judging = False
                 self._start_solve(env, env.pool.sample(env.rng))

@@ -19,8 +19,15 @@ starts and the two halves alternate: 1, 4, 2, 5, 3, 6 (each turn whose observati
 already is announced with ``env.announce``, so a driver samples both halves together).
 
 Steps 2-3 are skipped when the proposal does not parse or its verifier fails its check, and
-step 3 when the question fails the quality gate. With ``pool_admission="solvable"`` a
-question that no probe solves stays out of the pool and earns no difficulty term.
+step 3 when the question fails the quality gate. The challenger's difficulty term is
+``d = difficulty(r)``, r the probes' mean verifier score, under
+``RewardConfig.difficulty_rule``: by default AZR's learnability (``1 - r`` when
+``0 < r < 1``, else 0), so a math or code question that no probe solves (whose stored answer
+may simply be wrong) earns d = 0 and stays out of the pool; the paper's rule
+(``"inverse_accuracy"``, ``d = 1 - r``) pays it d = 1 and pools it. An execution question,
+whose truth the sandbox computes, earns ``1 - r`` and joins the pool under every rule. With
+``pool_admission="solvable"`` any question that no probe solves stays out of the pool and
+earns no difficulty term.
 Rewards: ``docs/reference/rewards.md``; with ``critic_plan_grounding > 0`` the plan review is paid
 after step 6, from how well ``p`` predicted the solver's mean verifier score.
 """
@@ -191,9 +198,27 @@ class SAGEProtocol(ExecChallenger):
         )
         if len(self.probe_scores) < env.config.solver_samples:
             return
-        d = 1.0 - sum(self.probe_scores) / len(self.probe_scores)
         task = self.new_task
-        if env.config.pool_admission == "solvable" and max(self.probe_scores) <= 0.0:
+        r = sum(self.probe_scores) / len(self.probe_scores)
+        d = rewards.task_difficulty(r, cfg.difficulty_rule, task.domain)
+        unsolved = max(self.probe_scores) <= 0.0
+        if unsolved and rewards.needs_solvability_evidence(cfg.difficulty_rule, task.domain):
+            env.deliver(
+                "challenger_0",
+                *rewards.challenger_reward(self.q, d, 1.0, cfg),
+                parsed=self._parsed(),
+                verifier_check=self.check,
+                accepted=False,
+                added_to_pool=False,
+                probe_scores=list(self.probe_scores),
+                gate=(
+                    "no difficulty probe solved it: no evidence that its stored answer is "
+                    f"right (difficulty_rule={cfg.difficulty_rule!r}): d = {d:g}, not pooled"
+                ),
+            )
+            self._after_probes(env)
+            return
+        if unsolved and env.config.pool_admission == "solvable":
             env.deliver(
                 "challenger_0",
                 *rewards.challenger_reward(self.q, None, 1.0, cfg),

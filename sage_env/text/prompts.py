@@ -144,9 +144,28 @@ MAX_VERIFIER_CHARS = 1500
 """A verifier shown to the critic is cut to this many characters."""
 
 
+ANSWER_PROGRAM = "\n\nAnswer program:\n```python\n{program}\n```\nIts value: {value}"
+"""How a math proposal's answer program and its value follow the answer in
+:func:`verifier_text` (``EnvConfig.math_grounding = "program"``)."""
+
+
 def verifier_text(task: Task) -> str:
-    """The verifier of ``task`` as the critic sees it: the answer (math) or the tests (code)."""
-    text = (task.answer or "") if task.domain == "math" else "\n".join(task.tests)
+    """The verifier of ``task`` as the critic sees it: the answer (math) or the tests (code).
+
+    A math task grounded by its answer program (``EnvConfig.math_grounding = "program"``:
+    ``task.meta`` holds ``answer_program`` and, once the sandbox ran it, ``answer_value``)
+    shows the program and its value after the answer (:data:`ANSWER_PROGRAM`), so the critic
+    can check that the program computes what the question asks. Cut to
+    :data:`MAX_VERIFIER_CHARS`.
+    """
+    if task.domain != "math":
+        return "\n".join(task.tests)[:MAX_VERIFIER_CHARS]
+    text = task.answer or ""
+    meta = task.meta if isinstance(task.meta, dict) else {}
+    program = meta.get("answer_program")
+    if isinstance(program, str) and program.strip():
+        value = meta.get("answer_value", "not computed")
+        text += ANSWER_PROGRAM.format(program=program.strip(), value=value)
     return text[:MAX_VERIFIER_CHARS]
 
 

@@ -65,6 +65,20 @@ def test_critic_verifier_reports_both_arms(tmp_path, tiny_path):
     assert 0.0 <= shown["auc"] <= 1.0
 
 
+def test_critic_verifier_measures_wrong_answer_corruptions_alone(tmp_path, tiny_path):
+    from experiments.critic_verifier import run as critic_verifier
+
+    out = tmp_path / "wrong.json"
+    result = critic_verifier.main(
+        ["--model", tiny_path, "--items", "8", "--repeats", "1", "--out", str(out)]
+        + ["--corruptions", "near_miss,wrong_verifier"]
+    )
+    assert result["corruptions"] == ["near_miss", "wrong_verifier"]
+    for arm in ("question only", "question+verifier"):
+        (draw,) = result["draws"][arm]
+        assert set(draw["auc_by_corruption"]) == {"near_miss", "wrong_verifier"}
+
+
 def test_critic_warmup_probes_every_checkpoint_on_held_out_seeds(tmp_path, tiny_path):
     from experiments.critic_warmup import run as critic_warmup
 

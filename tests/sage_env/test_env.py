@@ -267,7 +267,13 @@ def test_code_reference_solution_must_pass_its_tests(solution, accepted):
             "solve": "no code",
         }[phase]
 
-    env = sage_env.env(EnvConfig(domains=("code",), solver_samples=1), seeds=[CODE_SEED])
+    # the paper's difficulty rule: the probe fails, yet an accepted task joins the pool
+    env = sage_env.env(
+        EnvConfig(
+            domains=("code",), solver_samples=1, rewards={"difficulty_rule": "inverse_accuracy"}
+        ),
+        seeds=[CODE_SEED],
+    )
     rec = by_phase(play_round(env, script))
     ((_, reward, info),) = rec["challenge"]
     assert info["verifier_check"]["status"] == ("passed" if accepted else "failed")
@@ -500,8 +506,15 @@ def test_critic_probe_adds_wrong_verifier_items_when_the_critic_sees_verifiers()
 
 def test_solvable_admission_keeps_unsolved_questions_out_and_unpaid():
     def make(admission):
+        # the paper's difficulty rule, under which "gate" pools an unsolved question (the
+        # default learnability rule keeps it out under both admissions)
         return sage_env.env(
-            EnvConfig(domains=("math",), solver_samples=2, pool_admission=admission),
+            EnvConfig(
+                domains=("math",),
+                solver_samples=2,
+                pool_admission=admission,
+                rewards={"difficulty_rule": "inverse_accuracy"},
+            ),
             seeds=[MATH_SEED],
             render_mode="ansi",
         )

@@ -136,3 +136,48 @@ def test_no_nan_anywhere():
     for q in (0.0, 0.7, 1.0):
         for d in (None, 0.0, 1.0):
             assert math.isfinite(challenger_reward(q, d, 1.0, CFG)[0])
+
+
+# ------------------------------------------------------------- difficulty rule (issue 46)
+@pytest.mark.parametrize(
+    "r, inverse_accuracy, learnability, band",
+    [
+        (0.0, 1.0, 0.0, 0.0),  # nobody solved it: hard or wrong; only the paper pays it
+        (0.25, 0.75, 0.75, 0.5),
+        (0.5, 0.5, 0.5, 1.0),
+        (0.75, 0.25, 0.25, 0.5),
+        (1.0, 0.0, 0.0, 0.0),
+    ],
+)
+def test_difficulty_rules_pay_the_documented_table(r, inverse_accuracy, learnability, band):
+    from sage_env.rewards import difficulty
+
+    assert difficulty(r, "inverse_accuracy") == pytest.approx(inverse_accuracy)
+    assert difficulty(r, "learnability") == pytest.approx(learnability)
+    assert difficulty(r, "band") == pytest.approx(band)
+
+
+def test_execution_tasks_keep_inverse_accuracy_under_every_rule():
+    from sage_env.rewards import needs_solvability_evidence, task_difficulty
+
+    for rule in ("inverse_accuracy", "learnability", "band"):
+        assert task_difficulty(0.0, rule, "exec") == 1.0
+        assert task_difficulty(0.5, rule, "exec") == 0.5
+        assert needs_solvability_evidence(rule, "exec") is False
+    assert task_difficulty(0.0, "learnability", "math") == 0.0
+    assert needs_solvability_evidence("learnability", "math") is True
+    assert needs_solvability_evidence("band", "code") is True
+    assert needs_solvability_evidence("inverse_accuracy", "math") is False
+
+
+def test_difficulty_rule_defaults_to_learnability_and_rejects_unknown_names():
+    from sage_env import EnvConfig
+    from sage_env.rewards import difficulty
+
+    assert RewardConfig().difficulty_rule == "learnability"
+    with pytest.raises(ValueError, match="difficulty_rule must be one of"):
+        RewardConfig(difficulty_rule="hardness")
+    with pytest.raises(ValueError, match="difficulty_rule must be one of"):
+        EnvConfig(rewards={"difficulty_rule": "inverse-accuracy"})
+    with pytest.raises(ValueError, match="unknown difficulty rule 'x'"):
+        difficulty(0.5, "x")

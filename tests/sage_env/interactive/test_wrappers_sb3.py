@@ -32,7 +32,12 @@ ex = load_example()
 
 
 def aec(**kw):
-    return sage_env.env(EnvConfig(domains=("math",), solver_samples=2), seeds=[MATH_SEED], **kw)
+    # the paper's difficulty rule: these tests are about the wrapper, and their scripted
+    # solver fails the challenge (d = 1 - 0 = 1; the default learnability pays it 0)
+    cfg = EnvConfig(
+        domains=("math",), solver_samples=2, rewards={"difficulty_rule": "inverse_accuracy"}
+    )
+    return sage_env.env(cfg, seeds=[MATH_SEED], **kw)
 
 
 def critic_scoring(score):

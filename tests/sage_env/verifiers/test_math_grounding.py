@@ -51,11 +51,18 @@ def challenge_record(env, challenge, probe="\\boxed{4}"):
 
 def test_a_wrong_claim_is_refused_under_program_and_paid_as_hard_under_claim():
     wrong = TWO_PLUS_TWO.format(program=FOUR, answer="5")
-    # the paper's rule: the claim is the truth, every (right) probe "fails", d = 1
-    env = make_env("claim")
+    # the paper's rules (claim, inverse_accuracy): the claim is the truth, every (right)
+    # probe "fails", d = 1 and the wrong task joins the pool
+    env = make_env("claim", rewards={"difficulty_rule": "inverse_accuracy"})
     reward, info = challenge_record(env, wrong)
     assert info["accepted"] and info["terms"]["d"] == 1.0 and reward == pytest.approx(1.0)
     assert env.unwrapped.pool.tasks[-1].answer == "5"
+    # claim under the default learnability rule: no probe solved it, so no difficulty and no
+    # pool: (q + 0 + f) / 3 with q = f = 1 (issue 46)
+    env = make_env("claim")
+    reward, info = challenge_record(env, wrong)
+    assert not info["accepted"] and info["terms"]["d"] == 0.0 and reward == pytest.approx(2 / 3)
+    assert env.unwrapped.pool.num_generated == 0
     # ours: the program says 4, the claim 5: refused before review, no d, not pooled
     env = make_env("program")
     reward, info = challenge_record(env, wrong)
@@ -245,7 +252,7 @@ def test_the_scripted_challenger_writes_a_correct_program_under_program():
     obs = env.observe("challenger_0")
     (reply,) = env.unwrapped.protocol.scripted_actions("challenge", obs, MATH_SEED)
     assert reply == scripted.PROPOSAL_MATH_PROGRAM
-    _, info = challenge_record(env, reply)
+    _, info = challenge_record(env, reply, probe="\\boxed{71}")  # a probe solves it: pooled
     assert info["verifier_check"]["grounding"]["verdict"] == "agree"
     assert env.unwrapped.pool.tasks[-1].answer == "71"
     claim_obs = {"user": "Reference problem: ... <answer>"}
