@@ -1,0 +1,95 @@
+"""Red-team pass on the integrity fixes of issue 46 (item 5): attacks that got a truth stored.
+
+One class per test class, each as a policy would find it:
+
+- the low bits of an address: address-space randomisation moves pages, not the offset of
+  an object inside its page, so ``repr(object())`` / ``repr(lambda: 0)`` modulo 4096 was the
+  same in every fresh interpreter (and another in a zygote's fork, and another at another
+  isolation level). A program returning it passed every determinism check (6/6 of 20
+  ``check_rng`` seeds, at ``unshare``, ``unshare`` with the zygote and ``rlimits``), and the
+  stored run was told from the check runs by it (fork 3456, fresh 4032 for a lambda).
+  Fixed: every run keeps a drawn heap layout (``RunVariant.layout``).
+- math answer strings that read two ways or as a huge value.
+
+Run at the default isolation level and with ``SAGE_SANDBOX_ISOLATION=unshare`` / ``rlimits``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sage_env.verifiers import execution
+from sage_env.verifiers.execution import RunVariant
+
+#: Programs whose value is the low bits of an address (each a separate way to reach one).
+ADDRESS_PROGRAMS = {
+    "object": (
+        "def answer():\n"
+        "    return int(repr(object()).split(' at ')[1][:-1], 16) % 4096\n"
+    ),
+    "lambda": (
+        "def answer():\n"
+        "    return int(repr(lambda: 0).split(' at ')[1][:-1], 16) % 4096\n"
+    ),
+    "fstring": (
+        "def answer():\n"
+        "    class A:\n"
+        "        pass\n"
+        "    return int(f'{A()}'.split(' at ')[1][:-1], 16) % 4096 + 1\n"
+    ),
+}
+
+#: A program that is one of two values by whether an address's low bits are those of a run
+#: it was tuned to: passed everywhere before the fix, its stored run told apart.
+_ADDRESS_BITS = (
+    "def answer():\n"
+    "    a = int(repr(object()).split(' at ')[1][:-1], 16) % 4096\n"
+    "    b = int(repr(lambda: 0).split(' at ')[1][:-1], 16) % 4096\n"
+    "    return a * 4096 + b\n"
+)
+
+LEVELS = ["unshare", "unshare-zygote", "rlimits", "rlimits-zygote"]
+
+
+@pytest.mark.parametrize("level", LEVELS, indirect=True)
+class TestAddressLowBits:
+    @pytest.mark.parametrize("name", sorted(ADDRESS_PROGRAMS))
+    def test_a_value_made_of_address_bits_is_refused(self, level, name):
+        program = ADDRESS_PROGRAMS[name]
+        for seed in range(3):
+            got = execution.compute_answer(program, check_rng=random.Random(seed))
+            assert not got.valid, (name, seed, got)
+            assert got.check == "deterministic"
+
+    def test_no_two_runs_share_a_layout(self, level):
+        """Neither the stored run nor a fresh one under the stored seeds has a fixed layout."""
+        stored = {execution.execute(_ADDRESS_BITS, [()], entry="answer").outputs for _ in "ab"}
+        audit = RunVariant(0, "UTC", 0, fresh=True)
+        fresh = {
+            execution.execute(_ADDRESS_BITS, [()], entry="answer", variant=audit).outputs
+            for _ in "ab"
+        }
+        assert len(stored) == 2 and len(fresh) == 2
+
+    def test_the_stored_run_draws_its_layout_reproducibly(self, level):
+        checks = execution.draw_check_variants(5, random.Random(3))
+        again = execution.draw_check_variants(5, random.Random(3))
+        assert execution.stored_variant(checks) == execution.stored_variant(again)
+        stored = execution.stored_variant(checks)
+        assert (stored.hash_seed, stored.tz, stored.random_seed, stored.fresh) == (
+            0, "UTC", 0, False,
+        )  # fmt: skip
+        assert stored.layout != 0
+        assert len({v.layout for v in checks} | {stored.layout}) == 6
+
+
+@pytest.mark.parametrize("level", ["unshare", "rlimits"], indirect=True)
+def test_honest_programs_still_pass_under_drawn_layouts(level):
+    program = "def f(a):\n    return sorted({str(a), 'x'}) + [a * 2, -0.0, {'k': (1, 2.5)}]\n"
+    got = execution.validate_program(program, ["3", "'b'"], check_rng=random.Random(0))
+    assert got.valid, got
+    assert execution.compute_answer(
+        "def answer():\n    return sum(range(10)) / 4\n", check_rng=random.Random(1)
+    ).valid
