@@ -85,3 +85,64 @@ def test_azr_qa_pools_a_code_task_only_after_a_full_pass():
     assert info["added_to_pool"] is False
     assert env.unwrapped.pool.num_generated == 0
     assert reward == 0.0  # was learnability(0.2) = 0.8
+
+
+# ------------------------------------------------------------------ residual attacks
+WEAK_TESTS = (
+    "<question>Write is_prime(n) returning True when n is a prime number.</question>\n"
+    "<tests>\nassert is_prime(4) == False\nassert is_prime(9) == False\n"
+    "assert is_prime(15) == False\n</tests>\n<solution>\n```python\n"
+    "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, n))\n```\n</solution>"
+)
+CONSTANT = "```python\ndef is_prime(n):\n    return False\n```"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="residual (docs/reference/verifiers.md, 'Known residual attacks'): tests that a "
+    "constant function passes are evidence of nothing, yet a probe returning False is a full "
+    "pass; refusing such tests needs a run per trivial program at every code proposal",
+)
+def test_tests_a_constant_function_passes_are_no_evidence():
+    env = code_env()
+
+    def play(agent, phase, obs, n):
+        if phase == "challenge":
+            return WEAK_TESTS
+        if phase in ("review_question", "review_plan"):
+            return PASS
+        if phase == "plan":
+            return PLAN
+        return CONSTANT
+
+    records = play_round(env, play)
+    ((_, _, reward, info),) = [r for r in records if r[1] == "challenge"]
+    assert info["added_to_pool"] is False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="residual (docs/reference/verifiers.md, 'Known residual attacks'): a wrong stored "
+    "answer that a weak solver gives by default (0) is 'solved' by one lucky probe; with k "
+    "probes the chance is 1 - (1 - p)^k for a default rate p, and learnability pays 1 - r",
+)
+def test_a_wrong_answer_a_probe_gives_by_default_is_no_evidence():
+    from tests.scripted import MATH_SEED
+
+    env = sage_env.env(
+        EnvConfig(domains=("math",), solver_samples=2), seeds=[MATH_SEED], render_mode="ansi"
+    )
+    probes = ("0", "391")
+
+    def play(agent, phase, obs, n):
+        if phase == "challenge":
+            return "<question>What is 17*23?</question>\n<answer>0</answer>"
+        if phase in ("review_question", "review_plan"):
+            return PASS
+        if phase == "plan":
+            return PLAN
+        return f"\\boxed{{{probes[n % 2]}}}"
+
+    records = play_round(env, play)
+    ((_, _, reward, info),) = [r for r in records if r[1] == "challenge"]
+    assert info["added_to_pool"] is False and info["terms"]["d"] == 0.0

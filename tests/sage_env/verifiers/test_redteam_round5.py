@@ -93,3 +93,18 @@ def test_honest_programs_still_pass_under_drawn_layouts(level):
     assert execution.compute_answer(
         "def answer():\n    return sum(range(10)) / 4\n", check_rng=random.Random(1)
     ).valid
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="residual (docs/reference/verifiers.md, 'Known residual attacks'): a power tower "
+    "such as 9^{9^{9^9}} is stored (it agrees with itself as text) and any other right form "
+    "of it times out in math-verify (10 s per comparison), so only an echo solves it",
+)
+def test_a_value_too_large_to_compare_is_refused():
+    from sage_env.verifiers import MathVerifier
+    from sage_env.verifiers.math_grounding import ground_answer
+
+    program = "def answer():\n    return '9^{9^{9^' + str(3 * 3) + '}}'\n"
+    got = ground_answer(program, "9^{9^{9^9}}", MathVerifier(), check_rng=random.Random(0))
+    assert got.verdict != "agree"
