@@ -214,7 +214,8 @@ class SAGEProtocol(ExecChallenger):
                 probe_scores=list(self.probe_scores),
                 gate=(
                     "no difficulty probe solved it in full: no evidence that its stored "
-                    f"answer or tests are right (difficulty_rule={cfg.difficulty_rule!r}): d = {d:g}, not pooled"
+                    f"answer or tests are right (difficulty_rule={cfg.difficulty_rule!r}): "
+                    f"d = {d:g}, not pooled"
                 ),
             )
             self._after_probes(env)
