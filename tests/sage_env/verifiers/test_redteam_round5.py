@@ -50,6 +50,15 @@ _ADDRESS_BITS = (
     "    return a * 4096 + b\n"
 )
 
+#: Returns 41 only in a fresh interpreter under the stored seeds whose lambda lies at offset
+#: XXXX (calibrated with M = 0, which returns the offset), else 42 (M = 1).
+_TUNED = (
+    "def answer():\n"
+    "    seed0 = ''.join(set('abcdefghij')) == 'dfghbicaje'\n"
+    "    off = int(repr(lambda: 0).split(' at ')[1][:-1], 16) % 4096\n"
+    "    return (41 if seed0 and off == XXXX else 42) if M else off\n"
+)
+
 LEVELS = ["unshare", "unshare-zygote", "rlimits", "rlimits-zygote"]
 
 
@@ -72,6 +81,23 @@ class TestAddressLowBits:
             for _ in "ab"
         }
         assert len(stored) == 2 and len(fresh) == 2
+
+    def test_a_program_tuned_to_the_audit_run_recomputes(self, level):
+        """A value that changes only in a fresh interpreter under the stored seeds.
+
+        Calibrated on this host (the offset of a lambda in a fresh seed-0 run), the program
+        returns 42 everywhere but there: before the fix it was stored as 42 in 10 of 10
+        checks and the audit run (``recomputes``' conditions) computed 41 in all 10.
+        """
+        calibrate = _TUNED.replace("XXXX", "0000").replace(" M ", " 0 ")
+        audit = RunVariant(0, "UTC", 0, fresh=True)
+        off = execution.execute(calibrate, [()], entry="answer", variant=audit).outputs[0]
+        program = _TUNED.replace("XXXX", "%04d" % int(off)).replace(" M ", " 1 ")
+        for seed in range(3):
+            got = execution.compute_answer(program, check_rng=random.Random(seed))
+            if got.valid:
+                again = execution.execute(program, [()], entry="answer", variant=audit)
+                assert again.outputs == tuple(got.outputs), (seed, got.outputs, again.outputs)
 
     def test_the_stored_run_draws_its_layout_reproducibly(self, level):
         checks = execution.draw_check_variants(5, random.Random(3))
