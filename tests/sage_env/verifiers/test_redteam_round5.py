@@ -8,8 +8,10 @@ One class per test class, each as a policy would find it:
   isolation level). A program returning it passed every determinism check (6/6 of 20
   ``check_rng`` seeds, at ``unshare``, ``unshare`` with the zygote and ``rlimits``), and the
   stored run was told from the check runs by it (fork 3456, fresh 4032 for a lambda).
-  Fixed: every run keeps a drawn heap layout (``RunVariant.layout``).
-- math answer strings that read two ways or as a huge value.
+  Fixed: every run keeps a drawn heap layout (``RunVariant.layout``). Also a program tuned
+  to the audit run (a fresh interpreter under the stored seeds): stored as 42, recomputed
+  as 41, 10 of 10 with the zygote.
+- residual (strict xfail): a math value too large to compare (``9^{9^{9^9}}``).
 
 Run at the default isolation level and with ``SAGE_SANDBOX_ISOLATION=unshare`` / ``rlimits``.
 """
