@@ -6,6 +6,8 @@ debugging a reward can see exactly why it came out as it did. See ``docs/referen
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sage_env.config import RewardConfig
 
 
@@ -173,6 +175,19 @@ def needs_solvability_evidence(rule: str, domain: str) -> bool:
     outputs the sandbox computes, so it is never a suspect of that kind.
     """
     return rule != "inverse_accuracy" and domain != "exec"
+
+
+def solved_by_any(scores: Sequence[float]) -> bool:
+    """Whether some attempt solved a task in full: the evidence that its verifier is right.
+
+    A score is 1 for a right math answer and the fraction of tests passed for code. A
+    partial pass is no evidence (ours, issue 46 item 5): tests that contradict the question
+    in four asserts of five (the proposer's reference solution special-cases them) give a
+    right solution 0.2, which counted as "solved" paid the proposal d = 0.8 under
+    learnability and pooled it. Only an attempt that passes every test shows the tests can
+    be met by a solution to the question.
+    """
+    return any(s >= 1.0 for s in scores)
 
 
 def azr_reward(

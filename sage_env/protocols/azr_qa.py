@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from sage_env.protocols.base import Protocol, propose, public
 from sage_env.protocols.registry import register_protocol
-from sage_env.rewards import learnability_reward
+from sage_env.rewards import learnability_reward, solved_by_any
 from sage_env.text import prompts
 
 if TYPE_CHECKING:
@@ -112,17 +112,18 @@ class AZRQAProtocol(Protocol):
         if self.proposal is not None and self.proposal.valid:
             acc = sum(self.scores) / len(self.scores)
             self.task.meta.update({"acc": acc, "scores": list(self.scores)})
-            if max(self.scores) > 0.0:
+            solved = solved_by_any(self.scores)  # a partial pass is no evidence
+            if solved:
                 pooled = {"added_to_pool": env.pool.add(self.task)}
             else:
                 pooled = {
                     "added_to_pool": False,
-                    "gate": "no attempt solved it: no evidence that its stored answer is "
-                    "right: not pooled",
+                    "gate": "no attempt solved it in full: no evidence that its stored answer "
+                    "or tests are right: not pooled, reward 0",
                 }
             env.deliver(
                 "proposer_0",
-                learnability_reward(acc),
+                learnability_reward(acc) if solved else 0.0,
                 {"acc": acc, "valid": True},
                 parsed=public(self.proposal),
                 verifier_check=self.check,

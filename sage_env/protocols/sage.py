@@ -201,8 +201,9 @@ class SAGEProtocol(ExecChallenger):
         task = self.new_task
         r = sum(self.probe_scores) / len(self.probe_scores)
         d = rewards.task_difficulty(r, cfg.difficulty_rule, task.domain)
-        unsolved = max(self.probe_scores) <= 0.0
+        unsolved = not rewards.solved_by_any(self.probe_scores)  # a full pass is evidence
         if unsolved and rewards.needs_solvability_evidence(cfg.difficulty_rule, task.domain):
+            d = 0.0  # partial passes (r > 0) are no evidence either
             env.deliver(
                 "challenger_0",
                 *rewards.challenger_reward(self.q, d, 1.0, cfg),
@@ -212,8 +213,9 @@ class SAGEProtocol(ExecChallenger):
                 added_to_pool=False,
                 probe_scores=list(self.probe_scores),
                 gate=(
-                    "no difficulty probe solved it: no evidence that its stored answer is "
-                    f"right (difficulty_rule={cfg.difficulty_rule!r}): d = {d:g}, not pooled"
+                    "no difficulty probe solved it in full: no evidence that its stored "
+                    f"answer or tests are right (difficulty_rule={cfg.difficulty_rule!r}): "
+                    f"d = {d:g}, not pooled"
                 ),
             )
             self._after_probes(env)

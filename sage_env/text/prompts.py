@@ -10,6 +10,8 @@ same environment serves any instruction-tuned model. Prompts ask for explicit ta
 
 from __future__ import annotations
 
+import ast
+
 from sage_env.tasks.task import Task
 
 DEFAULT_PREFIXES: dict[str, str] = {
@@ -164,9 +166,40 @@ def verifier_text(task: Task) -> str:
     meta = task.meta if isinstance(task.meta, dict) else {}
     program = meta.get("answer_program")
     if isinstance(program, str) and program.strip():
-        value = meta.get("answer_value", "not computed")
-        text += ANSWER_PROGRAM.format(program=program.strip(), value=value)
+        value = str(meta.get("answer_value", "not computed"))[:300]
+        room = MAX_VERIFIER_CHARS - len(text) - len(ANSWER_PROGRAM.format(program="", value=value))
+        shown = _program_as_code(program)
+        if len(shown) > room:  # cut the program, never the value after it
+            shown = shown[: max(0, room - 4)] + "\n..."
+        text += ANSWER_PROGRAM.format(program=shown, value=value)
     return text[:MAX_VERIFIER_CHARS]
+
+
+def _program_as_code(program: str) -> str:
+    """A program as the critic sees it: its code, without comments (ours, issue 46 item 5).
+
+    ``ast.unparse`` drops comments, and every string literal is written on one line, so a
+    program cannot talk to the critic in a comment or close the code fence with a string
+    that holds a fake ``Its value:`` line; only a program that parses reaches a review.
+    """
+    try:
+        tree = _OneLineStrings().visit(ast.parse(program))
+        return ast.unparse(tree)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return program.strip()
+
+
+class _OneLineStrings(ast.NodeTransformer):
+    """Write every string literal (f-strings and docstrings too) as one escaped line."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        if isinstance(node.value, (str, bytes)):
+            return ast.copy_location(ast.Name(id=repr(node.value), ctx=ast.Load()), node)
+        return node
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.AST:
+        text = ast.unparse(node).replace("\r", "\\r").replace("\n", "\\n")
+        return ast.copy_location(ast.Name(id=text, ctx=ast.Load()), node)
 
 
 def critic_question(question: str, domain: str, verifier: str | None = None) -> Observation:

@@ -40,7 +40,7 @@ import random
 import secrets
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sage_env import sandbox
@@ -71,12 +71,20 @@ class RunVariant:
         random_seed: The seed the runner gives :mod:`random` before the program loads.
         fresh: Run in an interpreter started for this run, not forked from a zygote (its
             own hash seed and address layout; forks of one zygote share both).
+        layout: Heap layout of the run (ours, issue 46 item 5): with a nonzero value the
+            runner keeps blocks of sizes and counts drawn from it allocated before the
+            program loads, so the low bits of an address (``repr(object())``, which address
+            space randomisation leaves alone and which tell a zygote's fork from a fresh
+            interpreter, and one isolation level from another) vary from run to run. 0 (as
+            in :data:`STORED_RUN`): :func:`execute` draws one from the host's entropy;
+            :func:`stored_variant` draws a reproducible one for a checked stored run.
     """
 
     hash_seed: int
     tz: str
     random_seed: int
     fresh: bool = False
+    layout: int = 0
 
 
 STORED_RUN = RunVariant(TASK_HASH_SEED, "UTC", TASK_HASH_SEED, fresh=False)
@@ -133,15 +141,33 @@ def draw_check_variants(
         ``count`` :class:`RunVariant`, all ``fresh``.
     """
     rng = check_rng if check_rng is not None else random.SystemRandom()
-    return tuple(
-        RunVariant(
-            hash_seed=rng.randrange(1, 2**32),
-            tz=rng.choice(CHECK_TIME_ZONES),
-            random_seed=rng.randrange(2**32),
-            fresh=True,
-        )
+    drawn = [
+        (rng.randrange(1, 2**32), rng.choice(CHECK_TIME_ZONES), rng.randrange(2**32))
         for _ in range(max(0, int(count)))
+    ]
+    return tuple(
+        RunVariant(hash_seed=h, tz=tz, random_seed=r, fresh=True, layout=_layout_of(r, 1))
+        for h, tz, r in drawn
     )
+
+
+def _layout_of(seed: int, salt: int) -> int:
+    """A heap-layout draw (1 .. 2**32 - 1) derived from a drawn seed, with no extra draw."""
+    return (int(seed) * 2654435761 + salt * 40503) % (2**32 - 1) + 1
+
+
+def stored_variant(checks: Sequence[RunVariant]) -> RunVariant:
+    """:data:`STORED_RUN` with a heap layout drawn for this check (from ``checks``' draws).
+
+    The stored run's outputs are kept, so its hash seed, time zone and :mod:`random` seed
+    stay pinned; its heap layout (:attr:`RunVariant.layout`) is drawn like the check runs',
+    so the low bits of an address are no fingerprint of the stored run either (a program
+    keyed on them returns its claim only in the stored run, or only on some hosts). With no
+    check run it is :data:`STORED_RUN` itself.
+    """
+    if not checks:
+        return STORED_RUN
+    return replace(STORED_RUN, layout=_layout_of(checks[0].random_seed, 2))
 
 
 @dataclass(frozen=True)
@@ -239,6 +265,15 @@ _RUNNER = """\
 import ast as _ast, contextlib as _cl, io as _io, json as _json, random as _random
 import sys as _sys, types as _types
 _random.seed({seed!r})
+if {layout!r}:
+    # the heap layout of this run, drawn (ours): blocks of drawn sizes and count stay
+    # allocated before the program loads, so an address's low bits (repr(object()),
+    # repr(lambda: 0)) are no fingerprint of the run, the same in every fresh interpreter
+    _r = _random.Random({layout!r})
+    _PAD = [bytes(_r.randrange(0, 1024)) for _ in range(_r.randrange(256, 4096))]
+    _PAD += [object() for _ in range(_r.randrange(256, 4096))]
+    _PAD += [_r.random() for _ in range(_r.randrange(256, 4096))]
+    del _r
 _SRC = {src!r}
 _ARGS = {args!r}
 _ENTRY = {entry!r}
@@ -374,6 +409,9 @@ def execute(
         nonce=nonce,
         expr=bool(expressions),
         seed=int(variant.random_seed),
+        # 0: a layout drawn here from the host's entropy, so that no run, stored or audit,
+        # has a layout a program could be tuned to
+        layout=int(variant.layout) or secrets.randbelow(2**32 - 1) + 1,
     )
     res = _run_variant(code, variant, timeout_s, memory_mb)
     if res.status != "passed":
@@ -470,7 +508,8 @@ def validate_program(
         args_list.append(args)
     checks = draw_check_variants(max(1, determinism_runs) - 1, check_rng)
     limits = {"entry": entry, "timeout_s": timeout_s, "memory_mb": memory_mb}
-    stored = _run_values(execute(program, args_list, variant=STORED_RUN, **limits))
+    stored_run = stored_variant(checks)
+    stored = _run_values(execute(program, args_list, variant=stored_run, **limits))
     if isinstance(stored, Validation):
         return stored
     for ex in execute_all(program, args_list, checks, **limits):

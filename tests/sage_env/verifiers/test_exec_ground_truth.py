@@ -161,8 +161,10 @@ def test_red_team_ground_truth_cases_score_zero_at_every_isolation_level(level, 
     assert got["one_bit_valid"] == 0
     assert got["one_bit_valid_two_runs"] >= 5
     assert got["host"] == dict.fromkeys(HOST_DEPENDENT, "deterministic")
-    expected = "deterministic" if zygote == "1" else "recomputes"
-    assert got["low_bits"] == dict.fromkeys(LOW_ADDRESS_BITS, expected)
+    # address low bits: every run draws its heap layout (issue 46 item 5), so they are noise
+    # at every level; before, a fresh interpreter reproduced them (stored, "recomputes" on
+    # this host, though another isolation level computes other bits)
+    assert got["low_bits"] == dict.fromkeys(LOW_ADDRESS_BITS, "deterministic")
     assert got["honest"] == dict.fromkeys(HONEST, True)
     # abduction noise: a single run pays about half the noisy answers; repeated verdicts none
     assert got["abduction_paid"] == 0.0

@@ -1,0 +1,138 @@
+"""Red-team pass on the integrity fixes of issue 46 (item 5): attacks that got a truth stored.
+
+One class per test class, each as a policy would find it:
+
+- the low bits of an address: address-space randomisation moves pages, not the offset of
+  an object inside its page, so ``repr(object())`` / ``repr(lambda: 0)`` modulo 4096 was the
+  same in every fresh interpreter (and another in a zygote's fork, and another at another
+  isolation level). A program returning it passed every determinism check (6/6 of 20
+  ``check_rng`` seeds, at ``unshare``, ``unshare`` with the zygote and ``rlimits``), and the
+  stored run was told from the check runs by it (fork 3456, fresh 4032 for a lambda).
+  Fixed: every run keeps a drawn heap layout (``RunVariant.layout``). Also a program tuned
+  to the audit run (a fresh interpreter under the stored seeds): stored as 42, recomputed
+  as 41, 10 of 10 with the zygote.
+- residual (strict xfail): a math value too large to compare (``9^{9^{9^9}}``).
+
+Run at the default isolation level and with ``SAGE_SANDBOX_ISOLATION=unshare`` / ``rlimits``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sage_env.verifiers import execution
+from sage_env.verifiers.execution import RunVariant
+
+#: Programs whose value is the low bits of an address (each a separate way to reach one).
+ADDRESS_PROGRAMS = {
+    "object": (
+        "def answer():\n"
+        "    return int(repr(object()).split(' at ')[1][:-1], 16) % 4096\n"
+    ),
+    "lambda": (
+        "def answer():\n"
+        "    return int(repr(lambda: 0).split(' at ')[1][:-1], 16) % 4096\n"
+    ),
+    "fstring": (
+        "def answer():\n"
+        "    class A:\n"
+        "        pass\n"
+        "    return int(f'{A()}'.split(' at ')[1][:-1], 16) % 4096 + 1\n"
+    ),
+}
+
+#: A program that is one of two values by whether an address's low bits are those of a run
+#: it was tuned to: passed everywhere before the fix, its stored run told apart.
+_ADDRESS_BITS = (
+    "def answer():\n"
+    "    a = int(repr(object()).split(' at ')[1][:-1], 16) % 4096\n"
+    "    b = int(repr(lambda: 0).split(' at ')[1][:-1], 16) % 4096\n"
+    "    return a * 4096 + b\n"
+)
+
+#: Returns 41 only in a fresh interpreter under the stored seeds whose lambda lies at offset
+#: XXXX (calibrated with M = 0, which returns the offset), else 42 (M = 1).
+_TUNED = (
+    "def answer():\n"
+    "    seed0 = ''.join(set('abcdefghij')) == 'dfghbicaje'\n"
+    "    off = int(repr(lambda: 0).split(' at ')[1][:-1], 16) % 4096\n"
+    "    return (41 if seed0 and off == XXXX else 42) if M else off\n"
+)
+
+LEVELS = ["unshare", "unshare-zygote", "rlimits", "rlimits-zygote"]
+
+
+@pytest.mark.parametrize("level", LEVELS, indirect=True)
+class TestAddressLowBits:
+    @pytest.mark.parametrize("name", sorted(ADDRESS_PROGRAMS))
+    def test_a_value_made_of_address_bits_is_refused(self, level, name):
+        program = ADDRESS_PROGRAMS[name]
+        for seed in range(3):
+            got = execution.compute_answer(program, check_rng=random.Random(seed))
+            assert not got.valid, (name, seed, got)
+            assert got.check == "deterministic"
+
+    def test_no_two_runs_share_a_layout(self, level):
+        """Neither the stored run nor a fresh one under the stored seeds has a fixed layout."""
+        stored = {execution.execute(_ADDRESS_BITS, [()], entry="answer").outputs for _ in "ab"}
+        audit = RunVariant(0, "UTC", 0, fresh=True)
+        fresh = {
+            execution.execute(_ADDRESS_BITS, [()], entry="answer", variant=audit).outputs
+            for _ in "ab"
+        }
+        assert len(stored) == 2 and len(fresh) == 2
+
+    def test_a_program_tuned_to_the_audit_run_recomputes(self, level):
+        """A value that changes only in a fresh interpreter under the stored seeds.
+
+        Calibrated on this host (the offset of a lambda in a fresh seed-0 run), the program
+        returns 42 everywhere but there: before the fix it was stored as 42 in 10 of 10
+        checks and the audit run (``recomputes``' conditions) computed 41 in all 10.
+        """
+        calibrate = _TUNED.replace("XXXX", "0000").replace(" M ", " 0 ")
+        audit = RunVariant(0, "UTC", 0, fresh=True)
+        off = execution.execute(calibrate, [()], entry="answer", variant=audit).outputs[0]
+        program = _TUNED.replace("XXXX", "%04d" % int(off)).replace(" M ", " 1 ")
+        for seed in range(3):
+            got = execution.compute_answer(program, check_rng=random.Random(seed))
+            if got.valid:
+                again = execution.execute(program, [()], entry="answer", variant=audit)
+                assert again.outputs == tuple(got.outputs), (seed, got.outputs, again.outputs)
+
+    def test_the_stored_run_draws_its_layout_reproducibly(self, level):
+        checks = execution.draw_check_variants(5, random.Random(3))
+        again = execution.draw_check_variants(5, random.Random(3))
+        assert execution.stored_variant(checks) == execution.stored_variant(again)
+        stored = execution.stored_variant(checks)
+        assert (stored.hash_seed, stored.tz, stored.random_seed, stored.fresh) == (
+            0, "UTC", 0, False,
+        )  # fmt: skip
+        assert stored.layout != 0
+        assert len({v.layout for v in checks} | {stored.layout}) == 6
+
+
+@pytest.mark.parametrize("level", ["unshare", "rlimits"], indirect=True)
+def test_honest_programs_still_pass_under_drawn_layouts(level):
+    program = "def f(a):\n    return sorted({str(a), 'x'}) + [a * 2, -0.0, {'k': (1, 2.5)}]\n"
+    got = execution.validate_program(program, ["3", "'b'"], check_rng=random.Random(0))
+    assert got.valid, got
+    assert execution.compute_answer(
+        "def answer():\n    return sum(range(10)) / 4\n", check_rng=random.Random(1)
+    ).valid
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="residual (docs/reference/verifiers.md, 'Known residual attacks'): a power tower "
+    "such as 9^{9^{9^9}} is stored (it agrees with itself as text) and any other right form "
+    "of it times out in math-verify (10 s per comparison), so only an echo solves it",
+)
+def test_a_value_too_large_to_compare_is_refused():
+    from sage_env.verifiers import MathVerifier
+    from sage_env.verifiers.math_grounding import ground_answer
+
+    program = "def answer():\n    return '9^{9^{9^' + str(3 * 3) + '}}'\n"
+    got = ground_answer(program, "9^{9^{9^9}}", MathVerifier(), check_rng=random.Random(0))
+    assert got.verdict != "agree"
