@@ -183,12 +183,81 @@ def _ambiguous_math_text(text: str) -> str | None:
         rest = text[end:].lstrip()
         if rest.startswith("^"):
             return "a power chain without braces (write 2^{3^2} or (2^3)^2)"
+        too_large = _too_large_power(text, at, end)
+        if too_large:
+            return too_large
     plain = _COMMAND.sub(" ", text)
     if _E_NEXT_TO_NUMBER.search(plain):
         return "e next to a number (an exponent, or Euler's e?)"
     if _NUMBER_PREFIX.search(plain):
         return "a 0x/0o/0b prefix or j suffix that is not one Python number"
     return None
+
+
+MAX_POWER_BITS = 700
+"""A power in a string value may stand for at most this many bits, as an ``int`` value may."""
+_NUMBER_BEFORE = re.compile(r"([0-9]+(?:\.[0-9]*)?)\s*$")
+
+
+def _too_large_power(text: str, at: int, end: int) -> str | None:
+    r"""Why the power whose ``^`` is at ``text[at]`` and exponent ends at ``end`` is refused.
+
+    A value must be one that a solver's right answer can be compared with in time: a power
+    of more than :data:`MAX_POWER_BITS` bits (``2^{100000}``; ``9^{300}`` needs 951 bits),
+    counting powers in its exponent (``9^{9^{9^9}}``; ``2^{3^2}`` is fine), makes math-verify
+    expand a number it cannot compare within its timeout, so only a reply that echoes the
+    text would ever be judged right (the red team's "value too large to compare", issue 46).
+    An exponent that holds a power and is not a plain number (``x^{2^n}``) is refused too.
+    ``None`` when the power is small enough or its exponent is a symbol (``2^{n}``).
+    """
+    exponent = text[at + 1 : end].strip().lstrip("+-").strip()
+    if "^" in exponent:
+        e = _small_power(exponent)
+        if e is None:
+            return "a power in an exponent that is too large or not a number"
+    else:
+        try:
+            e = float(exponent.strip("{}() "))
+        except ValueError:
+            return None
+    base = _NUMBER_BEFORE.search(text[:at])
+    b = float(base.group(1)) if base else 2.0
+    bits = abs(e) * math.log2(b) if b > 1.0 else abs(e)
+    if bits > MAX_POWER_BITS:
+        return f"a power of more than {MAX_POWER_BITS} bits (a value too large to compare)"
+    return None
+
+
+_PLAIN_POWER = re.compile(r"[0-9(){}^ ]+")
+
+
+def _small_power(text: str) -> int | None:
+    """The value of ``text`` made of whole numbers, ``^`` and brackets (``{3^2}`` -> 9).
+
+    ``None`` when it holds anything else, does not parse, or a power in it needs more than
+    :data:`MAX_POWER_BITS` bits (each power is bounded before it is computed).
+    """
+    if not _PLAIN_POWER.fullmatch(text) or len(text) > 100:
+        return None
+    python = text.replace("{", "(").replace("}", ")").replace("^", "**")
+    try:
+        tree = ast.parse(python, mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+    def value(node: ast.AST) -> int | None:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            base, power = value(node.left), value(node.right)
+            if base is None or power is None:
+                return None
+            if base > 1 and power * math.log2(base) > MAX_POWER_BITS:
+                return None
+            return base**power
+        return None
+
+    return value(tree)
 
 
 def _exponent_end(text: str, at: int) -> int:

@@ -11,7 +11,9 @@ One class per test class, each as a policy would find it:
   Fixed: every run keeps a drawn heap layout (``RunVariant.layout``). Also a program tuned
   to the audit run (a fresh interpreter under the stored seeds): stored as 42, recomputed
   as 41, 10 of 10 with the zygote.
-- residual (strict xfail): a math value too large to compare (``9^{9^{9^9}}``).
+- a math value too large to compare (``9^{9^{9^9}}``): stored, as it agreed with itself as
+  text, while every other right form timed out in math-verify. Fixed: a string value's powers
+  are bounded at 700 bits, as an ``int`` value is (``render_value``).
 
 Run at the default isolation level and with ``SAGE_SANDBOX_ISOLATION=unshare`` / ``rlimits``.
 """
@@ -123,12 +125,6 @@ def test_honest_programs_still_pass_under_drawn_layouts(level):
     ).valid
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="residual (docs/reference/verifiers.md, 'Known residual attacks'): a power tower "
-    "such as 9^{9^{9^9}} is stored (it agrees with itself as text) and any other right form "
-    "of it times out in math-verify (10 s per comparison), so only an echo solves it",
-)
 def test_a_value_too_large_to_compare_is_refused():
     from sage_env.verifiers import MathVerifier
     from sage_env.verifiers.math_grounding import ground_answer
@@ -136,3 +132,21 @@ def test_a_value_too_large_to_compare_is_refused():
     program = "def answer():\n    return '9^{9^{9^' + str(3 * 3) + '}}'\n"
     got = ground_answer(program, "9^{9^{9^9}}", MathVerifier(), check_rng=random.Random(0))
     assert got.verdict != "agree"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["9^{9^{9^9}}", "2^{1000}", "9^{300}", "2^{2^{2^{2^2}}}", "x^{2^n}", "1.5^{2000}"],
+)
+def test_a_power_too_large_to_compare_is_refused_as_a_value(value):
+    from sage_env.verifiers.math_grounding import render_value
+
+    text, why = render_value(value)
+    assert text is None and "power" in why
+
+
+@pytest.mark.parametrize("value", ["2^{10}", "2^{700}", "2^{3^2}", "2^{2^{2^2}}", "2^{n}", "10^{-3}"])
+def test_a_power_small_enough_to_compare_is_kept(value):
+    from sage_env.verifiers.math_grounding import render_value
+
+    assert render_value(value) == (value, "")
