@@ -180,7 +180,8 @@ def check_verifier(
     becomes the program's value (the stored answer) and the claim moves to
     ``task.meta["claimed_answer"]``; ``check_rng`` draws the variants of its check runs.
     Code: the tests parsed already; the reference solution
-    must pass all of them in the sandbox. Without one the check fails, unless
+    must pass all of them in the sandbox, and no trivial program may (:func:`trivial_pass`:
+    tests a constant passes pin nothing). Without a solution the check fails, unless
     ``config.require_code_solution`` is False (then the tests are accepted unchecked).
 
     Returns:
@@ -211,7 +212,47 @@ def check_verifier(
             "status": "failed",
             "reason": f"reference solution fails its tests ({res.status}: {res.reason})",
         }
+    trivial = trivial_pass(task, code_verifier)
+    if trivial is not None:
+        return {
+            "status": "failed",
+            "reason": f"tests do not pin the task: a function that returns {trivial} passes "
+            "every one",
+        }
     return {"status": "passed", "reason": "reference solution passes every test"}
+
+
+TRIVIAL_RETURNS: tuple[str, ...] = (
+    "None", "False", "True", "0", "1", "''", "[]", "(args[0] if args else None)"
+)  # fmt: skip
+"""What the trivial programs of :func:`trivial_pass` return: constants a weak solver writes,
+and the first argument unchanged."""
+
+
+def trivial_pass(task: Task, code_verifier: CodeVerifier) -> str | None:
+    """The return expression of a trivial program that passes every test of ``task``, if any.
+
+    A proposed code task's tests are evidence of nothing when a function that ignores its
+    question passes them all: "write ``is_prime(n)``" with tests that assert only composites
+    is passed in full by ``return False``, so a probe writing that constant would count as a
+    solve (the red team's "tests a constant function passes", issue 46). Each program of
+    :data:`TRIVIAL_RETURNS`, ``def <entry>(*args, **kwargs): return <expr>``, runs against
+    the tests in the sandbox until one passes every test (at most
+    ``len(TRIVIAL_RETURNS)`` sandbox checks of the tests, each stopped by its first failing
+    test's verdict as :meth:`CodeVerifier.verify` scores it).
+
+    Returns:
+        The expression (e.g. ``"False"``), or ``None`` when every trivial program fails a
+        test or the task names no entry point; never raises on model output.
+    """
+    entry = task.entry_point
+    if not entry or not entry.isidentifier():
+        return None
+    for expr in TRIVIAL_RETURNS:
+        program = f"def {entry}(*args, **kwargs):\n    return {expr}\n"
+        if code_verifier.verify(program, task.tests, task.test_setup).score >= 1.0:
+            return expr
+    return None
 
 
 def ground_math_task(

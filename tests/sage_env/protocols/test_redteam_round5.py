@@ -97,12 +97,6 @@ WEAK_TESTS = (
 CONSTANT = "```python\ndef is_prime(n):\n    return False\n```"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="residual (docs/reference/verifiers.md, 'Known residual attacks'): tests that a "
-    "constant function passes are evidence of nothing, yet a probe returning False is a full "
-    "pass; refusing such tests needs a run per trivial program at every code proposal",
-)
 def test_tests_a_constant_function_passes_are_no_evidence():
     env = code_env()
 
@@ -117,7 +111,10 @@ def test_tests_a_constant_function_passes_are_no_evidence():
 
     records = play_round(env, play)
     ((_, _, reward, info),) = [r for r in records if r[1] == "challenge"]
-    assert info["added_to_pool"] is False
+    assert info["accepted"] is False and not info.get("added_to_pool")
+    assert info["verifier_check"]["status"] == "failed"
+    assert "returns False passes every one" in info["verifier_check"]["reason"]
+    assert not any(t.parent_id for t in env.unwrapped.pool.tasks)
 
 
 @pytest.mark.xfail(
