@@ -91,6 +91,12 @@ class RewardConfig:
     alpha: float = 0.7
     """Quality gate: a generated question joins the pool and is solved for difficulty only
     when the critic's normalised quality score ``q >= alpha``."""
+    domain_alpha: dict[str, float] = field(default_factory=dict)
+    """Quality gates per domain (``{"exec": 0.21}``): a question of a domain named here passes
+    when ``q >= domain_alpha[domain]`` instead of ``alpha``. Empty by default (one gate);
+    ``sage-env train --gate-calibration`` with ``gate_per_domain`` fills it from the critic
+    probe's items of each domain (:meth:`sage_env.env.raw_env.set_gate`), because a critic
+    scores an execution task's program on another scale than a word problem."""
     beta: float = 0.3
     """Plan gate: the solver sees the plan only when the critic's plan score ``p > beta``."""
     challenger_weights: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
@@ -189,6 +195,11 @@ class EnvConfig(Generic[ProtocolConfigT]):
     ``exec`` (AZR's execution tasks; the bundled execution seeds then join the seeds and the
     pool, and the Challenger proposes a program and an input whose output the sandboxed
     executor computes)."""
+    domain_weights: tuple[float, ...] | None = None
+    """Relative weights of ``domains`` when a round draws its reference task's domain (one
+    per domain, in order; ``(1, 1, 4)`` with ``("math", "code", "exec")`` draws exec in 4 of 6
+    rounds). ``None`` (default): uniform. A domain whose proposals this model never makes
+    valid gives its rounds no self-made task; the weights say where the rounds go."""
     max_action_chars: int = 20_000
     """Actions longer than this are truncated (keeping the head) before parsing; the cut is
     flagged as ``infos[agent]["action_truncated"] = {"chars": original length, "kept":
@@ -302,6 +313,9 @@ class EnvConfig(Generic[ProtocolConfigT]):
         r = self.rewards
         if not 0.0 <= r.alpha <= 1.0 or not 0.0 <= r.beta <= 1.0:
             raise ValueError(f"alpha and beta must be in [0, 1], got {r.alpha}, {r.beta}")
+        for domain, a in r.domain_alpha.items():
+            if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= a <= 1.0:
+                raise ValueError(f"domain_alpha[{domain!r}] must be in [0, 1], got {a!r}")
         if not 0.0 <= r.critic_plan_grounding <= 1.0:
             raise ValueError(
                 f"critic_plan_grounding must be in [0, 1], got {r.critic_plan_grounding}"
@@ -338,3 +352,16 @@ class EnvConfig(Generic[ProtocolConfigT]):
                 "domains must be a non-empty subset of ('math', 'code', 'exec'), "
                 f"got {self.domains!r}"
             )
+        if self.domain_weights is not None:
+            w = tuple(self.domain_weights)
+            if (
+                len(w) != len(self.domains)
+                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in w)
+                or any(not x >= 0 for x in w)
+                or not sum(w) > 0
+            ):
+                raise ValueError(
+                    "domain_weights must give one weight >= 0 per domain of "
+                    f"{tuple(self.domains)!r}, not all 0, got {self.domain_weights!r}"
+                )
+            self.domain_weights = tuple(float(x) for x in w)
