@@ -100,3 +100,33 @@ def test_the_demo_probe_holds_execution_questions():
     assert cfg.gate_per_domain and "exec" in cfg.env.domains
     probe = CriticProbe(dataclasses.replace(cfg), _seeds())
     assert probe.domains.count("exec") >= 8
+
+
+def test_domain_weights_set_where_the_rounds_go():
+    import collections
+
+    env = sage_env.env(EnvConfig(domains=("math", "exec"), domain_weights=(1, 3))).unwrapped
+    env.reset(seed=0)
+    drawn = collections.Counter(env.draw_reference().domain for _ in range(400))
+    assert 0.65 < drawn["exec"] / 400 < 0.85
+    only = sage_env.env(EnvConfig(domains=("math", "exec"), domain_weights=(0, 1))).unwrapped
+    only.reset(seed=0)
+    assert {only.draw_reference().domain for _ in range(20)} == {"exec"}
+
+
+@pytest.mark.parametrize("weights", [(1.0,), (1.0, -1.0), (0.0, 0.0), (1.0, float("nan"))])
+def test_domain_weights_must_match_the_domains(weights):
+    with pytest.raises(ValueError, match="domain_weights"):
+        EnvConfig(domains=("math", "exec"), domain_weights=weights)
+
+
+def test_the_warm_up_gives_exec_the_share_of_the_rounds():
+    from sage_env.protocols.demonstrations import demonstrations_for
+
+    domains = ("math", "code", "exec")
+
+    def exec_share(weights):
+        demos = demonstrations_for("sage", domains, _seeds(), 60, domain_weights=weights)
+        return sum(d.task_ids[0].startswith("exec/") for d in demos) / len(demos)
+
+    assert exec_share((1.0, 1.0, 4.0)) > 0.55 > exec_share(None) > 0.2
