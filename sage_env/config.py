@@ -195,11 +195,18 @@ class EnvConfig(Generic[ProtocolConfigT]):
     ``exec`` (AZR's execution tasks; the bundled execution seeds then join the seeds and the
     pool, and the Challenger proposes a program and an input whose output the sandboxed
     executor computes)."""
-    domain_weights: tuple[float, ...] | None = None
-    """Relative weights of ``domains`` when a round draws its reference task's domain (one
-    per domain, in order; ``(1, 1, 4)`` with ``("math", "code", "exec")`` draws exec in 4 of 6
-    rounds). ``None`` (default): uniform. A domain whose proposals this model never makes
+    domain_weights: dict[str, float] | None = None
+    """Relative weights of ``domains`` when a round draws its reference task's domain, by name
+    (``{"exec": 4.0}`` with ``("math", "code", "exec")`` draws exec in 4 of 6 rounds; a domain
+    not named weighs 1, a name not in ``domains`` is ignored, so ``--env.domains`` can change
+    without it). ``None`` (default): uniform. A domain whose proposals this model never makes
     valid gives its rounds no self-made task; the weights say where the rounds go."""
+
+    def domain_weight_list(self) -> list[float] | None:
+        """``domain_weights`` as one weight per entry of ``domains`` (``None``: uniform)."""
+        if self.domain_weights is None:
+            return None
+        return [float(self.domain_weights.get(d, 1.0)) for d in self.domains]
     max_action_chars: int = 20_000
     """Actions longer than this are truncated (keeping the head) before parsing; the cut is
     flagged as ``infos[agent]["action_truncated"] = {"chars": original length, "kept":
@@ -353,15 +360,15 @@ class EnvConfig(Generic[ProtocolConfigT]):
                 f"got {self.domains!r}"
             )
         if self.domain_weights is not None:
-            w = tuple(self.domain_weights)
+            w = dict(self.domain_weights)
             if (
-                len(w) != len(self.domains)
-                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in w)
-                or any(not x >= 0 for x in w)
-                or not sum(w) > 0
+                set(w) - {"math", "code", "exec"}
+                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in w.values())
+                or any(not x >= 0 for x in w.values())
+                or not sum(w.get(d, 1.0) for d in self.domains) > 0
             ):
                 raise ValueError(
-                    "domain_weights must give one weight >= 0 per domain of "
-                    f"{tuple(self.domains)!r}, not all 0, got {self.domain_weights!r}"
+                    "domain_weights must map 'math', 'code', 'exec' to weights >= 0, not 0 for "
+                    f"every domain of {tuple(self.domains)!r}, got {self.domain_weights!r}"
                 )
-            self.domain_weights = tuple(float(x) for x in w)
+            self.domain_weights = {k: float(v) for k, v in w.items()}

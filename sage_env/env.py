@@ -458,7 +458,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
 
     def draw_reference(self) -> Task:
         """Draw a seed task: a domain of ``config.domains`` (by ``domain_weights``), then a task."""
-        weights = self.config.domain_weights or (1.0,) * len(self.config.domains)
+        weights = self.config.domain_weight_list() or [1.0] * len(self.config.domains)
         have = [
             (d, w)
             for d, w in zip(self.config.domains, weights)

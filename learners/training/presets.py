@@ -82,11 +82,11 @@ PRESETS: dict[str, TrainConfig] = {
             # learned in the learning curve (docs/write-ups/learning.md, "Learning curve")
             domains=("math", "code", "exec"),
             # two rounds in three (and their share of the warm-up's demonstrations) on exec:
-            # the 135M Challenger's math and code proposals were valid 0 of 32 in the demo
+            # the 135M Challenger's math and code proposals were valid 0 of 19 in the demo
             # (claims that disagree with their own program, code failing its own tests) against
-            # 3 of 16 exec proposals; an exec task's truth is computed by the sandbox
-            # (docs/write-ups/demo-run.md, "The pool grows")
-            domain_weights=(1.0, 1.0, 4.0),
+            # 6 of 29 exec proposals, whose truth the sandbox computes; the demo pooled 3
+            # (docs/write-ups/demo-run.md, "Self-made tasks in the pool")
+            domain_weights={"exec": 4.0},
             solver_samples=2,
             # the round's two halves alternate, so a step's rounds make 3 generate calls of
             # up to 2, 2 and 4 rows a round instead of 6 narrower ones (docs/guide/training.md,

@@ -510,7 +510,7 @@ class AZRProtocol(Protocol):
         seed: int = 0,
         exclude: list[Task] | None = None,
         math_grounding: str = "claim",
-        domain_weights: tuple[float, ...] | None = None,
+        domain_weights: dict[str, float] | None = None,
     ) -> list[Demonstration]:
         """AZR's warm-up: execution tasks only, in AZR's prompts, whatever ``domains`` says.
 

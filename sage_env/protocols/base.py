@@ -145,7 +145,7 @@ class Protocol:
         seed: int = 0,
         exclude: list[Task] | None = None,
         math_grounding: str = "claim",
-        domain_weights: tuple[float, ...] | None = None,
+        domain_weights: dict[str, float] | None = None,
     ) -> list[Demonstration]:
         """The game's warm-up demonstrations, built only from ``seeds``.
 

@@ -533,7 +533,7 @@ def demonstrations_for(
     seed: int = 0,
     exclude: list[Task] | None = None,
     math_grounding: str = "claim",
-    domain_weights: tuple[float, ...] | None = None,
+    domain_weights: dict[str, float] | None = None,
 ) -> list[Demonstration]:
     """The warm-up demonstrations a run of ``protocol`` over ``domains`` needs.
 
@@ -619,15 +619,16 @@ def sage_formats(
     seed: int = 0,
     exclude: list[Task] | None = None,
     math_grounding: str = "claim",
-    domain_weights: tuple[float, ...] | None = None,
+    domain_weights: dict[str, float] | None = None,
 ) -> list[Demonstration]:
     """SAGE's warm-up (every protocol's unless it has its own): its four roles' formats.
 
     - ``"exec"`` in ``domains`` (SAGE over execution tasks): the proposing and solving shares
       are split between the math/code seeds (:func:`build_demonstrations`) and the execution
       seeds (:func:`build_exec_demonstrations` with SAGE's solver prompt), in proportion to
-      the number of domains (or to ``domain_weights``, the rounds' mix); so is the critic's share (:func:`build_exec_reviews`: the critic
-      reviews execution questions too); planner demonstrations stay math/code.
+      the number of domains (or to ``domain_weights``, the rounds' mix); so is the critic's
+      share (:func:`build_exec_reviews`: the critic reviews execution questions too);
+      planner demonstrations stay math/code.
     - otherwise: :func:`build_demonstrations`.
     """
     plain = [t for t in seeds if t.domain != "exec"]
@@ -639,8 +640,9 @@ def sage_formats(
     excluded = {t.task_id for t in exclude or []}
     other = [d for d in domains if d != "exec"]
     frac = 1.0 / len(domains)
-    if domain_weights is not None and sum(domain_weights) > 0:
-        frac = dict(zip(domains, domain_weights)).get("exec", 0.0) / sum(domain_weights)
+    if domain_weights is not None:
+        weights = {d: float(domain_weights.get(d, 1.0)) for d in domains}
+        frac = weights["exec"] / (sum(weights.values()) or 1.0)
     total = sum(mix.values()) or 1.0
     active = mix.get("challenger", 0.0) + mix.get("solver", 0.0)
     n_exec = round(n * frac * active / total)

@@ -105,16 +105,18 @@ def test_the_demo_probe_holds_execution_questions():
 def test_domain_weights_set_where_the_rounds_go():
     import collections
 
-    env = sage_env.env(EnvConfig(domains=("math", "exec"), domain_weights=(1, 3))).unwrapped
+    env = sage_env.env(EnvConfig(domains=("math", "exec"), domain_weights={"exec": 3})).unwrapped
     env.reset(seed=0)
     drawn = collections.Counter(env.draw_reference().domain for _ in range(400))
     assert 0.65 < drawn["exec"] / 400 < 0.85
-    only = sage_env.env(EnvConfig(domains=("math", "exec"), domain_weights=(0, 1))).unwrapped
+    only = sage_env.env(EnvConfig(domains=("math", "exec"), domain_weights={"math": 0})).unwrapped
     only.reset(seed=0)
     assert {only.draw_reference().domain for _ in range(20)} == {"exec"}
 
 
-@pytest.mark.parametrize("weights", [(1.0,), (1.0, -1.0), (0.0, 0.0), (1.0, float("nan"))])
+@pytest.mark.parametrize(
+    "weights", [{"chess": 1.0}, {"exec": -1.0}, {"math": 0, "exec": 0}, {"exec": float("nan")}]
+)
 def test_domain_weights_must_match_the_domains(weights):
     with pytest.raises(ValueError, match="domain_weights"):
         EnvConfig(domains=("math", "exec"), domain_weights=weights)
@@ -129,4 +131,12 @@ def test_the_warm_up_gives_exec_the_share_of_the_rounds():
         demos = demonstrations_for("sage", domains, _seeds(), 60, domain_weights=weights)
         return sum(d.task_ids[0].startswith("exec/") for d in demos) / len(demos)
 
-    assert exec_share((1.0, 1.0, 4.0)) > 0.55 > exec_share(None) > 0.2
+    assert exec_share({"exec": 4.0}) > 0.55 > exec_share(None) > 0.2
+
+
+def test_domain_weights_survive_a_change_of_domains():
+    """The demo's weights name exec; a run of the demo on exec alone still builds."""
+    cfg = EnvConfig(domains=("math", "code", "exec"), domain_weights={"exec": 4.0})
+    only = dataclasses.replace(cfg, domains=("exec",))
+    assert only.domain_weight_list() == [4.0]
+    assert dataclasses.replace(cfg, domains=("math",)).domain_weight_list() == [1.0]
