@@ -91,6 +91,12 @@ class RewardConfig:
     alpha: float = 0.7
     """Quality gate: a generated question joins the pool and is solved for difficulty only
     when the critic's normalised quality score ``q >= alpha``."""
+    domain_alpha: dict[str, float] = field(default_factory=dict)
+    """Quality gates per domain (``{"exec": 0.21}``): a question of a domain named here passes
+    when ``q >= domain_alpha[domain]`` instead of ``alpha``. Empty by default (one gate);
+    ``sage-env train --gate-calibration`` with ``gate_per_domain`` fills it from the critic
+    probe's items of each domain (:meth:`sage_env.env.raw_env.set_gate`), because a critic
+    scores an execution task's program on another scale than a word problem."""
     beta: float = 0.3
     """Plan gate: the solver sees the plan only when the critic's plan score ``p > beta``."""
     challenger_weights: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
@@ -189,6 +195,18 @@ class EnvConfig(Generic[ProtocolConfigT]):
     ``exec`` (AZR's execution tasks; the bundled execution seeds then join the seeds and the
     pool, and the Challenger proposes a program and an input whose output the sandboxed
     executor computes)."""
+    domain_weights: dict[str, float] | None = None
+    """Relative weights of ``domains`` when a round draws its reference task's domain, by name
+    (``{"exec": 4.0}`` with ``("math", "code", "exec")`` draws exec in 4 of 6 rounds; a domain
+    not named weighs 1, a name not in ``domains`` is ignored, so ``--env.domains`` can change
+    without it). ``None`` (default): uniform. A domain whose proposals this model never makes
+    valid gives its rounds no self-made task; the weights say where the rounds go."""
+
+    def domain_weight_list(self) -> list[float] | None:
+        """``domain_weights`` as one weight per entry of ``domains`` (``None``: uniform)."""
+        if self.domain_weights is None:
+            return None
+        return [float(self.domain_weights.get(d, 1.0)) for d in self.domains]
     max_action_chars: int = 20_000
     """Actions longer than this are truncated (keeping the head) before parsing; the cut is
     flagged as ``infos[agent]["action_truncated"] = {"chars": original length, "kept":
@@ -302,6 +320,9 @@ class EnvConfig(Generic[ProtocolConfigT]):
         r = self.rewards
         if not 0.0 <= r.alpha <= 1.0 or not 0.0 <= r.beta <= 1.0:
             raise ValueError(f"alpha and beta must be in [0, 1], got {r.alpha}, {r.beta}")
+        for domain, a in r.domain_alpha.items():
+            if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= a <= 1.0:
+                raise ValueError(f"domain_alpha[{domain!r}] must be in [0, 1], got {a!r}")
         if not 0.0 <= r.critic_plan_grounding <= 1.0:
             raise ValueError(
                 f"critic_plan_grounding must be in [0, 1], got {r.critic_plan_grounding}"
@@ -338,3 +359,16 @@ class EnvConfig(Generic[ProtocolConfigT]):
                 "domains must be a non-empty subset of ('math', 'code', 'exec'), "
                 f"got {self.domains!r}"
             )
+        if self.domain_weights is not None:
+            w = dict(self.domain_weights)
+            if (
+                set(w) - {"math", "code", "exec"}
+                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in w.values())
+                or any(not x >= 0 for x in w.values())
+                or not sum(w.get(d, 1.0) for d in self.domains) > 0
+            ):
+                raise ValueError(
+                    "domain_weights must map 'math', 'code', 'exec' to weights >= 0, not 0 for "
+                    f"every domain of {tuple(self.domains)!r}, got {self.domain_weights!r}"
+                )
+            self.domain_weights = {k: float(v) for k, v in w.items()}

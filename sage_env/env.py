@@ -223,11 +223,13 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         """
         return self.config.rewards.alpha
 
-    def set_gate(self, alpha: float) -> None:
+    def set_gate(self, alpha: float, domain: str | None = None) -> None:
         """Set the critic gate alpha for the turns to come (a learner's calibration).
 
         ``--gate-calibration`` calls it on every copy after each critic probe. ``config``
         becomes a copy with the new alpha (a config shared with other copies is left alone).
+        With ``domain`` the gate of that domain's questions is set
+        (``RewardConfig.domain_alpha``), not the shared one.
 
         Raises:
             ValueError: unless ``alpha`` is a real number in [0, 1] (NaN, infinities, a
@@ -239,7 +241,11 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         if not 0.0 <= value <= 1.0:  # NaN fails this too
             raise ValueError(f"the critic gate alpha must be a number in [0, 1], got {value!r}")
         config = copy.copy(self.config)  # not replace(): a protocol instance's config stays
-        config.rewards = dataclasses.replace(config.rewards, alpha=value)
+        if domain is None:
+            config.rewards = dataclasses.replace(config.rewards, alpha=value)
+        else:
+            gates = {**config.rewards.domain_alpha, domain: value}
+            config.rewards = dataclasses.replace(config.rewards, domain_alpha=gates)
         self.config = config
 
     # ------------------------------------------------------------------- step
@@ -451,9 +457,18 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self.agent_selection = self.agents[0]
 
     def draw_reference(self) -> Task:
-        """Draw a seed task: a domain uniformly from ``config.domains``, then a task."""
-        domains = [d for d in self.config.domains if any(t.domain == d for t in self.seeds)]
-        domain = self._rng.choice(domains) if domains else self.seeds[0].domain
+        """Draw a seed task: a domain of ``config.domains`` (by ``domain_weights``), then a task."""
+        weights = self.config.domain_weight_list() or [1.0] * len(self.config.domains)
+        have = [
+            (d, w)
+            for d, w in zip(self.config.domains, weights)
+            if w > 0 and any(t.domain == d for t in self.seeds)
+        ]
+        domains = [d for d, _ in have]
+        if self.config.domain_weights is None or not domains:  # uniform: the same draws as ever
+            domain = self._rng.choice(domains) if domains else self.seeds[0].domain
+        else:
+            domain = self._rng.choices(domains, weights=[w for _, w in have])[0]
         candidates = [t for t in self.seeds if t.domain == domain]
         return candidates[self._rng.randrange(len(candidates))]
 

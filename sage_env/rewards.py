@@ -29,9 +29,19 @@ GATE_TOLERANCE = 1e-9
 arithmetic (7.3 -> (7.3 - 1) / 9 = 0.7) is treated as on the gate despite float rounding."""
 
 
-def quality_gate(q: float, cfg: RewardConfig) -> bool:
-    """True when a proposed question passes the quality gate ``q >= alpha`` (inclusive)."""
-    return q >= cfg.alpha - GATE_TOLERANCE
+def gate_alpha(cfg: RewardConfig, domain: str | None = None) -> float:
+    """The quality gate of a question of ``domain``: ``cfg.domain_alpha[domain]`` when set,
+    else ``cfg.alpha``."""
+    return float(cfg.domain_alpha.get(domain, cfg.alpha)) if domain is not None else cfg.alpha
+
+
+def quality_gate(q: float, cfg: RewardConfig, domain: str | None = None) -> bool:
+    """True when a proposed question passes the quality gate ``q >= alpha`` (inclusive).
+
+    ``alpha`` is :func:`gate_alpha` of the question's ``domain`` (``cfg.alpha`` when the
+    domain has no gate of its own or is not given).
+    """
+    return q >= gate_alpha(cfg, domain) - GATE_TOLERANCE
 
 
 def plan_gate(p: float, cfg: RewardConfig) -> bool:

@@ -70,8 +70,24 @@ def train_command(argv: list[str]) -> int:
     summary = Path(cfg.out) / "heldout.md"  # TrainConfig.heldout: the run's held-out figure
     if summary.exists():
         print(summary.read_text(encoding="utf-8").rstrip())
+    pool = Path(cfg.out) / "pool.jsonl"  # what self-evolution made: tasks that entered the pool
+    if pool.exists():
+        print(pool_summary(pool, metrics.get("step")))
     print(f"finished; artifacts in {cfg.out}")
     return 0
+
+
+def pool_summary(pool: Path, steps: int | float | None = None) -> str:
+    """The end-of-run line on the self-made tasks in ``pool`` (a run's ``pool.jsonl``).
+
+    Args:
+        pool: The pool file (:meth:`sage_env.tasks.pool.TaskPool.save`).
+        steps: The last step played (the line says "over N steps"; left out when ``None``).
+    """
+    from learners.training.metrics import admitted_counts, admitted_line
+    from sage_env.tasks.task import read_jsonl
+
+    return admitted_line(admitted_counts(read_jsonl(pool)), None if steps is None else int(steps))
 
 
 def _config(known: Any, rest: list[str], imports: list[str]) -> tuple[Any, Any, Any] | None:

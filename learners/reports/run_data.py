@@ -137,6 +137,21 @@ TRAINED_NOTHING = (
 """The note (and the summary's badge) of a run that trained nothing."""
 
 
+def _kinds(rows: Any) -> dict[str, int]:
+    """Generated tasks among pool rows by kind (:func:`learners.training.metrics.admitted_counts`);
+    rows that are not tasks are skipped."""
+    from learners.training.metrics import admitted_counts
+    from sage_env import Task
+
+    tasks = []
+    for row in rows:
+        try:
+            tasks.append(Task.from_dict(row))
+        except (TypeError, ValueError, KeyError):
+            continue
+    return admitted_counts(tasks)
+
+
 def _trained_steps(metrics: dict[str, list]) -> int | None:
     """Steps whose update changed the weights (``learner/trained`` = 1); None when not logged."""
     flags = [v for v in metrics.get("learner/trained", []) if v is not None]
@@ -232,6 +247,8 @@ def load_run(
         "accepted": sum(t["accepted"] for t in tasks),
         "pool_seeds": seeds_n,
         "pool_generated": generated_n,
+        # self-made tasks by kind (exec/<mode>, math, code), as `sage-env train` ends
+        "pool_generated_by_kind": _kinds(pool.values()),
         "rounds": len(rounds),
     }
     return _finite(

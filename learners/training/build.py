@@ -37,6 +37,7 @@ from learners.training.warmup import run_warmup
 from learners.types import SamplingConfig
 from sage_env.env_setup import make_pool
 from sage_env.protocols.demonstrations import demonstrations_for
+from sage_env.tasks.exec_tasks import load_exec_seeds
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
 logger = logging.getLogger("sage_env.train")
@@ -87,7 +88,10 @@ def build_run(
     stack.callback(math_verifier.close)
     code_verifier = CodeVerifier(timeout_s=cfg.env.code_timeout_s, memory_mb=cfg.env.code_memory_mb)
     stack.callback(getattr(code_verifier, "close", lambda: None))
-    pool = make_pool(cfg.env, sage_env.load_seeds())
+    tasks = sage_env.load_seeds()
+    if "exec" in cfg.env.domains:  # the execution seeds, as the env adds them: the critic probe
+        tasks += load_exec_seeds()  # (and its per-domain gate) must see the exec questions too
+    pool = make_pool(cfg.env, tasks)
     seeds = [t for t in pool.tasks if t.source != "generated"]
     probe = CriticProbe(cfg, seeds, progress=progress and distributed.is_main())
     heldout = _heldout_before_warm_up(cfg, out, existing, policy, progress)
@@ -188,6 +192,7 @@ def _warm_up(
         seed=cfg.warmup.seed,
         exclude=sage_env.load_validation() + [t for t in seeds if t.task_id in probe.task_ids],
         math_grounding=cfg.env.math_grounding,
+        domain_weights=cfg.env.domain_weights,
     )
     warm_metrics: dict[str, float] = {}
     if distributed.is_main():  # several ranks: rank 0 warms up, the weights are broadcast

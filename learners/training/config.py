@@ -177,6 +177,11 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     ``min(alpha, q at gate_seed_quantile of the intact seeds)`` (see ``gate_seed_quantile``).
     Needs the probe: with ``critic_probe_size = 0`` (probe off) it is off too, and
     ``sage-env train`` says so at start-up. Logged as ``gate/alpha``."""
+    gate_per_domain: bool = False
+    """With ``gate_calibration``: also calibrate one gate per domain on that domain's probe
+    items alone (``RewardConfig.domain_alpha``; ``gate/alpha_<domain>``), so an execution
+    task's question, which this critic scores on its own scale, is not held to the word
+    problems' threshold. ``gate/alpha`` stays the threshold over every item."""
     gate_seed_quantile: float | None = 0.5
     """Fallback of ``gate_calibration`` for a critic at chance: cap alpha at the q this critic
     gives to all but this share of the intact probe seeds

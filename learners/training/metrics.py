@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from learners.rollout import RolloutResult, Transition
+from sage_env import Task
 
 REPORT_TO = ("tensorboard", "wandb", "none")
 """Trackers of ``TrainConfig.report_to`` (``metrics.jsonl`` is written with every one)."""
@@ -372,3 +373,38 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "item"):  # numpy scalars
         return value.item()
     return str(value)
+
+
+def admitted_counts(tasks: list[Task]) -> dict[str, int]:
+    """Self-made tasks among ``tasks`` (``source == "generated"``), counted by kind.
+
+    An execution task counts under ``"exec/<mode>"`` (deduction, abduction, induction), any
+    other under its domain (``"math"``, ``"code"``); kinds are sorted by name.
+
+    Args:
+        tasks: A pool's tasks (``TaskPool.tasks`` or ``read_jsonl(OUT/pool.jsonl)``).
+    """
+    from sage_env.tasks.exec_tasks import exec_mode
+
+    counts: dict[str, int] = defaultdict(int)
+    for t in tasks:
+        if t.source == "generated":
+            mode = exec_mode(t)
+            counts[f"exec/{mode}" if mode else t.domain] += 1
+    return dict(sorted(counts.items()))
+
+
+def admitted_line(counts: dict[str, int], steps: int | None = None) -> str:
+    """One line for the end of ``sage-env train``: self-made tasks in the pool, by kind.
+
+    Example: ``self-made tasks in the pool: 13 over 12 steps (exec/deduction 9,
+    exec/induction 4)``; with none, ``self-made tasks in the pool: 0 over 12 steps``.
+
+    Args:
+        counts: :func:`admitted_counts`'s dict.
+        steps: Steps the run played (left out of the line when ``None``).
+    """
+    total = sum(counts.values())
+    over = "" if steps is None else f" over {steps} step{'s' if steps != 1 else ''}"
+    kinds = ", ".join(f"{k} {n}" for k, n in counts.items() if n)
+    return f"self-made tasks in the pool: {total}{over}" + (f" ({kinds})" if kinds else "")

@@ -108,6 +108,9 @@ class CriticProbe:
             self.items = critic_probe.probe_set(
                 seeds, cfg.critic_probe_size, seed=cfg.seed + 1, config=cfg.env
             )
+        domain_of = {t.task_id: t.domain for t in seeds}
+        self.domains = [domain_of.get(it.task_id, "") for it in self.items]
+        """Each item's domain (that of its seed task), for ``gate_per_domain``."""
 
     @property
     def task_ids(self) -> set[str]:
@@ -188,22 +191,51 @@ class CriticProbe:
             float(q) for q, it in zip(qs, self.items) if not it.intact
         ]
         if cfg.gate_calibration:
-            threshold = critic_probe.best_threshold(
-                self.items, replies, rules.critic_score_rule, estimate=estimate
-            )
-            alpha = rules.alpha if threshold is None else threshold
-            if threshold is None and cfg.gate_seed_quantile is not None:
-                level = critic_probe.seed_quantile(
-                    self.items,
-                    replies,
-                    cfg.gate_seed_quantile,
-                    rules.critic_score_rule,
-                    estimate,
-                )
-                alpha = rules.alpha if level is None else min(rules.alpha, level)
-            report["gate/youden"] = float(threshold is not None)
+            alpha, youden = self._gate(self.items, replies)
+            report["gate/youden"] = youden
             for e in envs:  # the environment's public gate API, never its config
                 e.unwrapped.set_gate(alpha)
             report["gate/alpha"] = alpha
+            if cfg.gate_per_domain:
+                report.update(self._domain_gates(replies, qs, envs))
         report["time/probe_s"] = time.perf_counter() - t0
+        return report
+
+    def _gate(self, items: list, replies: list) -> tuple[float, float]:
+        """``(alpha, youden)`` calibrated on ``items``: Youden's threshold, else (critic at
+        chance) ``min(alpha, the gate_seed_quantile of the intact items)``, else alpha."""
+        cfg, rules = self.cfg, self.cfg.env.rewards
+        estimate = rules.critic_score_estimate
+        threshold = critic_probe.best_threshold(
+            items, replies, rules.critic_score_rule, estimate=estimate
+        )
+        alpha = rules.alpha if threshold is None else threshold
+        if threshold is None and cfg.gate_seed_quantile is not None:
+            level = critic_probe.seed_quantile(
+                items, replies, cfg.gate_seed_quantile, rules.critic_score_rule, estimate
+            )
+            alpha = rules.alpha if level is None else min(rules.alpha, level)
+        return alpha, float(threshold is not None)
+
+    def _domain_gates(self, replies: list, qs: list[float], envs: list) -> dict[str, float]:
+        """``gate_per_domain``: a gate per domain from that domain's probe items alone.
+
+        A domain needs intact and corrupted items of its own; every env then gates that
+        domain's questions with it (``set_gate(alpha, domain)``). Returns
+        ``gate/alpha_<domain>``, ``gate/youden_<domain>`` and ``critic/auc_<domain>``.
+        """
+        report: dict[str, float] = {}
+        for domain in sorted(set(self.domains) - {""}):
+            idx = [i for i, d in enumerate(self.domains) if d == domain]
+            items = [self.items[i] for i in idx]
+            good = [qs[i] for i in idx if self.items[i].intact]
+            bad = [qs[i] for i in idx if not self.items[i].intact]
+            if not good or not bad:
+                continue
+            alpha, youden = self._gate(items, [replies[i] for i in idx])
+            for e in envs:
+                e.unwrapped.set_gate(alpha, domain)
+            report[f"gate/alpha_{domain}"] = alpha
+            report[f"gate/youden_{domain}"] = youden
+            report[f"critic/auc_{domain}"] = critic_probe.auc(good, bad)
         return report

@@ -68,6 +68,11 @@ PRESETS: dict[str, TrainConfig] = {
         # (docs/write-ups/demo-run.md, "The demo run")
         heldout="exec_heldout:100:16",
         gate_calibration=True,
+        # a gate per domain: the critic probe holds execution questions too, and the critic
+        # scored the demo's valid exec proposals at q = 0.22-0.28 while the gate, calibrated on
+        # math/code questions alone, asked 0.25-0.29 (0 of 48 proposals pooled; issue 47;
+        # docs/write-ups/demo-run.md)
+        gate_per_domain=True,
         warmup=WarmupConfig(
             steps=12, mix={"challenger": 0.7, "critic": 0.3}, num_demonstrations=48, lr=1e-4
         ),
@@ -76,6 +81,12 @@ PRESETS: dict[str, TrainConfig] = {
             # truth the executor computes): execution tasks are what the default model
             # learned in the learning curve (docs/write-ups/learning.md, "Learning curve")
             domains=("math", "code", "exec"),
+            # two rounds in three (and their share of the warm-up's demonstrations) on exec:
+            # the 135M Challenger's math and code proposals were valid 0 of 19 in the demo
+            # (claims that disagree with their own program, code failing its own tests) against
+            # 6 of 29 exec proposals, whose truth the sandbox computes; the demo pooled 3
+            # (docs/write-ups/demo-run.md, "Self-made tasks in the pool")
+            domain_weights={"exec": 4.0},
             solver_samples=2,
             # the round's two halves alternate, so a step's rounds make 3 generate calls of
             # up to 2, 2 and 4 rows a round instead of 6 narrower ones (docs/guide/training.md,

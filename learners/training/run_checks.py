@@ -170,7 +170,7 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
     that another one overrides: ``max_new_tokens`` when
     ``phase_max_new_tokens`` sets every phase of the protocol, ``val_limit``/``val_max_new_tokens``/
     ``val_at_start`` with ``val_every = 0``, ``env.turn_order`` under a protocol other than
-    ``"sage"``, ``gate_seed_quantile`` without
+    ``"sage"``, ``gate_seed_quantile`` and ``gate_per_domain`` without
     ``gate_calibration``, ``warmup.*`` with ``warmup.steps = 0``.
 
     Returns:
@@ -222,11 +222,12 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
                     f"{name} = {getattr(cfg, name)} does nothing without validation "
                     "(val_every = 0): add --val-every N"
                 )
-    if not cfg.gate_calibration and changed("gate_seed_quantile"):
-        out.append(
-            f"gate_seed_quantile = {cfg.gate_seed_quantile} does nothing without "
-            "gate_calibration (--gate-calibration)"
-        )
+    for name in ("gate_seed_quantile", "gate_per_domain"):
+        if not cfg.gate_calibration and changed(name):
+            out.append(
+                f"{name} = {getattr(cfg, name)} does nothing without "
+                "gate_calibration (--gate-calibration)"
+            )
     if cfg.warmup.steps == 0:
         for f in dataclasses.fields(cfg.warmup):
             if f.name != "steps" and changed(f.name, cfg.warmup, base.warmup):

@@ -510,12 +510,13 @@ class AZRProtocol(Protocol):
         seed: int = 0,
         exclude: list[Task] | None = None,
         math_grounding: str = "claim",
+        domain_weights: dict[str, float] | None = None,
     ) -> list[Demonstration]:
         """AZR's warm-up: execution tasks only, in AZR's prompts, whatever ``domains`` says.
 
         Built by :func:`sage_env.protocols.demonstrations.build_exec_demonstrations`. AZR has no
-        critic and no planner, so their shares in ``mix`` go to the solver; ``math_grounding`` does
-        not apply.
+        critic and no planner, so their shares in ``mix`` go to the solver; ``math_grounding`` and
+        ``domain_weights`` do not apply.
         """
         moved = {
             "challenger": mix.get("challenger", 0.0),

@@ -145,6 +145,7 @@ class Protocol:
         seed: int = 0,
         exclude: list[Task] | None = None,
         math_grounding: str = "claim",
+        domain_weights: dict[str, float] | None = None,
     ) -> list[Demonstration]:
         """The game's warm-up demonstrations, built only from ``seeds``.
 
@@ -155,10 +156,14 @@ class Protocol:
         Default: SAGE's four roles' formats
         (:func:`sage_env.protocols.demonstrations.sage_formats`). Override it when the game's
         replies look different (AZR: its execution tasks in its own prompts).
+        ``domain_weights``: ``EnvConfig.domain_weights`` (the rounds' domain mix; ``None``:
+        uniform), passed only when set.
         """
         from sage_env.protocols.demonstrations import sage_formats
 
-        return sage_formats(domains, seeds, n, mix, seed, exclude, math_grounding)
+        return sage_formats(
+            domains, seeds, n, mix, seed, exclude, math_grounding, domain_weights=domain_weights
+        )
 
     def prefix(self, phase: str, task: Task) -> str:
         """The start of the reply the environment asks for in ``phase`` on ``task``.

@@ -533,6 +533,7 @@ def demonstrations_for(
     seed: int = 0,
     exclude: list[Task] | None = None,
     math_grounding: str = "claim",
+    domain_weights: dict[str, float] | None = None,
 ) -> list[Demonstration]:
     """The warm-up demonstrations a run of ``protocol`` over ``domains`` needs.
 
@@ -544,21 +545,70 @@ def demonstrations_for(
     critic, 10% planner, 10% solver. ``seeds`` may hold ``exec`` tasks or not; the bundled execution
     seeds are loaded when a protocol needs them and ``seeds`` has none. ``exclude`` as in
     :func:`build_demonstrations` (an excluded task's id also removes execution seeds built from
-    it). ``math_grounding`` as in :func:`build_demonstrations`.
+    it). ``math_grounding`` as in :func:`build_demonstrations`. ``domain_weights``
+    (``EnvConfig.domain_weights``) is passed on only when set, so a protocol written before it
+    still works without it.
     """
     from sage_env.protocols.registry import PROTOCOLS, make_protocol
 
     mix = dict(mix or {"challenger": 0.4, "critic": 0.4, "planner": 0.1, "solver": 0.1})
     if isinstance(protocol, str) and protocol not in PROTOCOLS.names():
-        return sage_formats(domains, seeds, n, mix, seed, exclude, math_grounding)
+        return sage_formats(
+            domains, seeds, n, mix, seed, exclude, math_grounding, domain_weights=domain_weights
+        )
+    weights = {} if domain_weights is None else {"domain_weights": domain_weights}
     return make_protocol(protocol).demonstrations(
-        domains, seeds, n=n, mix=mix, seed=seed, exclude=exclude, math_grounding=math_grounding
+        domains,
+        seeds,
+        n=n,
+        mix=mix,
+        seed=seed,
+        exclude=exclude,
+        math_grounding=math_grounding,
+        **weights,
     )
 
 
 def exec_seeds(seeds: list[Task]) -> list[Task]:
     """The ``exec`` tasks of ``seeds``, or the bundled execution seeds when it has none."""
     return [t for t in seeds if t.domain == "exec"] or exec_tasks.load_exec_seeds()
+
+
+def build_exec_reviews(
+    tasks: list[Task], n: int, seed: int = 0, exclude_ids: set[str] | None = None
+) -> list[Demonstration]:
+    """``n`` critic demonstrations on execution questions, as SAGE's critic reviews them.
+
+    An execution proposal reaches the critic as its solver question (program and input), the
+    prompt of an execution seed; intact seed questions are scored 8-9, corrupted ones
+    (:data:`CORRUPTIONS` in turn: shuffled, truncated, spliced) 2-3, as the math/code reviews
+    of :func:`build_demonstrations`. Without them the critic meets its first program in the
+    game and scores every one below the word problems it was calibrated on.
+
+    Args:
+        tasks: ``exec`` tasks (others are skipped).
+        n: Number of demonstrations (0 when no task is usable).
+        seed: Seed of the draws.
+        exclude_ids: ``parent_id``/``task_id`` of tasks that must not appear (the critic
+            probe's, the validation's).
+    """
+    excluded = exclude_ids or set()
+    pool = [
+        t
+        for t in tasks
+        if exec_tasks.exec_mode(t) is not None
+        and t.task_id not in excluded
+        and (t.parent_id or "") not in excluded
+    ]
+    if not pool:
+        return []
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        kind = "" if i % 2 == 0 else CORRUPTIONS[(i // 2) % len(CORRUPTIONS)]
+        task, other = pool[rng.randrange(len(pool))], pool[rng.randrange(len(pool))]
+        out.append(_critic(task, kind, other, rng))
+    return out
 
 
 def sage_formats(
@@ -569,13 +619,16 @@ def sage_formats(
     seed: int = 0,
     exclude: list[Task] | None = None,
     math_grounding: str = "claim",
+    domain_weights: dict[str, float] | None = None,
 ) -> list[Demonstration]:
     """SAGE's warm-up (every protocol's unless it has its own): its four roles' formats.
 
     - ``"exec"`` in ``domains`` (SAGE over execution tasks): the proposing and solving shares
       are split between the math/code seeds (:func:`build_demonstrations`) and the execution
       seeds (:func:`build_exec_demonstrations` with SAGE's solver prompt), in proportion to
-      the number of domains; critic and planner demonstrations stay math/code.
+      the number of domains (or to ``domain_weights``, the rounds' mix); so is the critic's
+      share (:func:`build_exec_reviews`: the critic reviews execution questions too);
+      planner demonstrations stay math/code.
     - otherwise: :func:`build_demonstrations`.
     """
     plain = [t for t in seeds if t.domain != "exec"]
@@ -587,6 +640,9 @@ def sage_formats(
     excluded = {t.task_id for t in exclude or []}
     other = [d for d in domains if d != "exec"]
     frac = 1.0 / len(domains)
+    if domain_weights is not None:
+        weights = {d: float(domain_weights.get(d, 1.0)) for d in domains}
+        frac = weights["exec"] / (sum(weights.values()) or 1.0)
     total = sum(mix.values()) or 1.0
     active = mix.get("challenger", 0.0) + mix.get("solver", 0.0)
     n_exec = round(n * frac * active / total)
@@ -594,6 +650,8 @@ def sage_formats(
     demos = build_exec_demonstrations(
         exe, n_exec, exec_mix, seed=seed, solver_prompt=prompts.solver, exclude_ids=excluded
     )
+    n_reviews = round(n * frac * mix.get("critic", 0.0) / total)
+    demos += build_exec_reviews(exe, n_reviews, seed=seed, exclude_ids=excluded)
     if other:
         plain = [t for t in plain if t.domain in other]
         demos += build_demonstrations(

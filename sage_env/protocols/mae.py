@@ -126,7 +126,8 @@ class MAEProtocol(ExecChallenger):
         """Score the question; accepted questions join the pool and are solved."""
         cfg = env.config.rewards
         self.q = review(env, "judge_0", text, "question", "q")
-        self.accepted = rewards.quality_gate(self.q, cfg)
+        domain = self.task.domain if self.task is not None else None
+        self.accepted = rewards.quality_gate(self.q, cfg, domain)
         if self.accepted:  # it joins the pool once its answers are judged
             self.judging = env.pool.frozen  # frozen pool: these answers only judge the task
             self._start_solve(env, self.task)
@@ -137,7 +138,7 @@ class MAEProtocol(ExecChallenger):
             parsed=self._parsed(),
             verifier_check=self.check,
             accepted=False,
-            gate=f"q={self.q:.3f} < alpha={cfg.alpha:.3f}: rejected",
+            gate=f"q={self.q:.3f} < alpha={rewards.gate_alpha(cfg, domain):.3f}: rejected",
         )
         self._start_solve(env, env.pool.sample(env.rng))
 

@@ -149,7 +149,8 @@ class SAGEProtocol(ExecChallenger):
         """Score the question; probe its difficulty when it passes the quality gate."""
         cfg = env.config.rewards
         self.q = review(env, "critic_0", text, "question", "q")
-        if rewards.quality_gate(self.q, cfg):
+        domain = self.new_task.domain if self.new_task is not None else None
+        if rewards.quality_gate(self.q, cfg, domain):
             self.probe_scores = []
             if self.wide:  # the plan's review first; the probes come after it
                 self.probing = True
@@ -176,7 +177,7 @@ class SAGEProtocol(ExecChallenger):
             parsed=self._parsed(),
             verifier_check=self.check,
             accepted=False,
-            gate=f"q={self.q:.3f} < alpha={cfg.alpha:.3f}: rejected",
+            gate=f"q={self.q:.3f} < alpha={rewards.gate_alpha(cfg, domain):.3f}: rejected",
         )
         if self.wide:  # no probes: the plan's review is next
             env.select("critic_0", "review_plan", self.task, self.plan_review_obs)

@@ -212,6 +212,7 @@ def test_pool_only_run_lists_its_generated_tasks(tmp_path):
     (task,) = load_run(run)["tasks"]
     assert (task["id"], task["step"], task["q"], task["solved"]) == ("gen/7", 2, 0.8, False)
     assert task["parent"] == seed.task_id and task["in_pool"]
+    assert load_run(run)["summary"]["pool_generated_by_kind"] == {seed.domain: 1}
 
 
 def test_cli_writes_a_multi_run_comparison(tmp_path, capsys):

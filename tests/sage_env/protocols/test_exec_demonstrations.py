@@ -142,7 +142,25 @@ def test_selection_by_protocol_and_domain():
     assert all(
         d.observation["system"] == prompts.SOLVER_SYSTEM for d in exe if d.role == "solver"
     )
-    assert {d.role for d in exe} <= {"challenger", "solver"}
+    assert {d.role for d in exe} == {"challenger", "solver", "critic"}
+    # the critic reviews execution questions too: intact ones high, corrupted ones low
+    reviews = [d for d in exe if d.role == "critic"]
+    assert all(d.observation["prefix"] == "<score>" for d in reviews)
+    scores = [int(d.target.split("<")[0]) for d in reviews]
+    assert {s for s in scores if s >= 8} and {s for s in scores if s <= 3}
+
+
+def test_exec_reviews_skip_excluded_tasks_and_their_children():
+    from sage_env.protocols.demonstrations import build_exec_reviews
+
+    tasks = list(EXEC.values())
+    banned = {tasks[0].task_id} | {t.parent_id for t in tasks[:20] if t.parent_id}
+    reviews = build_exec_reviews(tasks, 40, seed=1, exclude_ids=banned)
+    assert len(reviews) == 40 and {d.role for d in reviews} == {"critic"}
+    for d in reviews:
+        for tid in d.task_ids:
+            assert tid not in banned and (EXEC[tid].parent_id or "") not in banned
+    assert build_exec_reviews([t for t in SEEDS if t.domain == "math"], 4) == []
 
 
 def test_excluded_programs_never_appear_and_bad_mix_is_refused():
