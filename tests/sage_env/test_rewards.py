@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -181,3 +182,117 @@ def test_difficulty_rule_defaults_to_learnability_and_rejects_unknown_names():
         EnvConfig(rewards={"difficulty_rule": "inverse-accuracy"})
     with pytest.raises(ValueError, match="unknown difficulty rule 'x'"):
         difficulty(0.5, "x")
+
+
+# ---------------------------------------------------------------- non-default parameters
+# Issue 49: a test that uses only the default weights (0.2, 0.6, 0.2), alpha 0.7 or rule
+# cannot tell a swapped or ignored argument from the right one. These pin each formula at
+# distinct, non-default values, so every weight and term has a visible effect.
+
+ODD = RewardConfig(
+    alpha=0.55,
+    beta=0.45,
+    challenger_weights=(0.1, 0.3, 0.6),
+    planner_weights=(0.25, 0.75),
+    solver_weights=(0.1, 0.7, 0.2),
+)
+
+
+def test_every_weight_lands_on_its_own_term():
+    q, d, f, p, s = 0.9, 0.4, 0.2, 0.8, 0.5
+    assert challenger_reward(q, d, f, ODD)[0] == pytest.approx(0.1 * q + 0.3 * d + 0.6 * f)
+    assert planner_reward(p, f, ODD)[0] == pytest.approx(0.25 * p + 0.75 * f)
+    assert solver_reward(p, s, f, ODD)[0] == pytest.approx(0.1 * p + 0.7 * s + 0.2 * f)
+
+
+def test_gated_terms_drop_or_renormalise_at_non_default_weights():
+    q, f, s = 0.9, 0.2, 0.5
+    zero = challenger_reward(q, None, f, ODD)
+    assert zero == (pytest.approx(0.1 * q + 0.6 * f), {"q": q, "d": None, "f": f})
+    renorm = replace(ODD, difficulty_when_gated="renormalise")
+    assert challenger_reward(q, None, f, renorm)[0] == pytest.approx((0.1 * q + 0.6 * f) / 0.7)
+    assert solver_reward(None, s, f, ODD) == (
+        pytest.approx(0.7 * s + 0.2 * f),
+        {"p": None, "s_gt": s, "f": f},
+    )
+    renorm = replace(ODD, solver_plan_term_when_gated="renormalise")
+    assert solver_reward(None, s, f, renorm)[0] == pytest.approx((0.7 * s + 0.2 * f) / 0.9)
+
+
+def test_reward_terms_name_every_input():
+    assert challenger_reward(0.9, 0.4, 0.2, ODD)[1] == {"q": 0.9, "d": 0.4, "f": 0.2}
+    assert planner_reward(0.8, 0.2, ODD)[1] == {"p": 0.8, "f": 0.2}
+    assert solver_reward(0.8, 0.5, 0.2, ODD)[1] == {"p": 0.8, "s_gt": 0.5, "f": 0.2}
+    assert critic_reward(0.3) == (0.3, {"f": 0.3})
+
+
+def test_gates_at_non_default_thresholds_and_their_edges():
+    assert quality_gate(0.55, ODD) and quality_gate(0.55 - 1e-10, ODD)
+    assert not quality_gate(0.549, ODD) and quality_gate(0.56, ODD)
+    assert plan_gate(0.46, ODD) and not plan_gate(0.45, ODD) and not plan_gate(0.45 + 1e-10, ODD)
+    assert not plan_gate(0.44, ODD)
+    # the exact edges of the tolerance band: inclusive for quality, strict for the plan
+    from sage_env.rewards import GATE_TOLERANCE
+
+    assert quality_gate(ODD.alpha - GATE_TOLERANCE, ODD)
+    assert not plan_gate(ODD.beta + GATE_TOLERANCE, ODD)
+
+
+@pytest.mark.parametrize("raw, minus, over", [(1.0, 0.0, 0.1), (5.5, 0.5, 0.55), (10.0, 1.0, 1.0)])
+def test_critic_score_rules_at_both_ends(raw, minus, over):
+    assert normalise_critic_score(raw) == pytest.approx(minus)
+    assert normalise_critic_score(raw, "minus_one_over_nine") == pytest.approx(minus)
+    assert normalise_critic_score(raw, "over_ten") == pytest.approx(over)
+    assert normalise_critic_score(None, "over_ten") == 0.0
+
+
+@pytest.mark.parametrize(
+    "f, p, s_mean, w, reward, agreement",
+    [
+        (0.8, 0.9, 0.5, 0.25, 0.75 * 0.8 + 0.25 * 0.6, 0.6),
+        (0.8, 0.2, 0.5, 0.5, 0.5 * 0.8 + 0.5 * 0.7, 0.7),
+        (0.8, None, 0.5, 0.25, 0.75 * 0.8, 0.0),  # silence predicts nothing
+        (0.6, 0.3, 0.3, 0.0, 0.6, 1.0),  # w = 0 is the paper's critic
+        (0.0, 0.3, 0.3, 1.0, 1.0, 1.0),
+    ],
+)
+def test_critic_plan_reward_formula(f, p, s_mean, w, reward, agreement):
+    from sage_env.rewards import critic_plan_reward
+
+    r, terms = critic_plan_reward(f, p, s_mean, w)
+    assert r == pytest.approx(reward)
+    assert terms == {"f": f, "p": p, "s_mean": s_mean, "agreement": pytest.approx(agreement)}
+
+
+@pytest.mark.parametrize(
+    "acc, expected", [(0.0, 0.0), (1e-9, 1.0 - 1e-9), (0.25, 0.75), (1.0, 0.0), (1.5, 0.0)]
+)
+def test_learnability_reward_boundaries(acc, expected):
+    from sage_env.rewards import learnability_reward
+
+    assert learnability_reward(acc) == pytest.approx(expected)
+
+
+def test_azr_reward_table():
+    from sage_env.rewards import AZR_FORMAT_ERROR, AZR_WRONG_FORMATTED, azr_reward
+
+    assert (AZR_WRONG_FORMATTED, AZR_FORMAT_ERROR) == (-0.5, -1.0)
+    terms = {"r_role": 0.75, "passable": True, "formatted": True}
+    assert azr_reward(0.75, True, True) == (0.75, terms)
+    assert azr_reward(0.75, True, False, format_penalty=False)[0] == 0.75
+    assert azr_reward(0.75, False, True) == (
+        -0.5,
+        {"r_role": 0.75, "passable": False, "formatted": True},
+    )
+    assert azr_reward(0.75, False, False)[0] == -1.0
+    assert azr_reward(0.75, False, True, format_penalty=False)[0] == 0.0
+    assert azr_reward(0.75, False, False, format_penalty=False)[0] == 0.0
+
+
+def test_solvability_evidence_by_rule_and_domain():
+    from sage_env.rewards import needs_solvability_evidence
+
+    assert not needs_solvability_evidence("inverse_accuracy", "math")
+    assert needs_solvability_evidence("learnability", "math")
+    assert needs_solvability_evidence("band", "code")
+    assert not needs_solvability_evidence("band", "exec")

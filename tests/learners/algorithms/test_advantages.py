@@ -74,3 +74,78 @@ def test_ema_baseline_is_exactly_the_constant_it_saw():
     assert ema(r, ["g"] * 7) == [0.0] * 7
     assert ema(r, ["g"] * 7) == [0.0] * 7  # the baseline stayed at the value, no drift
     assert ema([np.float32(0.45)], ["g"]) == pytest.approx([0.1], rel=1e-5)
+
+
+# ---------------------------------------------------------------- issue 49: mutation survivors
+def test_reinforce_pp_whitening_at_non_default_rtol_and_eps():
+    import math as _m
+
+    from learners.algorithms.advantages import group_mean_whitened_advantages as whiten
+
+    # default eps: 1e-6 added to the batch std
+    s = _m.sqrt(1 / 6)
+    assert whiten([1.0, 0.0, 2.0], ["a", "a", "b"]) == pytest.approx(
+        [0.5 / (s + 1e-6), -0.5 / (s + 1e-6), 0.0], rel=1e-9
+    )
+    # rtol reaches the groups' constancy: a = [1.0, 1.1] is constant within 20%
+    out = whiten([1.0, 1.1, 0.0, 2.0], ["a", "a", "b", "b"], eps=0.0, rtol=0.2)
+    s = _m.sqrt(0.5)
+    assert out == pytest.approx([0.0, 0.0, -1 / s, 1 / s], rel=1e-9)
+    assert out[:2] == [0.0, 0.0]
+    # a batch std exactly at rtol * max|r| is residue: all 0 (inclusive edge)
+    assert whiten([0.0, 2.0], ["a", "a"], eps=0.0, rtol=0.5) == [0.0, 0.0]
+    # eps is added, not subtracted
+    assert whiten([0.0, 2.0], ["a", "a"], eps=0.5) == pytest.approx([-1 / 1.5, 1 / 1.5])
+
+
+def test_ema_baseline_decay_range_and_message():
+    from learners.algorithms.advantages import EMABaseline
+
+    assert EMABaseline().decay == 0.95
+    assert EMABaseline(decay=0.0).decay == 0.0
+    with pytest.raises(ValueError, match=r"decay must be in \[0, 1\), got 1.0"):
+        EMABaseline(decay=1.0)
+
+
+def test_ema_baseline_rtol_decides_residue_and_constant_means():
+    from learners.algorithms.advantages import EMABaseline
+
+    # rtol 0.2: [1.0, 1.1] is constant, so its mean is its first value exactly
+    ema = EMABaseline(decay=0.5, rtol=0.2)
+    assert ema([1.0, 1.1], ["g", "g"]) == [0.0, 0.0]
+    assert ema.baselines == {"g": 1.0}
+    # |v - b| = 1 is exactly rtol * max(|v|, |b|) = 0.5 * 2: residue, advantage 0
+    ema = EMABaseline(decay=0.5, rtol=0.5)
+    ema([1.0], ["g"])
+    assert ema([2.0], ["g"]) == [0.0]
+    # default rtol 1e-6 at scale 100: a 1e-6 gap is residue (relative 1e-8), exactly 0
+    ema = EMABaseline()
+    ema([100.0], ["g"])
+    assert ema([100.0 + 1e-6], ["g"]) == [0.0]
+    assert ema([101.0], ["g"]) == [pytest.approx(101.0 - 100.0 - 0.05 * 1e-6)]
+
+
+def test_group_advantages_pass_rtol_on_and_use_their_default_eps():
+    from learners.algorithms.advantages import (
+        group_centred_advantages,
+        group_normalised_advantages,
+        is_constant,
+    )
+
+    rewards, groups = [1.0, 1.1, 0.0, 2.0], ["a", "a", "b", "b"]
+    assert group_centred_advantages(rewards, groups, rtol=0.2) == [0.0, 0.0, -1.0, 1.0]
+    assert group_normalised_advantages(rewards, groups, eps=0.0, rtol=0.2) == [0, 0, -1, 1]
+    # default eps 1e-6 on a std of 1
+    assert group_normalised_advantages([0.0, 2.0], ["a", "a"]) == pytest.approx(
+        [-1 / (1 + 1e-6), 1 / (1 + 1e-6)], rel=1e-12
+    )
+    assert is_constant([1.0, 2.0], rtol=0.5)  # max - min == rtol * max: inclusive
+
+
+def test_bad_input_messages_name_the_problem():
+    from learners.algorithms.advantages import group_centred_advantages
+
+    with pytest.raises(ValueError, match="2 rewards but 1 group keys"):
+        group_centred_advantages([1.0, 2.0], ["a"])
+    with pytest.raises(ValueError, match="reward 1 is not finite: inf"):
+        group_centred_advantages([1.0, float("inf")], ["a", "a"])

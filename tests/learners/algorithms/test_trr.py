@@ -47,3 +47,39 @@ def test_kl_estimators():
     assert kl_penalty(logp, ref, "k2").item() == pytest.approx(0.5 * r * r)
     assert kl_penalty(logp, ref, "k3").item() == pytest.approx(math.exp(r) - r - 1)
     assert kl_penalty(logp, logp, "k3").item() == 0.0
+
+
+def _transition(role, domain, reward, group=""):
+    from learners.rollout import Transition
+
+    return Transition(f"{role}_0", role, domain, "act", [1], [2], [-1.0], "", reward, group=group)
+
+
+def test_trr_learner_normalises_within_each_task_relative_group():
+    """Issue 49 (a): TRR++ is task-relative: the learner groups by (role, domain), or
+    (role, exec/<mode>) on execution tasks, never by role alone or by domain alone."""
+    from learners.algorithms.pg import PGConfig
+    from learners.algorithms.trr import TRRLearner
+
+    learner = object.__new__(TRRLearner)
+    learner.config = PGConfig(adv_eps=0.5)  # not the default: the learner must pass it on
+    batch = [
+        _transition("solver", "math", 1.0),
+        _transition("solver", "math", 0.0),
+        _transition("solver", "code", 1.0),
+        _transition("solver", "code", 1.0),
+        _transition("solver", "code", 0.0, group="exec/deduction"),
+        _transition("solver", "code", 1.0, group="exec/deduction"),
+        _transition("critic", "math", 0.5),
+        _transition("critic", "math", 0.5),
+    ]
+    # solver/math and solver/exec/deduction: mean 0.5, std 0.5 -> +-0.5 / (0.5 + 0.5) = +-0.5;
+    # solver/code and critic/math are constant: 0
+    assert learner.advantages(batch) == pytest.approx(
+        [0.5, -0.5, 0.0, 0.0, -0.5, 0.5, 0.0, 0.0]
+    )
+    assert [t.group_key for t in batch[3:6]] == [
+        ("solver", "code"),
+        ("solver", "exec/deduction"),
+        ("solver", "exec/deduction"),
+    ]

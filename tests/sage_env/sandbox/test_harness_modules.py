@@ -248,6 +248,22 @@ def test_judge_computes_outcomes_from_values_in_order(test, events, why):
     assert verdict["ok"] is False and why in verdict["msg"], verdict
 
 
+@pytest.mark.parametrize("code", [1, 3, 255])
+def test_judge_fails_a_test_that_reports_ok_then_exits_non_zero(code):
+    """Issue 49 (c): "finished without raising" and the right values are not enough; the
+    test's own process must also exit with status 0, in a forked test and in W's last one."""
+    judge, out = _judge(["assert f(1) == 1", "assert f(2) == 2"])
+    for i in (0, 1):
+        events = [{"ev": "setup_ok"}, {"ev": "a", "k": 0, "v": [[0, ["I", i + 1]]]}]
+        _feed_test(judge, i, i == 1, events + [{"ev": "test", "ok": True}])
+    judge.from_worker({"ev": "exit", "i": 0, "status": code << 8})  # wait status of exit(code)
+    judge.finish(code << 8)
+    verdicts = [e for e in out if e["ev"] == "test"]
+    assert [(e["i"], e["ok"]) for e in verdicts] == [(0, False), (1, False)]
+    for v in verdicts:
+        assert v["exc"] == "EarlyExit" and f"(status {code})" in v["msg"], v
+
+
 def test_judge_ignores_events_without_the_runs_tag():
     judge, out = _judge(["assert f(1) == 1"])
     _feed_test(judge, 0, True, [{"ev": "setup_ok"}, {"ev": "program_ok"}])

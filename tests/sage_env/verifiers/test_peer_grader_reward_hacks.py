@@ -102,6 +102,8 @@ def test_normalise_mixed_numbers(text, expected):
     "gold, pred, disagree",
     [
         ("\\frac{1}{2^{99}}", "\\frac{1}{2^{98}}", True),  # #14
+        # issue 49 (b): relative difference 2^-40, far inside any tolerance: exact or nothing
+        ("\\frac{1}{2^{40}+1}", "\\frac{1}{2^{40}}", True),
         ("\\frac{1}{2004!}", "\\frac{1}{2006!}", True),  # #14
         ("2^{-3000}", "2^{-3001}", True),
         ("0.0000001", "0.0000002", True),
@@ -121,6 +123,23 @@ def test_numbers_disagree(gold, pred, disagree):
     assert numbers_disagree(_parse_gold(gold)[0], _parse_gold(pred)[0]) is disagree
 
 
+def test_rationals_compare_exactly_whatever_the_tolerance():
+    """Issue 49 (b): ``rel_tol`` applies to irrational numbers only; two rationals are equal
+    exactly or not at all, even under a tolerance of 50%."""
+    from sage_env.verifiers.math_guards import numbers_disagree
+    from sage_env.verifiers.math_verifier import _parse_gold
+
+    def disagree(gold, pred, rel_tol):
+        return numbers_disagree(_parse_gold(gold)[0], _parse_gold(pred)[0], rel_tol=rel_tol)
+
+    assert disagree("\\frac{1}{3}", "\\frac{1}{4}", rel_tol=0.5) is True
+    assert disagree("\\frac{1}{2^{40}+1}", "\\frac{1}{2^{40}}", rel_tol=1e-3) is True
+    assert disagree("\\frac{2}{4}", "\\frac{1}{2}", rel_tol=0.0) is False
+    # an irrational gold: the tolerance decides, both ways
+    assert disagree("\\sqrt{2}", "1.4", rel_tol=0.05) is False
+    assert disagree("\\sqrt{2}", "1.4", rel_tol=0.005) is True
+
+
 @pytest.mark.parametrize(
     "gold, prediction, score",
     [
@@ -132,6 +151,7 @@ def test_numbers_disagree(gold, pred, disagree):
         ("-\\frac{3}{2}", "\\boxed{-1 1/2}", 1.0),
         ("\\frac{8}{3}", "\\boxed{2\\frac{2}{3}}", 1.0),
         ("\\frac{1}{2^{99}}", "\\boxed{\\frac{1}{2^{98}}}", 0.0),  # #14: tiny magnitudes
+        ("\\frac{1}{2^{40}+1}", "\\boxed{\\frac{1}{2^{40}}}", 0.0),  # issue 49 (b)
         ("\\frac{1}{2004!}", "\\boxed{\\frac{1}{2006!}}", 0.0),  # #14
         ("0.0000001", "\\boxed{0.0000002}", 0.0),
         ("\\frac{1}{2^{99}}", "\\boxed{2^{-99}}", 1.0),

@@ -1,0 +1,257 @@
+"""Mutation testing of the critical path (issue 49): ``python scripts/mutation.py MODULE``.
+
+Runs mutmut (pinned in the ``dev`` extra) on one critical module against the test files that
+cover it, in a scratch copy of the repository (mutmut writes a ``mutants/`` tree next to the
+code it mutates; the working tree is never touched), and writes
+``benchmarks/results/mutation/<module>.json``: mutants, killed, survived, timeouts, the
+equivalent mutants with their reasons, the kill rate over the non-equivalent mutants, and
+each survivor's diff.
+
+    python scripts/mutation.py --list
+    nice -n 19 python scripts/mutation.py rewards
+    nice -n 19 python scripts/mutation.py advantages --time-limit 600
+
+A mutant is marked equivalent only in ``TARGETS`` below, with a one-line reason; the way to
+deal with any other survivor is a test that kills it. docs/reference/testing.md quotes the
+committed figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "mutation"
+MUTMUT_VERSION = "3.8.1"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One critical module and the tests that must kill its mutants."""
+
+    source: str
+    """The file mutated, relative to the repository root."""
+    tests: tuple[str, ...]
+    """Test files (or node ids) run against each mutant, less those marked slow; mutmut runs,
+    per mutant, only the tests among these that call the mutated function."""
+    time_limit_s: int = 1200
+    """Wall-clock limit of the whole run; mutants left unchecked are counted as such."""
+    equivalent: dict[str, str] = field(default_factory=dict)
+    """Mutant name -> one-line reason why no test can tell it from the original."""
+
+
+TARGETS: dict[str, Target] = {
+    "rewards": Target(
+        source="sage_env/rewards.py",
+        # test_difficulty_rule.py plays whole rounds (13 s per mutant): the unit tests must
+        # kill every mutant on their own
+        tests=("tests/sage_env/test_rewards.py",),
+        time_limit_s=900,
+        equivalent={
+            "sage_env.rewards.x_learnability_reward__mutmut_7": "acc <= 1: at acc = 1 both "
+            "branches return 0 (1 - 1 = 0)",
+            "sage_env.rewards.x_normalise_critic_score__mutmut_1": "the default rule is only "
+            'compared with "over_ten": any other default string takes the same branch',
+            "sage_env.rewards.x_normalise_critic_score__mutmut_2": "as _1 (the default string "
+            'upper-cased is still not "over_ten")',
+        },
+    ),
+    "advantages": Target(
+        source="learners/algorithms/advantages.py",
+        tests=(
+            "tests/learners/algorithms/test_advantages.py",
+            "tests/learners/algorithms/test_builtin_algorithms.py",
+            "tests/learners/algorithms/test_trr.py",
+            "tests/learners/algorithms/test_extension_points.py",
+        ),
+        equivalent={
+            f"learners.algorithms.advantages.x_group_mean_whitened_advantages__mutmut_{n}": (
+                "the centred values sum to 0 in every group, so their batch mean mu is 0 up "
+                f"to rounding and {what} changes nothing"
+            )
+            for n, what in ((11, "mu * N"), (18, "c + mu"), (29, "c + mu"))
+        },
+    ),
+    "trr": Target(
+        source="learners/algorithms/trr.py",
+        tests=("tests/learners/algorithms/test_trr.py",),
+        equivalent={},
+    ),
+    "losses": Target(
+        source="learners/algorithms/losses.py",
+        tests=(
+            "tests/learners/algorithms/test_builtin_algorithms.py",
+            "tests/learners/algorithms/test_trr.py",
+            "tests/learners/algorithms/test_extension_points.py",
+        ),
+        equivalent={
+            f"learners.algorithms.advantages.x_group_mean_whitened_advantages__mutmut_{n}": (
+                "the centred values sum to 0 in every group, so their batch mean mu is 0 up "
+                f"to rounding and {what} changes nothing"
+            )
+            for n, what in ((11, "mu * N"), (18, "c + mu"), (29, "c + mu"))
+        },
+    ),
+    "pool": Target(
+        source="sage_env/tasks/pool.py",
+        tests=(
+            "tests/sage_env/tasks/test_pool.py",
+            "tests/sage_env/tasks/test_pool_frozen_admission.py",
+        ),
+        equivalent={},
+    ),
+}
+
+# what the scratch copy needs: the packages, the tests and what the tests import
+COPIED = (
+    "sage_env", "learners", "tests", "experiments", "perf", "scripts", "examples", "pyproject.toml"
+)
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "runs", "checkpoints", "tb", "*.jsonl.gz")
+
+
+def _mutmut_config(target: Target) -> str:
+    tests = [t for t in target.tests if (ROOT / t.split("::")[0]).exists()]
+    return (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["sage_env", "learners"]\n'
+        'also_copy = ["examples", "experiments", "perf", "scripts"]\n'
+        f"only_mutate = [{json.dumps(target.source)}]\n"
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not slow"]\n'
+        'process_isolation = "forkserver"\n'
+        "use_git_change_detection = false\n"
+    )
+
+
+def _scratch_copy(target: Target, work: Path) -> None:
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, ignore=IGNORED)
+        elif src.exists():
+            shutil.copy2(src, work / name)
+    with open(work / "pyproject.toml", "a") as f:
+        f.write(_mutmut_config(target))
+
+
+def _status(code: int | None) -> str:
+    if code is None:
+        return "not_checked"
+    if code in (1, 3):
+        return "killed"
+    if code == 0:
+        return "survived"
+    if code in (24, -24, 36, 152, 255):
+        return "timeout"
+    if code in (5, 33):
+        return "no_tests"
+    return "suspicious"
+
+
+def _diff(work: Path, name: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "mutmut", "show", name],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return out.stdout.split("\n", 1)[1] if "\n" in out.stdout else out.stdout + out.stderr
+
+
+def run(module: str, time_limit_s: int | None = None, keep: bool = False) -> dict:
+    """Run mutmut on ``TARGETS[module]`` and return (and write) its summary."""
+    target = TARGETS[module]
+    limit = time_limit_s or target.time_limit_s
+    work = Path(tempfile.mkdtemp(prefix=f"sage-mutation-{module}-"))
+    try:
+        _scratch_copy(target, work)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "mutmut", "run", "--max-children", "1"],
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=limit,
+            )
+            rc, tail = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
+        except subprocess.TimeoutExpired as e:
+            rc, tail = None, str(e.stdout or "")[-3000:]
+        wall = time.monotonic() - started
+        meta_path = work / "mutants" / (target.source + ".meta")
+        if not meta_path.exists():
+            raise RuntimeError(f"mutmut produced no results (rc {rc}):\n{tail}")
+        codes = json.loads(meta_path.read_text())["exit_code_by_key"]
+        if codes and all(c is None for c in codes.values()):
+            raise RuntimeError(f"mutmut checked no mutant (rc {rc}):\n{tail}")
+        by_status: dict[str, list[str]] = {}
+        for name, code in sorted(codes.items()):
+            by_status.setdefault(_status(code), []).append(name)
+        equivalent = {n: r for n, r in target.equivalent.items() if n in codes}
+        survived = [n for n in by_status.get("survived", []) if n not in equivalent]
+        killed = len(by_status.get("killed", [])) + len(by_status.get("timeout", []))
+        scored = len(codes) - len(equivalent) - len(by_status.get("not_checked", []))
+        summary = {
+            "module": target.source,
+            "tool": f"mutmut=={MUTMUT_VERSION}",
+            "tests": list(target.tests),
+            "mutants": len(codes),
+            "killed": len(by_status.get("killed", [])),
+            "survived": len(survived),
+            "timeouts": len(by_status.get("timeout", [])),
+            "no_tests": len(by_status.get("no_tests", [])),
+            "suspicious": len(by_status.get("suspicious", [])),
+            "not_checked": len(by_status.get("not_checked", [])),
+            "equivalent": equivalent,
+            "kill_rate": round(killed / scored, 4) if scored else None,
+            "kill_rate_note": "(killed + timeouts) / (mutants - equivalent - not_checked)",
+            "wall_s": round(wall),
+            "finished": rc is not None,
+            "survivors": {n: _diff(work, n) for n in survived + by_status.get("no_tests", [])},
+        }
+    finally:
+        if keep:
+            print(f"scratch copy kept: {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{module}.json"
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("module", nargs="?", choices=sorted(TARGETS))
+    parser.add_argument("--time-limit", type=int, help="seconds; default: the module's own")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch copy (mutmut show)")
+    parser.add_argument("--list", action="store_true", help="list the modules and their tests")
+    args = parser.parse_args()
+    if args.list or not args.module:
+        for name, t in TARGETS.items():
+            print(f"{name:12s} {t.source}  <- {', '.join(t.tests)}")
+        return
+    s = run(args.module, args.time_limit, args.keep)
+    print(
+        f"{s['module']}: {s['mutants']} mutants, {s['killed']} killed, {s['timeouts']} timeouts, "
+        f"{s['survived']} survived, {len(s['equivalent'])} equivalent, "
+        f"{s['not_checked']} not checked; kill rate {s['kill_rate']}"
+    )
+    for name in s["survivors"]:
+        print("  survived:", name)
+
+
+if __name__ == "__main__":
+    main()
