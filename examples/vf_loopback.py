@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 
-from sage_env.interactive.vf_env import play_loopback
 
 
 def main(argv: list[str] | None = None) -> list:
@@ -21,6 +20,15 @@ def main(argv: list[str] | None = None) -> list:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--domains", default="math", help="comma-separated task domains")
     args = ap.parse_args(argv)
+    try:
+        import verifiers  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            "vf_loopback: the `verifiers` package is not installed in this interpreter; it "
+            "lives in its own venv: docs/guide/verifiers_env.md#install"
+        ) from None
+    from sage_env.interactive.vf_env import play_loopback
+
     episodes = play_loopback(
         args.protocol, rounds=args.rounds, domains=args.domains.split(","), solver_samples=2
     )
