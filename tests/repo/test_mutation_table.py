@@ -30,6 +30,9 @@ def test_every_mutation_target_names_existing_files(name):
     for test in target.tests:
         assert (ROOT / test.split("::")[0]).is_file(), test
     assert all(reason.strip() for reason in target.equivalent.values())
+    # an equivalent mutant names a function of this module (mutmut: <module>.x_<fn>__mutmut_N)
+    module = target.source.removesuffix(".py").replace("/", ".")
+    assert all(name.startswith(module + ".x_") for name in target.equivalent), name
 
 
 @pytest.mark.parametrize(
