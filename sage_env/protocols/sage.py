@@ -203,8 +203,17 @@ class SAGEProtocol(ExecChallenger):
         r = sum(self.probe_scores) / len(self.probe_scores)
         d = rewards.task_difficulty(r, cfg.difficulty_rule, task.domain)
         unsolved = not rewards.solved_by_any(self.probe_scores)  # a full pass is evidence
-        if unsolved and rewards.needs_solvability_evidence(cfg.difficulty_rule, task.domain):
-            d = 0.0  # partial passes (r > 0) are no evidence either
+        suspect = rewards.needs_solvability_evidence(cfg.difficulty_rule, task.domain)
+        if unsolved and (suspect or env.config.pool_admission == "solvable"):
+            if suspect:  # the rule pays d = 0; partial passes (r > 0) are no evidence either
+                d, gate = 0.0, (
+                    "no difficulty probe solved it in full: no evidence that its stored "
+                    f"answer or tests are right (difficulty_rule={cfg.difficulty_rule!r}): "
+                    "d = 0, not pooled"
+                )
+            else:  # pool_admission="solvable" drops d, as for a gated question
+                d = None
+                gate = "no difficulty probe solved it (pool_admission='solvable'): rejected"
             env.deliver(
                 "challenger_0",
                 *rewards.challenger_reward(self.q, d, 1.0, cfg),
@@ -213,23 +222,7 @@ class SAGEProtocol(ExecChallenger):
                 accepted=False,
                 added_to_pool=False,
                 probe_scores=list(self.probe_scores),
-                gate=(
-                    "no difficulty probe solved it in full: no evidence that its stored "
-                    f"answer or tests are right (difficulty_rule={cfg.difficulty_rule!r}): "
-                    f"d = {d:g}, not pooled"
-                ),
-            )
-            self._after_probes(env)
-            return
-        if unsolved and env.config.pool_admission == "solvable":
-            env.deliver(
-                "challenger_0",
-                *rewards.challenger_reward(self.q, None, 1.0, cfg),
-                parsed=self._parsed(),
-                verifier_check=self.check,
-                accepted=False,
-                probe_scores=list(self.probe_scores),
-                gate="no difficulty probe solved it (pool_admission='solvable'): rejected",
+                gate=gate,
             )
             self._after_probes(env)
             return
