@@ -138,6 +138,11 @@ class CurveConfig:
     of every arm (``None``: the preset's)."""
     lr: float | None = None
     """The learner's learning rate in every arm (``None``: the preset's)."""
+    gate_probe_size: int = 0
+    """Critic probe items (intact and corrupted seed questions of the arm's domains) that
+    calibrate the quality gate of every arm whose protocol reads critic scores, once before
+    training and per domain (the ``demo`` preset's ``gate_calibration`` and
+    ``gate_per_domain``); 0: no probe, the preset's fixed alpha (SAGE's 0.7)."""
     seed: int = 0
     """Seed of every arm's run (sampling, task draws); the held-out sets are scored greedily."""
     out: str = "runs/learning_curve_results"
@@ -275,6 +280,7 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
     """
     from learners.engines.config import RolloutConfig
     from learners.reports.compare import Arm, CompareConfig, run_config
+    from learners.training.run_checks import reads_scores
 
     arm = protocol
     variant = split_variant(arm)[1]
@@ -307,6 +313,7 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         warm = dataclasses.replace(warm, steps=cfg.warmup_steps)
     # the execution solver's prefix opens its answer block: the closing fence ends the answer
     stops = {**tcfg.phase_stop_strings, "solve/exec": ("```",), "probe/exec": ("```",)}
+    probe = cfg.gate_probe_size if reads_scores(tcfg.env.protocol) else 0
     tcfg = dataclasses.replace(
         tcfg,
         env=env,
@@ -316,8 +323,10 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         rollout=dataclasses.replace(RolloutConfig(), engine=cfg.engine),
         val_every=0,
         heldout="",  # the held-out sets are scored here, not by the run
-        critic_probe_size=0,
-        gate_calibration=False,
+        # the probe runs once, before the first step (val_every = 0), and sets the gate
+        critic_probe_size=probe,
+        gate_calibration=probe > 0,
+        gate_per_domain=probe > 0,
         save_every=cfg.eval_every,
         keep_checkpoints=1,
         report_to="none",

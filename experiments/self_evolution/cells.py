@@ -117,6 +117,7 @@ SETTING_KEYS = (
     "curve_sets",
     "engine",
     "lr",
+    "gate_probe_size",
     "precision",
 )
 """Keys ``[settings]`` may hold (``lr`` absent: the demo preset's)."""

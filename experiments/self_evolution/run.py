@@ -97,6 +97,11 @@ class EvolutionConfig:
     """Rollout engine of training and of the evaluations."""
     lr: float | None = None
     """The learner's learning rate (``None``: the demo preset's)."""
+    gate_probe_size: int = 96
+    """Critic probe items that calibrate the quality gate of ``sage`` and ``mae`` per domain
+    before the first step, as the demo does (``learning_curve.CurveConfig.gate_probe_size``;
+    0: SAGE's fixed alpha = 0.7, which the 135M critic's scores of valid execution proposals,
+    q = 0.17-0.22, never reached: 0 of 9 valid proposals accepted; issue 47)."""
     out: str = "runs/self_evolution"
     """Where the summary, table and plots go (default under the git-ignored ``runs/``; give
     ``benchmarks/results/self_evolution`` to publish)."""
@@ -142,6 +147,7 @@ class EvolutionConfig:
             warmup_steps=0,
             solver_samples=self.solver_samples,
             lr=self.lr,
+            gate_probe_size=self.gate_probe_size,
             seed=seed,
             out=str(Path(self.out) / f"seed{seed}"),
             runs=str(Path(self.runs) / f"seed{seed}"),
