@@ -430,7 +430,8 @@ if arm == "fail":
     print("x" * 3000 + "boom", file=sys.stderr)
     sys.exit(3)
 head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-record = {
+import sage_env
+record = {"sage_env": sage_env.__file__, "version": sage_env.VERSION,
     "seed": int(seed), "arm": arm, "argv": args, "cwd": os.getcwd(), "file": __file__,
     "pythonpath": os.environ.get("PYTHONPATH"), "offline": os.environ.get("HF_HUB_OFFLINE"),
     "seconds": 60.0, "provenance": {"git_commit": head.strip(), "code_key": "fake"},
@@ -606,6 +607,8 @@ def test_run_cell_pinned_runs_a_child_in_a_worktree_of_the_commit(tmp_path, monk
     assert rec["cwd"] == str(wt)
     assert rec["file"] == str(wt / "experiments/self_evolution/cells.py")
     assert rec["provenance"]["git_commit"] == one
+    # the worktree's packages, not this checkout's (an editable install included)
+    assert (rec["sage_env"], rec["version"]) == (str(wt / "sage_env/__init__.py"), 1)
     assert (wt / "sage_env/__init__.py").read_text() == "VERSION = 1\n"
     assert rec["pythonpath"].split(os.pathsep)[0] == str(wt) and rec["offline"] == "1"
     assert rec["argv"][:4] == ["--plan", plan.path, "--run-cell", "0"]
