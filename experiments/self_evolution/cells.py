@@ -10,16 +10,32 @@ commit, the code key, the settings key, the SHA-256 of the warm-started weights,
 Cells are committed as they finish; the summary is rebuilt from the committed files alone,
 without a model (``--aggregate``).
 
-Commands (``python -m experiments.self_evolution.run --plan PLAN.toml ...``):
+**Pinned code.** A cell's code key hashes the git trees of :data:`CODE_PATHS` (and, at HEAD,
+their uncommitted edits). Without ``[plan] commit`` cells are judged against this checkout's
+key, so any change to ``sage_env/`` or ``learners/`` stales every committed cell. With
+``[plan] commit = "<sha>"`` they are judged against that commit's key
+(``code_key(REPO, commit)``) whatever HEAD is, and ``--run-missing`` from a checkout whose key
+differs runs each cell in a subprocess (``python -m experiments.self_evolution.cells --run-cell
+SEED ARM --record TMP.json``) inside a git worktree of the commit, ``WORK/code-<12 hex>``
+(added with ``git worktree add --detach`` if absent); the child writes the record, this process
+writes the cell file into its own ``OUT`` and commits it (``--commit``). The pinned commit must
+have ``--run-cell`` (this module's, from the commit that added pinning on).
 
-- ``--status``: every cell, done / missing / stale (settings, code or warm start differ), with
-  its measured minutes;
+Commands (``python -m experiments.self_evolution.run --plan PLAN.toml ...``, or
+``python -m experiments.self_evolution.cells --plan PLAN.toml ...``):
+
+- ``--status``: one line naming the code cells are judged against (the pinned commit, or this
+  checkout), then every cell, done / missing / stale (settings, code or warm start differ),
+  with its measured minutes;
 - ``--run-missing --budget-min N``: runs the missing cells one at a time, whole seeds first,
   and stops before a cell that would not finish in the budget (the mean of the cells done so
-  far, or the plan's estimate);
+  far, or the plan's estimate); in a worktree of the pinned commit when this checkout's code
+  differs from it;
 - ``--aggregate``: ``OUT/summary.json``, ``table.md``, ``heldout.png`` and ``pool.png`` from the
   cell files; a cell whose settings key, warm-start hash or platform differs from its seed's
-  other cells is refused, with the reason (``summary.json["refused"]``).
+  other cells is refused, with the reason (``summary.json["refused"]``);
+- ``--run-cell SEED ARM --record PATH``: one cell in this process, its record written to
+  ``PATH`` (no cell file, no commit): what a pinned cell's subprocess runs.
 """
 
 from __future__ import annotations
@@ -31,8 +47,10 @@ import logging
 import os
 import struct
 import subprocess
+import sys
+import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -78,7 +96,15 @@ class Plan:
     out: str = ""
     """Folder of the committed results (``cells/``, ``summary.json``, table, plots)."""
     work: str = ""
-    """Scratch folder of the running cells (git-ignored: runs, cached step-0 scores)."""
+    """Scratch folder of the running cells (git-ignored: runs, cached step-0 scores, the
+    worktree of a pinned commit)."""
+    commit: str = ""
+    """``[plan] commit``: the commit whose code every cell runs (a sha or any git revision;
+    ``""``: none, cells are judged against this checkout's code)."""
+    path: str = ""
+    """Absolute path of the TOML the plan was read from (``""`` when built in code)."""
+    overrides: list[str] = field(default_factory=list)
+    """The ``KEY=VALUE`` overrides it was read with (``--set``), passed on to a pinned cell."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Anything else under ``[plan]`` (notes), kept for the summary."""
 
@@ -163,6 +189,9 @@ def load_plan(path: str | os.PathLike, overrides: list[str] | None = None) -> Pl
             estimate_source=str(head.pop("estimate_source", "")),
             out=str(head.pop("out", f"experiments/self_evolution/results/{name}")),
             work=str(head.pop("work", f"runs/self_evolution/{name}")),
+            commit=str(head.pop("commit", "")).strip(),
+            path=str(Path(path).resolve()),
+            overrides=list(overrides or []),
         )
     except KeyError as exc:
         raise ValueError(f"plan {path}: [plan] needs {exc.args[0]!r}") from None
@@ -173,33 +202,103 @@ def load_plan(path: str | os.PathLike, overrides: list[str] | None = None) -> Pl
 
 
 # --------------------------------------------------------------------------- provenance
-def code_key(root: Path = REPO) -> dict[str, Any]:
-    """The code a cell depends on (:data:`CODE_PATHS`), without importing it.
+def _git(root: Path, *args: str) -> str | None:
+    """``git -C root ARGS``' stdout, or None when git fails or is absent."""
+    try:
+        done = subprocess.run(
+            ["git", "--no-optional-locks", "-C", str(root), *args],
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.decode("utf-8", "replace")
+
+
+def resolve_commit(rev: str, root: Path = REPO) -> str | None:
+    """The full sha (40 hex digits) of the commit ``rev`` names in ``root``'s repository, or
+    None when it names none there (or outside git)."""
+    got = _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if got is None or not got.strip():
+        return None
+    return got.strip()
+
+
+def code_key(root: Path = REPO, rev: str = "HEAD") -> dict[str, Any]:
+    """The code a cell depends on (:data:`CODE_PATHS`) at ``rev``, without importing it.
+
+    At ``HEAD`` the key covers the checkout's edits too (``git diff HEAD`` on CODE_PATHS); at
+    any other revision it covers the committed trees alone, so it equals the key of a clean
+    checkout of that commit.
 
     Returns:
-        ``{"key": 16 hex digits (SHA-256 of the git tree ids of CODE_PATHS at HEAD and of
-        ``git diff HEAD`` on them), "git_commit", "dirty"}``; ``key`` is None outside git.
+        ``{"key": 16 hex digits (SHA-256 of the git tree ids of CODE_PATHS at ``rev`` and, at
+        HEAD, of ``git diff HEAD`` on them), "git_commit": the commit's full sha, "dirty":
+        whether the diff term is non-empty (False off HEAD)}``; ``key`` (and ``dirty``) is None
+        outside git or when ``rev`` or one of CODE_PATHS is not found there.
     """
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(
-                ["git", "--no-optional-locks", "-C", str(root), *args],
-                capture_output=True,
-                timeout=60,
-                check=True,
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.decode("utf-8", "replace")
-
-    commit = (git("rev-parse", "HEAD") or "").strip() or None
-    trees = git("rev-parse", *(f"HEAD:{p}" for p in CODE_PATHS))
-    diff = git("diff", "HEAD", "--no-ext-diff", "--binary", "--", *CODE_PATHS)
-    if trees is None or diff is None:
+    commit = resolve_commit(rev, root)
+    trees = _git(root, "rev-parse", *(f"{rev}:{p}" for p in CODE_PATHS))
+    if rev == "HEAD":
+        diff = _git(root, "diff", "HEAD", "--no-ext-diff", "--binary", "--", *CODE_PATHS)
+    else:
+        diff = ""
+    if commit is None or trees is None or diff is None:
         return {"key": None, "git_commit": commit, "dirty": None}
     digest = hashlib.sha256((trees + "\0" + diff).encode()).hexdigest()[:16]
     return {"key": digest, "git_commit": commit, "dirty": bool(diff)}
+
+
+def reference_key(plan: Plan, root: Path = REPO) -> dict[str, Any]:
+    """The code key cells of ``plan`` are judged against: the pinned commit's
+    (``code_key(root, plan.commit)``) when the plan has one, else this checkout's
+    (``code_key(root)``: HEAD and its edits).
+
+    Returns:
+        :func:`code_key`'s dict with ``"against"`` added: ``"pinned commit <12 hex>"`` or
+        ``"this checkout"`` (the reason text of a stale cell names it).
+
+    Raises:
+        ValueError: if the plan pins a commit that ``root``'s repository does not have.
+    """
+    if not plan.commit:
+        return {**code_key(root), "against": "this checkout"}
+    code = code_key(root, plan.commit)
+    if code["key"] is None:
+        raise ValueError(
+            f"plan {plan.name}: [plan] commit {plan.commit!r} is not a commit of {root} with "
+            f"{', '.join(CODE_PATHS)} (git fetch it, or fix the plan)"
+        )
+    return {**code, "against": f"pinned commit {code['git_commit'][:12]}"}
+
+
+def reference_line(plan: Plan, root: Path = REPO) -> str:
+    """One line saying which code the cells of ``plan`` are judged against (``--status``
+    prints it above the table), and for a pinned plan whether this checkout matches it.
+
+    Raises:
+        ValueError: as :func:`reference_key`.
+    """
+    ref = reference_key(plan, root)
+    if not plan.commit:
+        head = (ref["git_commit"] or "?")[:12]
+        edits = {True: ", with edits", False: ", clean", None: ""}[ref["dirty"]]
+        return (
+            f"code: cells judged against this checkout (HEAD {head}{edits}, code key "
+            f"{ref['key']}); the plan pins no commit"
+        )
+    here = code_key(root)
+    same = here["key"] == ref["key"]
+    return (
+        f"code: cells judged against the pinned commit {ref['git_commit']} (code key "
+        f"{ref['key']}); this checkout's code key {here['key']} "
+        + (
+            "matches: cells run here"
+            if same
+            else f"differs: cells run in {pinned_dir(plan, ref['git_commit'], root)}"
+        )
+    )
 
 
 def weights_sha256(folder: str | os.PathLike) -> str:
@@ -264,11 +363,22 @@ def _warm(r: dict[str, Any]) -> tuple[str | None, str | None]:
     return p.get("warm_start_sha256"), p.get("platform")
 
 
-def status(plan: Plan, code: dict[str, Any] | None = None) -> list[CellStatus]:
+def status(
+    plan: Plan, code: dict[str, Any] | None = None, root: Path = REPO
+) -> list[CellStatus]:
     """Every cell of ``plan``: done, missing, or stale (another settings key than the plan's,
-    another code key than ``code`` (default: this checkout's), or another warm start or
-    platform than most done cells of its seed)."""
-    code = code if code is not None else code_key()
+    another code key than ``code``, or another warm start or platform than most done cells of
+    its seed).
+
+    ``code`` defaults to :func:`reference_key` of ``root``: the pinned commit's key when the
+    plan has ``commit``, else this checkout's; a stale cell's reason names which
+    (``code["against"]``).
+
+    Raises:
+        ValueError: as :func:`reference_key` (a pinned commit ``root`` does not have).
+    """
+    code = code if code is not None else reference_key(plan, root)
+    against = code.get("against", "this checkout")
     key = plan.settings_key()
     out = []
     by_seed: dict[int, list[dict[str, Any]]] = {}
@@ -287,7 +397,7 @@ def status(plan: Plan, code: dict[str, Any] | None = None) -> list[CellStatus]:
         if prov.get("settings_key") != key:
             reasons.append(f"settings key {prov.get('settings_key')} != plan's {key}")
         if code.get("key") and prov.get("code_key") != code["key"]:
-            reasons.append(f"code key {prov.get('code_key')} != this checkout's {code['key']}")
+            reasons.append(f"code key {prov.get('code_key')} != {against}'s {code['key']}")
         ref = _reference(by_seed[seed], _warm)
         if _warm(rec) != ref:
             reasons.append(f"warm start/platform {_warm(rec)} != seed {seed}'s {ref}")
@@ -326,10 +436,18 @@ def run_missing(
     code: dict[str, Any] | None = None,
     warm_minutes: float = 0.0,
     on_cell: Callable[[Path, dict[str, Any]], None] | None = None,
+    checkout: dict[str, Any] | None = None,
+    run_pinned_fn: Callable[[Plan, int, str], dict[str, Any]] | None = None,
 ) -> list[tuple[int, str]]:
     """Run the missing cells (and the stale ones with ``rerun_stale``), whole seeds first, each
     written to its cell file when done; stop before a cell that would not finish in
     ``budget_min`` minutes from the call.
+
+    ``code`` is the key cells are judged against (default :func:`reference_key`). When the plan
+    pins a commit and ``checkout`` (this checkout's :func:`code_key`, HEAD and edits; computed
+    when None) differs from the pinned key, each cell runs through ``run_pinned_fn`` (default
+    :func:`run_cell_pinned`: a subprocess in a worktree of that commit) instead of
+    ``run_cell_fn`` (default :func:`run_cell`, in this process).
 
     A cell's expected minutes are the mean of the plan's cells measured so far (done cells,
     including those of this call), else :attr:`Plan.minutes_per_cell`; the first cell also
@@ -341,8 +459,20 @@ def run_missing(
     Returns:
         The cells run, ``[(seed, arm), ...]``.
     """
-    run_cell_fn = run_cell_fn or run_cell
     t0 = clock()
+    code = code if code is not None else reference_key(plan)
+    runner = run_cell_fn or run_cell
+    if plan.commit:
+        checkout = checkout if checkout is not None else code_key()
+        if checkout.get("key") != code.get("key"):
+            runner = run_pinned_fn or run_cell_pinned
+            logger.info(
+                "cells: this checkout's code key %s != %s's %s: each cell runs in a worktree of "
+                "that commit",
+                checkout.get("key"),
+                code.get("against", "the pinned commit"),
+                code.get("key"),
+            )
     ran: list[tuple[int, str]] = []
     cells = status(plan, code)
     todo = [c for c in cells if c.state == "missing" or (rerun_stale and c.state == "stale")]
@@ -374,7 +504,7 @@ def run_missing(
             budget_min,
         )
         t1 = clock()
-        record = run_cell_fn(plan, c.seed, c.arm)
+        record = runner(plan, c.seed, c.arm)
         write_atomic(plan.cell_file(c.seed, c.arm), record)
         if on_cell is not None:
             on_cell(plan.cell_file(c.seed, c.arm), record)
@@ -410,6 +540,188 @@ def commit_cell(path: Path, record: dict[str, Any]) -> None:
     subprocess.run(
         [*git, "commit", "-q", "-m", msg, "--", str(path)], check=True, capture_output=True
     )
+
+
+# --------------------------------------------------------------------------- pinned cells
+def _under(folder: str | os.PathLike, root: Path = REPO) -> Path:
+    """``folder`` as an absolute path; a relative one is taken from ``root``."""
+    p = Path(folder)
+    return p if p.is_absolute() else root / p
+
+
+def pinned_dir(plan: Plan, commit: str, root: Path = REPO) -> Path:
+    """``WORK/code-<first 12 hex of commit>``: the worktree where a pinned plan's cells run
+    (``WORK`` relative to ``root``)."""
+    return _under(plan.work, root) / f"code-{commit[:12]}"
+
+
+def pinned_worktree(plan: Plan, root: Path = REPO) -> Path:
+    """A worktree of the plan's pinned commit at :func:`pinned_dir`: created with
+    ``git worktree add --detach`` when absent, reused when present at that commit.
+
+    Returns:
+        The worktree's absolute path.
+
+    Raises:
+        ValueError: if the plan pins no commit, or one ``root`` does not have.
+        RuntimeError: if git cannot add the worktree; if the folder exists but is not a
+            checkout of that commit, or has edits in :data:`CODE_PATHS` (its key would not be
+            the pinned one); or if the commit's ``cells.py`` has no ``--run-cell`` (pinned
+            before this command existed).
+    """
+    if not plan.commit:
+        raise ValueError(f"plan {plan.name} pins no commit")
+    sha = resolve_commit(plan.commit, root)
+    if sha is None:
+        raise ValueError(f"plan {plan.name}: [plan] commit {plan.commit!r} is not in {root}")
+    wt = pinned_dir(plan, sha, root)
+    if not wt.exists():
+        wt.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            ["git", "-C", str(root), "worktree", "add", "--detach", str(wt), sha],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"git worktree add {wt} {sha} failed: {done.stderr.strip()}")
+        logger.info("cells: worktree of the pinned commit %s at %s", sha[:12], wt)
+    here = code_key(wt) if (wt / ".git").exists() else {"git_commit": None}
+    if here["git_commit"] != sha:
+        raise RuntimeError(
+            f"{wt} is not a checkout of the pinned commit {sha} (HEAD {here['git_commit']}): "
+            "remove it (git worktree remove) or move the plan's work folder"
+        )
+    if here["dirty"]:
+        raise RuntimeError(
+            f"{wt} has edits in {', '.join(CODE_PATHS)}: its code key would not be the pinned "
+            f"commit's (git -C {wt} checkout -- . to drop them)"
+        )
+    cells_py = wt / "experiments" / "self_evolution" / "cells.py"
+    if "--run-cell" not in (cells_py.read_text() if cells_py.exists() else ""):
+        raise RuntimeError(
+            f"the pinned commit {sha[:12]} has no `cells --run-cell` (it predates pinning): pin "
+            "a later commit"
+        )
+    return wt
+
+
+def pinned_command(
+    plan: Plan,
+    seed: int,
+    arm: str,
+    worktree: str | os.PathLike,
+    record: str | os.PathLike,
+    root: Path = REPO,
+    environ: dict[str, str] | None = None,
+    executable: str = sys.executable,
+) -> tuple[list[str], Path, dict[str, str]]:
+    """The subprocess that runs one cell of a pinned plan in ``worktree`` (pure: runs nothing).
+
+    The child runs ``worktree``'s own ``cells`` module on the plan file this plan was read
+    from, with its ``--set`` overrides, and this plan's out and work folders (relative ones
+    taken from ``root``, so the child's scratch goes to this checkout's work folder); it writes
+    the cell record to ``record``.
+
+    Returns:
+        ``(argv, cwd, env)``: ``argv`` = ``[executable, "-m", "experiments.self_evolution.cells",
+        "--plan", PLAN, "--run-cell", SEED, ARM, "--record", RECORD, "--out", OUT, "--work",
+        WORK, ("--set", KEY=VALUE)...]`` (absolute paths); ``cwd`` = ``worktree``; ``env`` =
+        ``environ`` (default ``os.environ``) with ``worktree`` prepended to ``PYTHONPATH``.
+
+    Raises:
+        ValueError: if the plan was not read from a file (``plan.path`` empty).
+    """
+    if not plan.path:
+        raise ValueError(f"plan {plan.name} has no file (load it with load_plan)")
+    wt = Path(worktree).resolve()
+    argv = [
+        executable,
+        "-m",
+        "experiments.self_evolution.cells",
+        "--plan",
+        str(Path(plan.path).resolve()),
+        "--run-cell",
+        str(seed),
+        arm,
+        "--record",
+        str(Path(record).resolve()),
+        "--out",
+        str(_under(plan.out, root)),
+        "--work",
+        str(_under(plan.work, root)),
+    ]
+    for item in plan.overrides:
+        argv += ["--set", item]
+    env = dict(os.environ if environ is None else environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(wt), env.get("PYTHONPATH", "")) if p)
+    return argv, wt, env
+
+
+TAIL_CHARS = 2000
+"""Characters of a failed child's stderr quoted in the error."""
+
+
+def run_subprocess(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Run ``argv``, streaming its stderr to this process's stderr as it comes.
+
+    Returns:
+        ``(exit status, the last TAIL_CHARS characters of its stderr)``.
+    """
+    tail: deque[str] = deque()
+    size = 0
+    with subprocess.Popen(
+        argv, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True, errors="replace"
+    ) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            tail.append(line)
+            size += len(line)
+            while size - len(tail[0]) >= TAIL_CHARS:
+                size -= len(tail.popleft())
+        rc = proc.wait()
+    return rc, "".join(tail)[-TAIL_CHARS:]
+
+
+def run_cell_pinned(
+    plan: Plan,
+    seed: int,
+    arm: str,
+    root: Path = REPO,
+    runner: Callable[[list[str], Path, dict[str, str]], tuple[int, str]] = run_subprocess,
+) -> dict[str, Any]:
+    """:func:`run_cell` of the plan's pinned commit: in a subprocess in
+    :func:`pinned_worktree` (:func:`pinned_command`), which writes the record to a temp file.
+
+    Returns:
+        The child's cell record (its provenance: the pinned commit and its code key).
+
+    Raises:
+        RuntimeError: if the child fails (naming the cell, with the last 2,000 characters of
+            its stderr) or writes no record; as :func:`pinned_worktree`.
+    """
+    wt = pinned_worktree(plan, root)
+    with tempfile.TemporaryDirectory(prefix="cell-record-") as tmp:
+        record_file = Path(tmp) / f"seed{seed}__{arm.replace(':', '-')}.json"
+        argv, cwd, env = pinned_command(plan, seed, arm, wt, record_file, root)
+        logger.info("cells: seed %d %s runs in %s: %s", seed, arm, cwd, " ".join(argv))
+        rc, tail = runner(argv, cwd, env)
+        if rc != 0:
+            raise RuntimeError(
+                f"cell seed {seed} {arm} failed in {cwd} (exit {rc}); its stderr ends:\n{tail}"
+            )
+        record = read_cell(record_file)
+    if record is None:
+        raise RuntimeError(f"cell seed {seed} {arm} ran in {cwd} but wrote no record")
+    want = code_key(root, plan.commit)["key"]
+    got = record.get("provenance", {}).get("code_key")
+    if got != want:
+        logger.warning(
+            "cells: seed %d %s carries code key %s, not the pinned commit's %s", seed, arm, got,
+            want,
+        )
+    return record
 
 
 def warm_start_ready(plan: Plan) -> bool:
@@ -634,9 +946,19 @@ def aggregate(plan: Plan) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- command line
 def main(argv: list[str]) -> Any:
-    """``--plan PLAN.toml`` with ``--status``, ``--run-missing --budget-min N`` or
-    ``--aggregate``; ``--set KEY=VALUE`` overrides a setting, ``--out`` / ``--work`` the
-    plan's folders."""
+    """``--plan PLAN.toml`` with ``--status``, ``--run-missing --budget-min N``,
+    ``--aggregate`` or ``--run-cell SEED ARM --record PATH``; ``--set KEY=VALUE`` overrides a
+    setting, ``--out`` / ``--work`` the plan's folders.
+
+    Returns:
+        ``--status``: the :class:`CellStatus` list; ``--run-missing``: the cells run;
+        ``--aggregate``: the summary; ``--run-cell``: the cell record (also written to
+        ``--record``, atomically; no cell file, no commit).
+
+    Raises:
+        ValueError: on a bad plan, a pinned commit this repository lacks, or a ``--run-cell``
+            outside the plan's grid.
+    """
     ap = argparse.ArgumentParser(
         prog="python -m experiments.self_evolution.run --plan PLAN.toml",
         description="The self-evolution experiment as a grid of cells (arm x seed).",
@@ -646,6 +968,14 @@ def main(argv: list[str]) -> Any:
     what.add_argument("--status", action="store_true", help="table of done/missing/stale cells")
     what.add_argument("--run-missing", action="store_true", help="run missing cells in budget")
     what.add_argument("--aggregate", action="store_true", help="summary from the cell files")
+    what.add_argument(
+        "--run-cell",
+        nargs=2,
+        metavar=("SEED", "ARM"),
+        help="run one cell here, writing its record to --record (what a pinned cell's "
+        "subprocess runs)",
+    )
+    ap.add_argument("--record", help="with --run-cell: JSON file for the cell's record")
     ap.add_argument("--budget-min", type=float, default=60.0, help="minutes for --run-missing")
     ap.add_argument("--rerun-stale", action="store_true", help="--run-missing reruns stale cells")
     ap.add_argument("--commit", action="store_true", help="git-commit each cell file when done")
@@ -653,14 +983,30 @@ def main(argv: list[str]) -> Any:
     ap.add_argument("--out", help="results folder (default: the plan's)")
     ap.add_argument("--work", help="scratch folder (default: the plan's)")
     args = ap.parse_args(argv)
+    if args.run_cell and not args.record:
+        ap.error("--run-cell needs --record PATH")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     plan = load_plan(args.plan, args.set)
     plan.out = args.out or plan.out
     plan.work = args.work or plan.work
     if args.status:
         cells = status(plan)
+        print(reference_line(plan))
         print(status_table(cells))
         return cells
+    if args.run_cell:
+        seed, arm = int(args.run_cell[0]), args.run_cell[1]
+        if (seed, arm) not in plan.cells():
+            raise ValueError(f"plan {plan.name} has no cell seed {seed} {arm}")
+        if plan.commit and code_key()["key"] != reference_key(plan)["key"]:
+            logger.warning(
+                "cells: this checkout is not the pinned commit %s: the record's code key "
+                "will make the cell stale",
+                plan.commit,
+            )
+        record = run_cell(plan, seed, arm)
+        write_atomic(Path(args.record), record)
+        return record
     if args.run_missing:
         warm = 0.0 if warm_start_ready(plan) else plan.warm_start_minutes
         return run_missing(
@@ -675,3 +1021,7 @@ def main(argv: list[str]) -> Any:
         print(f"refused seed{r['seed']}/{r['arm']}: {r['reason']}")
     print(summary["table"])
     return summary
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,5 +1,5 @@
 """experiments/self_evolution/cells.py: plans, status, run order and budget, aggregation from cell
-files alone, and a reproducible warm start."""
+files alone, a reproducible warm start, and cells pinned to a commit (run in its worktree)."""
 
 import json
 import os
@@ -322,6 +322,7 @@ def test_status_command_prints_the_table(tmp_path, capsys):
     ec.write_atomic(plan.cell_file(0, "azr"), _cell(plan, 0, "azr", seconds=90))
     se.main(["--plan", str(path), "--status"])
     out = capsys.readouterr().out
+    assert out.startswith("code: cells judged against this checkout (HEAD ")
     assert "| 0 | azr | " in out and "| 1.5 |" in out
     assert "| 0 | rlvr | missing | - |  |" in out
 
@@ -419,3 +420,268 @@ def test_warm_start_is_bitwise_reproducible_across_processes_and_thread_counts(t
     assert got[0]["folder"] != got[1]["folder"]
     assert Path(got[0]["folder"]).name == Path(got[1]["folder"]).name  # the same key
     assert got[0]["sha256"] == got[1]["sha256"]
+
+
+# --------------------------------------------------------------------------- pinned code
+FAKE_CELLS = '''"""A stand-in cells module: --run-cell writes what it saw as the record."""
+import json, os, subprocess, sys
+args = sys.argv[1:]
+seed, arm = args[args.index("--run-cell") + 1 : args.index("--run-cell") + 3]
+print(f"child: seed {seed} {arm} starts", file=sys.stderr, flush=True)
+if arm == "fail":
+    print("x" * 3000 + "boom", file=sys.stderr)
+    sys.exit(3)
+head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+import sage_env
+record = {"sage_env": sage_env.__file__, "version": sage_env.VERSION,
+    "seed": int(seed), "arm": arm, "argv": args, "cwd": os.getcwd(), "file": __file__,
+    "pythonpath": os.environ.get("PYTHONPATH"), "offline": os.environ.get("HF_HUB_OFFLINE"),
+    "seconds": 60.0, "provenance": {"git_commit": head.strip(), "code_key": "fake"},
+}
+if arm != "silent":
+    with open(args[args.index("--record") + 1], "w") as fh:
+        json.dump(record, fh)
+'''
+
+
+def _git(root, *args):
+    return subprocess.run(
+        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def _code_repo(tmp_path):
+    """A git repository with CODE_PATHS and a stand-in cells module --run-cell: commit one,
+    then commit two changing sage_env/. Returns (root, sha one, sha two)."""
+    root = tmp_path / "repo"
+    files = {
+        "sage_env/__init__.py": "VERSION = 1\n",
+        "learners/__init__.py": "",
+        "experiments/__init__.py": "",
+        "experiments/learning_curve/run.py": "# curve\n",
+        "experiments/self_evolution/__init__.py": "",
+        "experiments/self_evolution/cells.py": FAKE_CELLS + "# --run-cell\n",
+        "README.md": "one\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    _git(root, "init", "-q")
+    _git(root, "config", "user.email", "t@t")
+    _git(root, "config", "user.name", "t")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "one")
+    one = _git(root, "rev-parse", "HEAD")
+    (root / "sage_env/__init__.py").write_text("VERSION = 2\n")
+    _git(root, "commit", "-q", "-am", "two")
+    return root, one, _git(root, "rev-parse", "HEAD")
+
+
+def _pinned_plan(tmp_path, commit, seeds=(0,)):
+    path, _ = _plan(tmp_path, seeds=seeds)
+    head = 'name = "synthetic"\n'
+    path.write_text(path.read_text().replace(head, f'{head}commit = "{commit}"\n'))
+    return path, ec.load_plan(path)
+
+
+def test_code_key_at_a_revision_covers_its_trees_and_head_adds_the_edits(tmp_path):
+    root, one, two = _code_repo(tmp_path)
+    at_one, head = ec.code_key(root, one), ec.code_key(root)
+    assert at_one["git_commit"] == one and head["git_commit"] == two
+    assert len(at_one["key"]) == 16 and at_one["key"] != head["key"]
+    assert at_one["dirty"] is False and head["dirty"] is False
+    assert ec.code_key(root, "HEAD~1") == at_one and ec.code_key(root, one[:8]) == at_one
+    assert ec.code_key(root, two)["key"] == head["key"]  # clean HEAD: its commit's key
+    (root / "learners/__init__.py").write_text("x = 1\n")  # an edit: HEAD's key moves
+    edited = ec.code_key(root)
+    assert edited["dirty"] is True and edited["key"] not in (head["key"], at_one["key"])
+    assert ec.code_key(root, two) == {"key": head["key"], "git_commit": two, "dirty": False}
+    (root / "README.md").write_text("two\n")  # outside CODE_PATHS: no change
+    assert ec.code_key(root)["key"] == edited["key"]
+    assert ec.code_key(root, "nosuch") == {"key": None, "git_commit": None, "dirty": None}
+
+
+def test_plan_reads_the_pinned_commit(tmp_path):
+    path, plan = _plan(tmp_path)
+    assert plan.commit == "" and plan.path == str(path.resolve()) and plan.overrides == []
+    assert ec.load_plan(path, ["max_steps=2"]).overrides == ["max_steps=2"]
+    _, pinned = _pinned_plan(tmp_path, "abc123")
+    assert pinned.commit == "abc123" and "commit" not in pinned.extra
+
+
+def test_a_pinned_plan_judges_cells_against_its_commit_not_head(tmp_path):
+    root, one, two = _code_repo(tmp_path)
+    k_one, k_head = ec.code_key(root, one)["key"], ec.code_key(root)["key"]
+    _, plan = _pinned_plan(tmp_path, one[:10], seeds=(0,))
+    ec.write_atomic(plan.cell_file(0, "azr"), _cell(plan, 0, "azr", code=k_one))
+    ec.write_atomic(plan.cell_file(0, "rlvr"), _cell(plan, 0, "rlvr", code=k_head))
+    got = {c.arm: c for c in ec.status(plan, root=root)}
+    assert got["azr"].state == "done" and got["azr"].reason == ""
+    assert got["rlvr"].state == "stale"
+    assert got["rlvr"].reason == f"code key {k_head} != pinned commit {one[:12]}'s {k_one}"
+    assert got["azr:frozen"].state == "missing"
+    line = ec.reference_line(plan, root)
+    assert line.startswith(f"code: cells judged against the pinned commit {one} (code key {k_one}")
+    assert line.endswith(f"differs: cells run in {tmp_path / 'work' / ('code-' + one[:12])}")
+    # unpinned: the same cells are judged against this checkout (HEAD two)
+    plan.commit = ""
+    got = {c.arm: c for c in ec.status(plan, root=root)}
+    assert got["rlvr"].state == "done"
+    assert got["azr"].reason == f"code key {k_one} != this checkout's {k_head}"
+    assert ec.reference_line(plan, root) == (
+        f"code: cells judged against this checkout (HEAD {two[:12]}, clean, code key {k_head}); "
+        "the plan pins no commit"
+    )
+    plan.commit = two
+    assert ec.reference_line(plan, root).endswith(f"{k_head} matches: cells run here")
+    plan.commit = "nosuch"
+    with pytest.raises(ValueError, match="'nosuch' is not a commit"):
+        ec.status(plan, root=root)
+
+
+def test_pinned_command_runs_the_worktrees_cells_on_this_checkouts_folders(tmp_path):
+    path, plan = _plan(tmp_path)
+    plan = ec.load_plan(path, ["max_steps=2", 'engine="hf"'])
+    plan.out, plan.work = "results/syn", "runs/syn"
+    wt, rec = tmp_path / "runs/syn/code-abc", tmp_path / "rec.json"
+    environ = {"PYTHONPATH": "/a", "HF_HUB_OFFLINE": "1", "X": "y"}
+    argv, cwd, env = ec.pinned_command(
+        plan, 1, "azr:frozen", wt, rec, root=Path("/repo"), environ=environ, executable="/py"
+    )
+    assert argv == [
+        "/py", "-m", "experiments.self_evolution.cells",
+        "--plan", str(path.resolve()),
+        "--run-cell", "1", "azr:frozen",
+        "--record", str(rec),
+        "--out", "/repo/results/syn",
+        "--work", "/repo/runs/syn",
+        "--set", "max_steps=2", "--set", 'engine="hf"',
+    ]  # fmt: skip
+    assert cwd == wt
+    assert env == {"PYTHONPATH": f"{wt}{os.pathsep}/a", "HF_HUB_OFFLINE": "1", "X": "y"}
+    assert environ["PYTHONPATH"] == "/a"  # not changed in place
+    plan.out, plan.work = str(tmp_path / "o"), str(tmp_path / "w")
+    argv, _, env = ec.pinned_command(plan, 0, "azr", wt, rec, environ={})
+    assert argv[argv.index("--out") + 1] == str(tmp_path / "o")
+    assert argv[argv.index("--work") + 1] == str(tmp_path / "w")
+    assert argv[0] == sys.executable and env == {"PYTHONPATH": str(wt)}
+    plan.path = ""
+    with pytest.raises(ValueError, match="no file"):
+        ec.pinned_command(plan, 0, "azr", wt, rec)
+
+
+def test_run_missing_runs_a_pinned_plan_through_the_worktree_only_when_the_keys_differ(tmp_path):
+    _, plan = _pinned_plan(tmp_path, "abc", seeds=(0,))
+    code = {"key": "k1", "against": "pinned commit abc"}
+    here, there, written = [], [], []
+
+    def runner(into):
+        def fn(plan, seed, arm):
+            into.append((seed, arm))
+            return _cell(plan, seed, arm, code="k1", seconds=60)
+
+        return fn
+
+    kw = dict(clock=lambda: 0.0, code=code, run_cell_fn=runner(here))
+    kw.update(run_pinned_fn=runner(there), on_cell=lambda p, r: written.append(p))
+    ran = ec.run_missing(plan, 1000, checkout={"key": "k2"}, **kw)
+    assert ran == there == [(0, "azr"), (0, "azr:frozen"), (0, "rlvr")] and here == []
+    assert written == [plan.cell_file(0, a) for a in plan.arms]  # this checkout's out
+    assert json.loads(plan.cell_file(0, "rlvr").read_text())["provenance"]["code_key"] == "k1"
+    assert [c.state for c in ec.status(plan, code=code)] == ["done"] * 3
+    for arm in plan.arms:
+        plan.cell_file(0, arm).unlink()
+    assert ec.run_missing(plan, 1000, checkout={"key": "k1"}, **kw) == here
+    assert len(here) == 3 and len(there) == 3  # the checkout is the pinned code: in-process
+    plan.commit = ""
+    for arm in plan.arms:
+        plan.cell_file(0, arm).unlink()
+    ec.run_missing(plan, 1000, checkout={"key": "k2"}, **kw)  # no pin: in-process
+    assert len(here) == 6 and len(there) == 3
+
+
+def test_run_cell_pinned_runs_a_child_in_a_worktree_of_the_commit(tmp_path, monkeypatch, capfd):
+    root, one, two = _code_repo(tmp_path)
+    _, plan = _pinned_plan(tmp_path, one[:10], seeds=(0,))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rec = ec.run_cell_pinned(plan, 0, "azr", root=root)
+    wt = tmp_path / "work" / f"code-{one[:12]}"
+    assert rec["cwd"] == str(wt)
+    assert rec["file"] == str(wt / "experiments/self_evolution/cells.py")
+    assert rec["provenance"]["git_commit"] == one
+    # the worktree's packages, not this checkout's (an editable install included)
+    assert (rec["sage_env"], rec["version"]) == (str(wt / "sage_env/__init__.py"), 1)
+    assert (wt / "sage_env/__init__.py").read_text() == "VERSION = 1\n"
+    assert rec["pythonpath"].split(os.pathsep)[0] == str(wt) and rec["offline"] == "1"
+    assert rec["argv"][:4] == ["--plan", plan.path, "--run-cell", "0"]
+    assert rec["argv"][rec["argv"].index("--work") + 1] == str(tmp_path / "work")
+    assert ec.code_key(wt)["key"] == ec.code_key(root, one)["key"]  # what status compares
+    assert "child: seed 0 azr starts" in capfd.readouterr().err  # streamed
+    assert ec.run_cell_pinned(plan, 0, "rlvr", root=root)["arm"] == "rlvr"  # reused
+    with pytest.raises(RuntimeError, match="cell seed 0 fail failed") as err:
+        ec.run_cell_pinned(plan, 0, "fail", root=root)
+    tail = str(err.value).split("its stderr ends:\n", 1)[1]
+    assert len(tail) == ec.TAIL_CHARS and tail.endswith("x" * 100 + "boom\n")
+    with pytest.raises(RuntimeError, match="wrote no record"):
+        ec.run_cell_pinned(plan, 0, "silent", root=root)
+    (wt / "sage_env/__init__.py").write_text("VERSION = 3\n")
+    with pytest.raises(RuntimeError, match="has edits"):
+        ec.run_cell_pinned(plan, 0, "azr", root=root)
+    _git(wt, "checkout", "-q", "--", ".")
+    assert ec.pinned_worktree(plan, root) == wt
+    plan.commit = "HEAD"  # another commit: another worktree
+    assert ec.pinned_worktree(plan, root) == tmp_path / "work" / f"code-{two[:12]}"
+    _git(wt, "checkout", "-q", "--detach", two)  # the folder of commit one at commit two
+    plan.commit = one
+    with pytest.raises(RuntimeError, match="is not a checkout of the pinned commit"):
+        ec.pinned_worktree(plan, root)
+    other = tmp_path / "work" / f"code-{two[:12]}"
+    _git(root, "worktree", "remove", "--force", str(other))
+    other.mkdir()  # a plain folder under the worktree's name
+    plan.commit = two
+    with pytest.raises(RuntimeError, match="is not a checkout of the pinned commit"):
+        ec.pinned_worktree(plan, root)
+    plan.commit = "0123456789ab"
+    with pytest.raises(ValueError, match="is not in"):
+        ec.pinned_worktree(plan, root)
+
+
+def test_a_commit_before_run_cell_cannot_be_pinned(tmp_path):
+    root, _, two = _code_repo(tmp_path)
+    (root / "experiments/self_evolution/cells.py").write_text("# old\n")
+    _git(root, "commit", "-q", "-am", "old cells")
+    _, plan = _pinned_plan(tmp_path, "HEAD", seeds=(0,))
+    with pytest.raises(RuntimeError, match="predates pinning"):
+        ec.pinned_worktree(plan, root)
+
+
+def test_run_cell_command_writes_the_record(tmp_path, monkeypatch):
+    path, plan = _plan(tmp_path, seeds=(0,))
+    monkeypatch.setattr(ec, "run_cell", lambda plan, seed, arm: _cell(plan, seed, arm, code="k"))
+    out = tmp_path / "rec" / "r.json"
+    got = ec.main(["--plan", str(path), "--run-cell", "0", "rlvr", "--record", str(out)])
+    assert got["arm"] == "rlvr" and json.loads(out.read_text()) == got
+    assert not plan.cell_file(0, "rlvr").exists()  # the parent writes the cell file
+    with pytest.raises(ValueError, match="no cell seed 5 rlvr"):
+        ec.main(["--plan", str(path), "--run-cell", "5", "rlvr", "--record", str(out)])
+    with pytest.raises(SystemExit):
+        ec.main(["--plan", str(path), "--run-cell", "0", "rlvr"])
+    with pytest.raises(SystemExit):
+        ec.main(["--plan", str(path), "--status", "--run-cell", "0", "rlvr", "--record", "x"])
+
+
+def test_cells_module_runs_as_a_command_and_status_names_the_reference(tmp_path):
+    path, _ = _plan(tmp_path, seeds=(0,))
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.self_evolution.cells", "--plan", str(path), "--status"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, *rest = done.stdout.splitlines()
+    assert first.startswith("code: cells judged against this checkout (HEAD ")
+    assert rest[0] == "| seed | arm | state | minutes | reason |"
+    assert "0 done, 3 missing, 0 stale of 3" in done.stdout
