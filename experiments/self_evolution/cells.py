@@ -101,6 +101,11 @@ class Plan:
     commit: str = ""
     """``[plan] commit``: the commit whose code every cell runs (a sha or any git revision;
     ``""``: none, cells are judged against this checkout's code)."""
+    code_key: str = ""
+    """``[plan] code_key``: the pinned commit's code key as recorded when the plan was pinned
+    (:func:`code_key` at ``commit``). When set, cells are judged against it without reading
+    the commit, so a clone without that commit, or a checkout where :data:`CODE_PATHS` moved,
+    still judges the grid by the code it ran; ``""``: computed from ``commit``."""
     path: str = ""
     """Absolute path of the TOML the plan was read from (``""`` when built in code)."""
     overrides: list[str] = field(default_factory=list)
@@ -190,6 +195,7 @@ def load_plan(path: str | os.PathLike, overrides: list[str] | None = None) -> Pl
             out=str(head.pop("out", f"experiments/self_evolution/results/{name}")),
             work=str(head.pop("work", f"runs/self_evolution/{name}")),
             commit=str(head.pop("commit", "")).strip(),
+            code_key=str(head.pop("code_key", "")).strip(),
             path=str(Path(path).resolve()),
             overrides=list(overrides or []),
         )
@@ -263,7 +269,17 @@ def reference_key(plan: Plan, root: Path = REPO) -> dict[str, Any]:
         ValueError: if the plan pins a commit that ``root``'s repository does not have.
     """
     if not plan.commit:
+        if plan.code_key:
+            raise ValueError(f"plan {plan.name}: [plan] code_key needs the commit it was read at")
         return {**code_key(root), "against": "this checkout"}
+    if plan.code_key:
+        sha = resolve_commit(plan.commit, root) or plan.commit
+        return {
+            "key": plan.code_key,
+            "git_commit": sha,
+            "dirty": False,
+            "against": f"pinned commit {sha[:12]}",
+        }
     code = code_key(root, plan.commit)
     if code["key"] is None:
         raise ValueError(
@@ -714,7 +730,7 @@ def run_cell_pinned(
         record = read_cell(record_file)
     if record is None:
         raise RuntimeError(f"cell seed {seed} {arm} ran in {cwd} but wrote no record")
-    want = code_key(root, plan.commit)["key"]
+    want = reference_key(plan, root)["key"]
     got = record.get("provenance", {}).get("code_key")
     if got != want:
         logger.warning(

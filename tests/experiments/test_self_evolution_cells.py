@@ -122,6 +122,8 @@ def test_committed_plan_pins_the_grid_of_issue_47():
     assert s["curve_sets"] == "exec_heldout,cruxeval_i,cruxeval_o"
     assert s["solver_samples"] in (4, 8) and s["rounds_per_step"] == 4
     assert plan.minutes_per_cell <= 60 and "estimate" in plan.estimate_source
+    # pinned: the cells run (and are judged by) one commit's code, whatever main does next
+    assert len(plan.commit) == 40 and len(plan.code_key) == 16
     cfg = plan.evolution_config()
     assert cfg.warmup_steps == 24 and cfg.lr == 1e-5
     assert cfg.gate_probe_size == 96  # sage's gate is calibrated per domain, as the demo's
@@ -536,6 +538,22 @@ def test_a_pinned_plan_judges_cells_against_its_commit_not_head(tmp_path):
     assert ec.reference_line(plan, root).endswith(f"{k_head} matches: cells run here")
     plan.commit = "nosuch"
     with pytest.raises(ValueError, match="'nosuch' is not a commit"):
+        ec.status(plan, root=root)
+
+
+def test_a_recorded_code_key_judges_cells_without_the_commit(tmp_path):
+    # a clone without the commit, or a checkout where CODE_PATHS moved, still judges the grid
+    root, one, _ = _code_repo(tmp_path)
+    k_one = ec.code_key(root, one)["key"]
+    _, plan = _pinned_plan(tmp_path, "f" * 40, seeds=(0,))  # a commit this repo lacks
+    plan.code_key = k_one
+    ec.write_atomic(plan.cell_file(0, "azr"), _cell(plan, 0, "azr", code=k_one))
+    ec.write_atomic(plan.cell_file(0, "rlvr"), _cell(plan, 0, "rlvr", code="0" * 16))
+    got = {c.arm: c for c in ec.status(plan, root=root)}
+    assert got["azr"].state == "done"
+    assert got["rlvr"].reason == f"code key {'0' * 16} != pinned commit ffffffffffff's {k_one}"
+    plan.commit = ""
+    with pytest.raises(ValueError, match="code_key needs the commit"):
         ec.status(plan, root=root)
 
 
