@@ -138,6 +138,9 @@ class CurveConfig:
     of every arm (``None``: the preset's)."""
     lr: float | None = None
     """The learner's learning rate in every arm (``None``: the preset's)."""
+    gate_probe_every: int = 0
+    """With ``gate_probe_size``: probe the critic and recalibrate the gate every this many
+    steps as well (``TrainConfig.probe_every``; 0: before the first step and after the last)."""
     gate_probe_size: int = 0
     """Critic probe items (intact and corrupted seed questions of the arm's domains) that
     calibrate the quality gate of every arm whose protocol reads critic scores, once before
@@ -327,6 +330,7 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         critic_probe_size=probe,
         gate_calibration=probe > 0,
         gate_per_domain=probe > 0,
+        probe_every=cfg.gate_probe_every if probe > 0 else 0,
         save_every=cfg.eval_every,
         keep_checkpoints=1,
         report_to="none",

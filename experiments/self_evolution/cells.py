@@ -149,6 +149,7 @@ SETTING_KEYS = (
     "engine",
     "lr",
     "gate_probe_size",
+    "gate_probe_every",
     "precision",
 )
 """Keys ``[settings]`` may hold (``lr`` absent: the demo preset's)."""

@@ -102,6 +102,11 @@ class EvolutionConfig:
     before the first step, as the demo does (``learning_curve.CurveConfig.gate_probe_size``;
     0: SAGE's fixed alpha = 0.7, which the 135M critic's scores of valid execution proposals,
     q = 0.17-0.22, never reached: 0 of 9 valid proposals accepted; issue 47)."""
+    gate_probe_every: int = 5
+    """With ``gate_probe_size``: recalibrate the gate every this many steps, as the critic
+    trains (``TrainConfig.probe_every``). Calibrated once, the gate accepted 6 of 7 valid
+    exec proposals in steps 1-4 and 2 of 9 in steps 5-7: the critic's scores drifted down
+    under it (issue 47)."""
     out: str = "runs/self_evolution"
     """Where the summary, table and plots go (default under the git-ignored ``runs/``; give
     ``benchmarks/results/self_evolution`` to publish)."""
@@ -148,6 +153,7 @@ class EvolutionConfig:
             solver_samples=self.solver_samples,
             lr=self.lr,
             gate_probe_size=self.gate_probe_size,
+            gate_probe_every=self.gate_probe_every,
             seed=seed,
             out=str(Path(self.out) / f"seed{seed}"),
             runs=str(Path(self.runs) / f"seed{seed}"),

@@ -293,7 +293,7 @@ def _step(
         t_val = time.perf_counter()
         acc = _validate(policy, run.val_tasks, run.math_verifier, cfg.val_max_new_tokens, run)
         t_val = time.perf_counter() - t_val
-    probed = _probe(cfg, run) if step == cfg.steps or validate else {}
+    probed = _probe(cfg, run) if probe_due(cfg, step, validate) else {}
     if step == cfg.steps:
         probed.update(_heldout_final(cfg, run, Path(cfg.out)))
     metrics = {
@@ -316,6 +316,13 @@ def _step(
         metrics["val/accuracy"] = acc
         metrics["time/validation_s"] = t_val
     return metrics, acc, result
+
+
+def probe_due(cfg: TrainConfig, step: int, validate: bool) -> bool:
+    """Whether the critic probe (and the gate's calibration) runs after ``step`` (1-based):
+    at the last step, at a validation step, and every ``cfg.probe_every`` steps."""
+    every = cfg.probe_every > 0 and step % cfg.probe_every == 0
+    return step == cfg.steps or validate or every
 
 
 def _probe(cfg: TrainConfig, run: Run) -> dict[str, Any]:

@@ -165,7 +165,8 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
     """Settings of ``cfg`` that do nothing because another setting overrides or disables them.
 
     Always checked: ``early_stopping_patience`` without validation; ``gate_calibration``
-    without the critic probe; the critic probe under a protocol with no critic or judge.
+    without the critic probe; ``probe_every`` without it; the critic probe under a protocol
+    with no critic or judge.
     Given ``base`` (the preset the flags were laid over), also settings changed from it
     that another one overrides: ``max_new_tokens`` when
     ``phase_max_new_tokens`` sets every phase of the protocol, ``val_limit``/``val_max_new_tokens``/
@@ -194,6 +195,11 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
             "gate_calibration is off: it sets alpha from the critic probe, which is off "
             "(critic_probe_size = 0); alpha stays "
             f"{cfg.env.rewards.alpha} (--critic-probe-size 32 turns both on)"
+        )
+    if cfg.probe_every > 0 and cfg.critic_probe_size == 0:
+        out.append(
+            f"probe_every = {cfg.probe_every} does nothing: the critic probe is off "
+            "(critic_probe_size = 0)"
         )
     if base is None:
         return out

@@ -236,6 +236,22 @@ def test_probe_off_alone_turns_calibration_off_with_a_message(captured):
         TrainConfig(gate_calibration=True, critic_probe_size=1)
 
 
+def test_probe_every_recalibrates_between_validations_and_needs_the_probe():
+    from learners.training.loop import probe_due
+
+    cfg = dataclasses.replace(DEBUG, steps=20, probe_every=5, critic_probe_size=8)
+    due = [s for s in range(1, 21) if probe_due(cfg, s, validate=False)]
+    assert due == [5, 10, 15, 20]
+    assert probe_due(cfg, 7, validate=True)  # validations still probe
+    off = dataclasses.replace(cfg, probe_every=0)
+    assert [s for s in range(1, 21) if probe_due(off, s, validate=False)] == [20]
+    assert not checks.ignored_settings(cfg)
+    (message,) = checks.ignored_settings(dataclasses.replace(cfg, critic_probe_size=0))
+    assert message.startswith("probe_every = 5 does nothing") and "critic_probe_size = 0" in message
+    with pytest.raises(ValueError, match="probe_every must be >= 0"):
+        TrainConfig(probe_every=-1)
+
+
 def test_settings_switched_off_by_another_are_named(captured, caplog):
     cfg = dataclasses.replace(DEBUG, val_limit=3, early_stopping_patience=2)
     cfg = dataclasses.replace(cfg, warmup=dataclasses.replace(cfg.warmup, lr=1e-3))
