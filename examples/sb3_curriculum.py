@@ -232,8 +232,8 @@ class ChallengerCurriculumEnv(gymnasium.Env):
             "level": level,
             "question": self.current.question,
             "answer": self.current.answer,
-            "accepted": bool(last.get("accepted")),
-            "terms": last.get("terms", {}),
+            "accepted": bool(last.decision and last.decision.accepted),
+            "terms": last.terms,
             "last": last,
         }
         return self._obs(), reward, terminated, truncated, out

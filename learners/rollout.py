@@ -24,6 +24,7 @@ from pettingzoo import AECEnv
 
 from learners.policy.protocols import Policy
 from learners.types import SamplingConfig, action_text
+from sage_env.outcome import Outcome
 from sage_env.text.parsing import ScoredReply
 
 MAX_REPEATS = 16
@@ -45,7 +46,8 @@ class Transition:
         logprobs: Sampling log-probs of the completion tokens ``[C]``.
         text: The action the environment received: response prefix + completion text.
         reward: Scalar reward of this action.
-        details: ``infos[agent]["last"]`` for this action: parsed fields, verdicts, terms.
+        outcome: ``infos[agent]["last"]`` for this action (:class:`sage_env.outcome.Outcome`:
+            reward terms, parse, review, verdict, gate decisions); ``None`` until credited.
         env_index: Which environment copy produced it.
         prefix: The observation's response prefix (its tokens are in ``prompt_ids``, so they
             never carry loss).
@@ -67,7 +69,7 @@ class Transition:
     logprobs: list[float]
     text: str
     reward: float = 0.0
-    details: dict = field(default_factory=dict)
+    outcome: Outcome | None = None
     env_index: int = 0
     prefix: str = ""
     truncated: bool = False
@@ -86,10 +88,10 @@ class Transition:
     @property
     def trains(self) -> bool:
         """False when the environment marked the action as judging only
-        (``infos[agent]["last"]["train"] = False``: a solver attempt that measures a new
-        task in a frozen pool, ``EnvConfig.pool_admission = "frozen"``); learners leave
-        such actions out of the update."""
-        return self.details.get("train", True) is not False
+        (``Outcome.train`` False: a solver attempt that measures a new task in a frozen
+        pool, ``EnvConfig.pool_admission = "frozen"``); learners leave such actions out of
+        the update."""
+        return self.outcome is None or self.outcome.train
 
 
 @dataclass
@@ -381,7 +383,7 @@ class RolloutDriver:
             previous = awaiting.pop((i, agent), None)
             if previous is not None:
                 previous.reward = float(reward)
-                previous.details = dict(info.get("last", {}))
+                previous.outcome = info.get("last")
             if terminated or truncated:
                 e.step(None)
                 continue

@@ -15,6 +15,7 @@ carrying the policy's score distribution (``docs/guide/environment.md``, "Action
 
 from sage_env.config import EnvConfig, RewardConfig
 from sage_env.env import AGENTS, AnyText, env, raw_env
+from sage_env.outcome import Decision, Outcome, Parse, Review
 from sage_env.protocols import Protocol, available_protocols, register_protocol
 from sage_env.protocols.check import ProtocolError, check_protocol
 from sage_env.tasks.pool import TaskPool
@@ -29,7 +30,11 @@ __all__ = [
     "register_protocol",
     "AGENTS",
     "AnyText",
+    "Decision",
     "EnvConfig",
+    "Outcome",
+    "Parse",
+    "Review",
     "RewardConfig",
     "ScoredReply",
     "Task",

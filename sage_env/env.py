@@ -1,13 +1,66 @@
-"""The self-play round as a PettingZoo AEC environment.
+"""SAGE self-play (arXiv 2603.15255) as a PettingZoo AEC environment: the spec card.
 
-:class:`raw_env` does the AEC bookkeeping (spaces, rewards, infos, rendering), owns the
-verifiers and the task pool, and delegates the game — who acts when, and what each action
-earns — to a *protocol* (:mod:`sage_env.protocols`): ``"sage"`` (default; Challenger,
-Planner, Solver, Critic), ``"azr"`` or ``"mae"``, or one you register.
+===================  ===========================================================================
+Import               ``import sage_env; env = sage_env.env()`` (``raw_env`` unwrapped)
+Name                 ``sage_v0`` (``metadata["name"]``)
+API                  AEC only (``is_parallelizable`` False: turns depend on earlier actions)
+Agents               ``challenger_0``, ``planner_0``, ``solver_0``, ``critic_0`` (protocol
+                     ``"sage"``); another ``config.protocol`` brings its own (below)
+Observation space    ``Dict(system=AnyText, user=AnyText, prefix=AnyText)``: the role's chat
+                     messages and the start of its reply (``""`` when none)
+Action space         ``AnyText(max_length=config.max_action_chars)``: one ``str``, the whole
+                     reply ``prefix + completion``; any string is legal (malformed: format 0)
+Rewards              per action, delivered before the agent acts again or at the round's end;
+                     one record per credit, ``infos[agent]["last"]``: a
+                     :class:`sage_env.outcome.Outcome`
+Render modes         ``"ansi"`` (the round's transcript), ``"human"`` (printed as it grows)
+===================  ===========================================================================
 
-One episode is one round. A reward for an action is delivered before the same agent acts
-again or at the end of the round, so ``env.last()`` at an agent's next turn returns exactly
-the reward of its previous action.
+**Episode and turn order.** One episode is one round (``"sage"``,
+:mod:`sage_env.protocols.sage`; ``k = config.solver_samples``):
+
+1. ``challenger_0`` (phase ``challenge``) reads a seed task and proposes a new task and its
+   verifier;
+2. ``critic_0`` (``review_question``) scores the question, ``q``; gate ``q >= alpha``;
+3. ``solver_0`` (``probe``, k times) attempts an accepted question: its difficulty ``d``;
+4. ``planner_0`` (``plan``) plans a task drawn from the pool;
+5. ``critic_0`` (``review_plan``) scores the plan, ``p``; gate ``p > beta`` shows it;
+6. ``solver_0`` (``solve``, k times) solves the pool task.
+
+Steps 2-3 are skipped for a proposal that does not parse or whose verifier fails its check,
+step 3 for one that fails the gate. ``config.turn_order = "interleaved"`` plays 1, 4, 2, 5,
+3, 6. ``infos[agent]`` holds ``phase``, ``task_id``, ``domain``, ``group`` and ``repeats`` of
+the agent's next turn, ``ahead`` (turns announced for batching) and ``last``.
+
+**Rewards by phase** (defaults of :class:`sage_env.config.RewardConfig`; the terms are
+``Outcome.terms``; functions of :mod:`sage_env.rewards` unless named in full):
+
+- ``challenge``: ``(q + d + f) / 3`` (``challenger_reward``): q the critic's score of the
+  question; d ``task_difficulty`` of the probes' mean, ``None`` (dropped) when q < alpha; f
+  the proposal's format (:func:`sage_env.protocols.base.propose`: 0 when unparsed or a
+  duplicate, 0.5 when its verifier fails its check);
+- ``review_question``, ``review_plan``: ``f`` (``critic_reward``), f from
+  :func:`sage_env.text.parsing.critic_format_score`; the 1-10 score becomes q or p by
+  ``normalise_critic_score`` (a grounded plan review: ``critic_plan_reward``);
+- ``probe``, ``solve``: ``0.2 p + 0.6 s_gt + 0.2 f`` (``solver_reward``): s_gt and f from
+  the external verifier (:func:`sage_env.env_scoring.verify`), never the critic; p the
+  plan's score, ``None`` on a probe or when the plan was not shown;
+- ``plan``: ``0.5 p + 0.5 f`` (``planner_reward``), f from
+  :func:`sage_env.text.parsing.plan_format_score`.
+
+Format scores follow ``format_rule`` (soft or binary, :func:`sage_env.env_scoring.format_score`);
+``Outcome.why`` says why each format term has its value
+(:func:`sage_env.env_scoring.term_reasons`). Every rule and option: ``docs/reference/rewards.md``.
+
+**Other protocols** (``config.protocol``; :mod:`sage_env.protocols`): ``"azr"``
+(``proposer_0``, ``solver_0`` on execution tasks; learnability ``1 - acc`` when
+``0 < acc < 1``, :func:`sage_env.rewards.learnability_reward`, with AZR's format penalties,
+:func:`sage_env.rewards.azr_reward`), ``"azr-qa"`` (the same game on math/code tasks),
+``"mae"`` (``proposer_0``, ``solver_0``, ``judge_0``: the judge scores answers,
+:mod:`sage_env.protocols.mae`), ``"rlvr"`` (``solver_0`` alone on seed tasks), or one you
+register. Each module's docstring is its card.
+
+**Version history.** v0: the first release.
 """
 
 from __future__ import annotations
@@ -28,6 +81,7 @@ from sage_env import env_scoring
 from sage_env.actions import AnyText, read_action
 from sage_env.config import EnvConfig
 from sage_env.env_setup import apply_overrides, bind_protocol_config, make_pool
+from sage_env.outcome import Outcome
 from sage_env.protocols import SAGEProtocol, make_protocol
 from sage_env.tasks.pool import TaskPool
 from sage_env.tasks.task import Task, load_seeds
@@ -55,19 +109,13 @@ def env(config: EnvConfig | None = None, **kwargs: Any) -> AECEnv:
 
 
 class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
-    """The unwrapped environment; the game is ``config.protocol``.
+    """The unwrapped environment; the game is ``config.protocol`` (spec card: the module's).
 
-    Observations are ``{"system": str, "user": str, "prefix": str}``: the role's chat messages
-    and the start of its reply, chosen by the protocol per phase (``""`` when there is none or
-    ``config.prefixes`` is False). Actions are one ``str``, the whole reply: a learner returns
-    ``prefix + completion`` (any string is legal; malformed output gets format score 0), or
-    on a review a :class:`sage_env.ScoredReply` (see :meth:`step`).
-
-    ``infos[agent]`` holds ``phase``, ``task_id`` and ``domain`` of the agent's next action
-    and ``last``: every parsed field, verifier verdict, gate decision and reward term of its
-    most recently scored action.
-
-    The methods under "protocol API" are what a :class:`~sage_env.protocols.Protocol` uses.
+    It does the AEC bookkeeping (spaces, rewards, infos, rendering), owns the verifiers and
+    the task pool, and hands the game to the protocol; the methods under "protocol API" are
+    what a :class:`~sage_env.protocols.Protocol` uses. The prefix is chosen by the protocol
+    per phase (``""`` when ``config.prefixes`` is False); a review's action may be a
+    :class:`sage_env.ScoredReply` (see :meth:`step`).
 
     Args:
         config: Environment configuration (paper defaults when ``None``).
@@ -176,7 +224,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self.terminations = {a: False for a in self.agents}
         self.truncations = {a: False for a in self.agents}
         self.infos = {
-            a: {"phase": None, "task_id": None, "domain": None, "last": {}} for a in self.agents
+            a: {"phase": None, "task_id": None, "domain": None, "last": None} for a in self.agents
         }
         self._obs = {a: _empty_obs() for a in self.agents}
         self._transcript = []
@@ -408,14 +456,19 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def deliver(self, agent: str, reward: float, terms: dict, **details: Any) -> None:
         """Credit ``agent``'s most recent action with ``reward``.
 
-        ``terms`` and ``details`` go to ``infos[agent]["last"]`` and the transcript. A
-        non-finite reward becomes 0. ``last["why"]`` says in one line per format term (``f``,
-        AZR's ``formatted`` and ``passable``) why it has its value
-        (:func:`sage_env.env_scoring.term_reasons`, from ``agent``'s most recent reply); a
+        Builds the action's :class:`~sage_env.outcome.Outcome` (``infos[agent]["last"]``)
+        from ``terms`` and ``details``, and logs it to the transcript. ``details`` are the
+        flat keys of :data:`sage_env.outcome.KEYS` (``parsed``, ``verdict``, ``gate``,
+        ``review``/``raw_score``/``q``...). A non-finite reward becomes 0. ``why`` says in
+        one line per format term (``f``, AZR's ``formatted`` and ``passable``) why it has its
+        value (:func:`sage_env.env_scoring.term_reasons`, from ``agent``'s most recent reply); a
         protocol may pass its own ``why={term: reason}``, which wins.
+
+        Raises:
+            TypeError: on a ``details`` key that :class:`~sage_env.outcome.Outcome` does not
+                declare.
         """
         reward = float(reward) if math.isfinite(reward) else 0.0
-        self.rewards[agent] += reward
         cut = self.infos[agent].get("action_truncated")
         if cut is not None:  # the credited action was cut at max_action_chars
             details = {**details, "action_truncated": cut}
@@ -426,14 +479,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         given = details.pop("why", None)
         if isinstance(given, dict):
             why.update({str(k): str(v) for k, v in given.items()})
-        self.infos[agent]["last"] = {
-            "phase": self.infos[agent]["phase"],
-            "reward": reward,
-            "terms": terms,
-            **details,
-        }
-        if why:
-            self.infos[agent]["last"]["why"] = why
+        outcome = Outcome.build(agent, self.infos[agent]["phase"], reward, terms, why, **details)
+        self.rewards[agent] += reward
+        self.infos[agent]["last"] = outcome
         self._log(f"--- reward {agent}: {reward:.4f} {terms} {_short(details)}")
         for term, reason in why.items():
             self._log(f"    why {term}={terms.get(term)}: {reason}")

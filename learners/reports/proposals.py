@@ -12,6 +12,8 @@ import math
 import re
 from typing import Any
 
+from sage_env.outcome import Decision, Outcome, Parse
+
 TEXT_CHARS = 4000
 """Longest question, answer or test text kept per task in the pool view."""
 PROPOSAL_PHASES = ("challenge", "propose")
@@ -28,6 +30,18 @@ def _number(x: Any) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
+def _outcome(action: dict[str, Any]) -> Outcome | None:
+    """The :class:`~sage_env.outcome.Outcome` of a round record's action (its ``details``),
+    ``None`` when it has none; keys an older version wrote and this one lacks are dropped."""
+    details = action.get("details")
+    if not isinstance(details, dict) or not details:
+        return None
+    try:
+        return Outcome.from_dict(details, strict=False)
+    except (TypeError, ValueError):  # a record this version cannot read: no outcome
+        return None
+
+
 def _review_after(actions: list[dict], i: int, parent: str) -> dict | None:
     """The action right after proposal ``i`` when it acts on the candidate (review, probe)."""
     if i + 1 < len(actions):
@@ -42,39 +56,42 @@ def _proposals(record: dict[str, Any], included: bool) -> list[dict[str, Any]]:
     actions = [a for a in record.get("actions") or [] if isinstance(a, dict)]
     step, rnd = record.get("step"), record.get("round")
     rows = []
+    outcomes = [_outcome(a) for a in actions]
     for i, a in enumerate(actions):
-        details = a.get("details") if isinstance(a.get("details"), dict) else {}
-        parsed = details.get("parsed") if isinstance(details.get("parsed"), dict) else None
-        if parsed is None and a.get("phase") not in PROPOSAL_PHASES:
+        out = outcomes[i]
+        parse = out.parse if out is not None else None
+        if parse is None and a.get("phase") not in PROPOSAL_PHASES:
             continue
-        parsed = parsed or {}
+        parse = parse or Parse()
         parent = str(a.get("task_id") or "")
-        terms = details.get("terms") if isinstance(details.get("terms"), dict) else {}
-        check = details.get("verifier_check")
-        check = check if isinstance(check, dict) else {}
-        accepted = bool(details.get("accepted", parsed.get("valid")))
-        added = details.get("added_to_pool")
-        new_id = details.get("new_task_id")
+        terms = out.terms if out is not None else {}
+        decision = (out.decision if out is not None else None) or Decision()
+        check = (out.verifier_check if out is not None else None) or {}
+        accepted = bool(decision.accepted if decision.accepted is not None else parse.valid)
+        added, new_id = decision.added_to_pool, decision.new_task_id
         follow = _review_after(actions, i, parent)
         cand = new_id or (follow or {}).get("task_id")
         q = _number(terms.get("q"))
-        if q is None and follow is not None and isinstance(follow.get("details"), dict):
-            q = _number(follow["details"].get("q"))
+        if q is None and follow is not None:
+            review = outcomes[i + 1]  # follow is the next action
+            review = review.review if review is not None else None
+            if review is not None and review.kind == "question":
+                q = _number(review.score)
         probes = []
         if cand:  # the solver's attempts on the candidate (SAGE's probes, AZR's solves)
-            for b in actions[i + 1 :]:
-                bd = b.get("details") if isinstance(b.get("details"), dict) else {}
+            for b, ob in zip(actions[i + 1 :], outcomes[i + 1 :]):
                 if b.get("role") == "solver" and b.get("task_id") == cand:
-                    verdict = bd.get("verdict") if isinstance(bd.get("verdict"), dict) else {}
-                    probes.append(_number(verdict.get("score")) or 0.0)
-        if not probes and isinstance(details.get("probe_scores"), list):
-            probes = [_number(v) or 0.0 for v in details["probe_scores"]]
-        gate = details.get("gate")
+                    verdict = ob.verdict if ob is not None else None
+                    score = verdict.get("score") if isinstance(verdict, dict) else None
+                    probes.append(_number(score) or 0.0)
+        if not probes and isinstance(decision.probe_scores, list):
+            probes = [_number(v) or 0.0 for v in decision.probe_scores]
+        gate = decision.gate
         if accepted:
             outcome = "accepted" if added is not False else "duplicate"
-        elif not parsed.get("well_formed", parsed.get("valid")) and not check:
+        elif not (parse.well_formed or parse.valid) and not check:
             outcome = "unparsed"
-        elif "duplicate" in str(parsed.get("reason") or ""):
+        elif "duplicate" in str(parse.reason or ""):
             outcome = "duplicate"
         elif check.get("status") == "failed":
             outcome = "verifier failed"
@@ -84,7 +101,7 @@ def _proposals(record: dict[str, Any], included: bool) -> list[dict[str, Any]]:
             outcome = "gate"
         else:
             outcome = "invalid"
-        reason = gate or parsed.get("reason") or ("" if accepted else check.get("reason")) or ""
+        reason = gate or parse.reason or ("" if accepted else check.get("reason")) or ""
         rows.append(
             {
                 "id": str(new_id or cand or f"step{step}/round{rnd}"),
@@ -102,9 +119,9 @@ def _proposals(record: dict[str, Any], included: bool) -> list[dict[str, Any]]:
                 "d": _number(terms.get("d")),
                 "probe": probes,
                 "reward": _number(a.get("reward")),
-                "question": _cut(parsed.get("question")),
-                "answer": _cut(parsed.get("answer"), 400),
-                "tests": _cut("\n".join(map(str, parsed.get("tests") or []))),
+                "question": _cut(parse.question),
+                "answer": _cut(parse.answer, 400),
+                "tests": _cut("\n".join(map(str, parse.tests or []))),
                 "transcript": included,
                 "in_pool": False,
             }

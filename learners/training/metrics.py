@@ -47,31 +47,26 @@ def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]
         )
         m[f"count/{role}"] = float(len(rs))
         m[f"truncated/{role}"] = sum(t.truncated for t in ts) / len(ts) if ts else None
-        reviews = [t for t in ts if "raw_score" in t.details]
+        reviews = [t.outcome.review for t in ts if t.outcome and t.outcome.review]
         if reviews:  # the reviewing role (critic, judge): share of scores that parse
-            m[f"{role}/format_rate"] = sum(
-                t.details["raw_score"] is not None for t in reviews
-            ) / len(reviews)
-    for role in roles:  # the proposing role carries "parsed" details
-        props = [t for t in result.transitions if t.role == role and "parsed" in t.details]
+            m[f"{role}/format_rate"] = sum(r.raw_score is not None for r in reviews) / len(
+                reviews
+            )
+    for role in roles:  # the proposing role's outcomes carry a parse
+        props = [t for t in proposals(result) if t.role == role]
         if props:
-            m[f"{role}/parse_rate"] = sum(
-                bool(t.details["parsed"].get("well_formed")) for t in props
-            ) / len(props)
-            m[f"{role}/valid_rate"] = sum(
-                bool(t.details["parsed"].get("valid")) for t in props
-            ) / len(props)
-            m[f"{role}/accept_rate"] = sum(
-                bool(t.details.get("accepted", t.details["parsed"].get("valid"))) for t in props
-            ) / len(props)
+            parses = [t.outcome.parse for t in props]
+            m[f"{role}/parse_rate"] = sum(bool(p.well_formed) for p in parses) / len(props)
+            m[f"{role}/valid_rate"] = sum(bool(p.valid) for p in parses) / len(props)
+            m[f"{role}/accept_rate"] = sum(accepted(t) for t in props) / len(props)
             m.update(math_grounding_metrics(role, props))
-            probed = [t for t in props if (t.details.get("terms") or {}).get("d") is not None]
+            probed = [t for t in props if t.outcome.terms.get("d") is not None]
             if probed:  # accepted and probed: solved at least once is evidence it is well posed
                 m[f"{role}/accepted_solved_rate"] = sum(
-                    t.details["terms"]["d"] < 1.0 for t in probed
+                    t.outcome.terms["d"] < 1.0 for t in probed
                 ) / len(probed)
     solves = [
-        t.details.get("verdict", {}).get("score", 0.0) or 0.0
+        (t.outcome.verdict or {}).get("score", 0.0) or 0.0 if t.outcome else 0.0
         for t in result.transitions
         if t.phase == "solve"
     ]
@@ -87,6 +82,20 @@ def rollout_metrics(result: RolloutResult, roles: list[str]) -> dict[str, float]
     return m
 
 
+def proposals(result: RolloutResult) -> list[Transition]:
+    """The step's proposing actions: those whose outcome carries a :class:`~sage_env.Parse`."""
+    return [t for t in result.transitions if t.outcome is not None and t.outcome.parse]
+
+
+def accepted(t: Transition) -> bool:
+    """Whether a proposal was accepted: the critic gate's ``accepted`` (SAGE, MAE), else
+    AZR's validity (its ``parse.valid``)."""
+    decision = t.outcome.decision
+    if decision is not None and decision.accepted is not None:
+        return bool(decision.accepted)
+    return bool(t.outcome.parse.valid)
+
+
 GENERATED_ID = "gen/"
 """The id prefix of generated tasks (:meth:`sage_env.tasks.pool.TaskPool.new_id`)."""
 
@@ -97,8 +106,8 @@ def pool_dynamics_metrics(result: RolloutResult, pool: Any) -> dict[str, float]:
     Counts over the step (issue 34, item 4; ``docs/guide/training.md``, "Pool dynamics"):
 
     - ``pool/proposals``, ``pool/valid``, ``pool/accepted``: proposing actions (those with
-      ``details["parsed"]``), the valid ones, the accepted ones (``details["accepted"]``,
-      else valid);
+      an ``Outcome.parse``: :func:`proposals`), the valid ones, the accepted ones
+      (:func:`accepted`);
     - ``pool/accepted_<kind>``: accepted tasks per kind, the execution mode (``deduction``,
       ``abduction``, ``induction``) or the domain (``math``, ``code``);
     - ``pool/accepted_difficulty``: mean over accepted proposals of the difficulty the
@@ -124,31 +133,30 @@ def pool_dynamics_metrics(result: RolloutResult, pool: Any) -> dict[str, float]:
     from sage_env.tasks.novelty import nearest_program_distance
 
     m: dict[str, float] = {}
-    props = [t for t in result.transitions if "parsed" in t.details]
+    props = proposals(result)
     by_id = {t.task_id: t for t in pool.tasks}
     if props:
-        accepted = [
-            t for t in props if t.details.get("accepted", t.details["parsed"].get("valid"))
-        ]
+        taken = [t for t in props if accepted(t)]
         m["pool/proposals"] = float(len(props))
-        m["pool/valid"] = float(sum(bool(t.details["parsed"].get("valid")) for t in props))
-        m["pool/accepted"] = float(len(accepted))
+        m["pool/valid"] = float(sum(bool(t.outcome.parse.valid) for t in props))
+        m["pool/accepted"] = float(len(taken))
         diffs, novelty = [], []
         seeds = [
             x.reference_solution or ""
             for x in pool.tasks
             if x.domain == "exec" and x.source != "generated"
         ]
-        for t in accepted:
-            kind = t.details["parsed"].get("mode") or t.domain
+        for t in taken:
+            kind = t.outcome.parse.mode or t.domain
             m[f"pool/accepted_{kind}"] = m.get(f"pool/accepted_{kind}", 0.0) + 1.0
-            terms = t.details.get("terms") or {}
+            terms = t.outcome.terms
             if isinstance(terms.get("d"), (int, float)):
                 diffs.append(float(terms["d"]))
             elif isinstance(terms.get("acc"), (int, float)):
                 diffs.append(1.0 - float(terms["acc"]))
-            task = by_id.get(str(t.details.get("new_task_id", "")))
-            program = t.details["parsed"].get("program")
+            decision = t.outcome.decision
+            task = by_id.get(str(decision.new_task_id or "")) if decision else None
+            program = t.outcome.parse.program
             if not isinstance(program, str) and task is not None and task.domain == "exec":
                 program = task.reference_solution
             if isinstance(program, str) and seeds and kind != "induction":
@@ -175,15 +183,15 @@ def math_grounding_metrics(role: str, proposals: list[Transition]) -> dict[str, 
     answer; ``<role>/math_refused_program``: no program, or one that failed (refused by the
     static checks, raised, timed out, was not deterministic, returned no math value);
     ``<role>/math_grounded``: proposals whose program agreed. Counts over the step, from
-    ``details["verifier_check"]["grounding"]`` (:mod:`sage_env.verifiers.math_grounding`);
+    ``Outcome.verifier_check["grounding"]`` (:mod:`sage_env.verifiers.math_grounding`);
     empty when no proposal of the step reached the check (``math_grounding="claim"``, or
     none parsed).
     """
+    checks = [t.outcome.verifier_check for t in proposals if t.outcome is not None]
     verdicts = [
-        (t.details.get("verifier_check") or {}).get("grounding", {}).get("verdict")
-        for t in proposals
-        if isinstance(t.details.get("verifier_check"), dict)
-        and isinstance(t.details["verifier_check"].get("grounding"), dict)
+        c["grounding"].get("verdict")
+        for c in checks
+        if isinstance(c, dict) and isinstance(c.get("grounding"), dict)
     ]
     if not verdicts:
         return {}
@@ -323,7 +331,8 @@ def round_records(step: int, result: RolloutResult) -> list[dict[str, Any]]:
     ``domain``, ``observation`` (the user message, at most :data:`OBSERVATION_CHARS`; left
     out when it repeats the agent's previous observation, as the k solver attempts do),
     ``prefix``, ``action`` (prefix + completion), ``reward``, ``tokens``, ``truncated`` and
-    ``details``: ``infos[agent]["last"]`` (parsed fields, verdict, gates, reward ``terms``,
+    ``details``: ``infos[agent]["last"]`` as :meth:`sage_env.outcome.Outcome.to_dict` writes
+    it (parsed fields, verdict, gates, reward ``terms``,
     ``accepted`` / ``new_task_id`` for a proposal).
     """
     rounds: dict[int, list[Transition]] = defaultdict(list)
@@ -350,7 +359,7 @@ def round_records(step: int, result: RolloutResult) -> list[dict[str, Any]]:
                 reward=t.reward,
                 tokens=len(t.completion_ids),
                 truncated=t.truncated,
-                details=t.details,
+                details=t.outcome.to_dict() if t.outcome is not None else {},
             )
             actions.append(a)
         records.append({"step": step, "round": index, "actions": actions})

@@ -34,6 +34,7 @@ import uuid
 from typing import Any
 
 from sage_env.config import EnvConfig
+from sage_env.outcome import Outcome
 
 INSTALL_HINT = "the OpenEnv server needs openenv-core: pip install -e '.[openenv]'"
 
@@ -126,24 +127,35 @@ def public_infos(infos: dict[str, dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for agent, info in infos.items():
         kept = {k: info[k] for k in PUBLIC_INFO if k in info}
-        last = info.get("last") or {}
-        public = {k: last[k] for k in PUBLIC_LAST if k in last}
-        if isinstance(public.get("terms"), dict):
-            public["terms"] = {
-                str(k): v if v is None or isinstance(v, (int, float)) else None
-                for k, v in public["terms"].items()
-            }
-        for key in ("verdict", "verifier_check"):
-            if isinstance(last.get(key), dict):
-                public[key] = {k: last[key][k] for k in ("status", "score") if k in last[key]}
-        if isinstance(last.get("why"), dict):
-            public["why"] = {str(k): str(v) for k, v in last["why"].items()}
-        if ("review" in last or "plan" in last) and isinstance(last.get("reason"), str):
-            public["reason"] = last["reason"]  # a review's or a plan's parse reason
-        if last:
-            kept["last"] = public
+        last = info.get("last")
+        if last is not None:
+            kept["last"] = public_outcome(last)
         out[str(agent)] = kept
     return out
+
+
+def public_outcome(last: Outcome) -> dict[str, Any]:
+    """The part of an :class:`~sage_env.outcome.Outcome` a remote client may see.
+
+    :data:`PUBLIC_LAST` of its flat form, the terms with their non-number values as None, a
+    verdict or verifier check only as its ``status`` and ``score``, ``why``, and ``reason``
+    only on a review or a plan (see :func:`public_infos`).
+    """
+    flat = last.to_dict()
+    public: dict[str, Any] = {k: flat[k] for k in PUBLIC_LAST if k in flat}
+    public["terms"] = {
+        str(k): v if v is None or isinstance(v, (int, float)) else None
+        for k, v in last.terms.items()
+    }
+    for key, record in (("verdict", last.verdict), ("verifier_check", last.verifier_check)):
+        if isinstance(record, dict):
+            public[key] = {k: record[k] for k in ("status", "score") if k in record}
+    if last.why:
+        public["why"] = {str(k): str(v) for k, v in last.why.items()}
+    planned = last.decision is not None and last.decision.plan_shown is not None
+    if isinstance(last.reason, str) and (last.review is not None or planned):
+        public["reason"] = last.reason  # a review's or a plan's parse reason (a solver has none)
+    return public
 
 
 def _json_safe(value: Any) -> Any:

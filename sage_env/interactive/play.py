@@ -245,16 +245,16 @@ def replay(env: AECEnv, record: RoundRecord) -> RoundRecord:
 
 
 def _credit(record: RoundRecord, agent: str, reward: float, info: dict) -> None:
-    last = info.get("last") or {}
+    last = info.get("last")
     acted = sum(1 for a in record.actions if a["agent"] == agent)
     credited = sum(1 for r in record.rewards if r["agent"] == agent)
     if acted > credited:
         record.rewards.append(
             {
                 "agent": agent,
-                "phase": last.get("phase"),
+                "phase": last.phase if last is not None else None,
                 "reward": reward,
-                "terms": last.get("terms", {}),
+                "terms": last.terms if last is not None else {},
             }
         )
 

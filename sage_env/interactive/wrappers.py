@@ -55,8 +55,9 @@ class SingleRoleEnv(gymnasium.Env):
 
     **Info.** ``info`` is the environment's ``infos[role]`` at the role's turn: ``phase``,
     ``task_id`` and ``domain`` of the role's next action (``phase == "done"`` at the round's
-    end) and ``last``, every parsed field, verifier verdict, gate and reward term of its most
-    recently scored action (``{}`` before the first; when a chained round has just started,
+    end) and ``last``, the :class:`~sage_env.outcome.Outcome` of its most recently scored
+    action: every parsed field, verifier verdict, gate and reward term (``None`` before the
+    first; when a chained round has just started,
     still the record of the action that ended the previous one). It also holds ``round``
     (rounds started in this episode, from 1).
 
@@ -227,7 +228,6 @@ class SingleRoleEnv(gymnasium.Env):
         return {"system": obs["system"], "user": obs["user"], "prefix": obs.get("prefix", "")}
 
     def _info(self) -> dict[str, Any]:
-        info = dict(self.aec.infos[self.role])
-        info["last"] = dict(info.get("last") or {})
+        info = dict(self.aec.infos[self.role])  # "last": an Outcome, immutable, or None
         info["round"] = self._round
         return info

@@ -67,7 +67,9 @@ class ProtocolEnv(Protocol):
         ...
 
     def deliver(self, agent: str, reward: float, terms: dict, **details: Any) -> None:
-        """Credit ``agent``'s most recent action with ``reward``."""
+        """Credit ``agent``'s most recent action with ``reward``; ``terms`` are its parts by
+        name, ``details`` keys of :data:`sage_env.outcome.KEYS` (the action's
+        :class:`~sage_env.outcome.Outcome`)."""
         ...
 
     def finish(self) -> None:

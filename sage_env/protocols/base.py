@@ -10,7 +10,8 @@ to the environment only through its *protocol API*:
 - ``env.announce(agent, phase, task, observation, repeats=1)``, after ``select``: a later
   turn of this round that is certain to come and whose observation is fixed already
   (``infos[agent]["ahead"]``; drivers sample it in the current batch);
-- ``env.deliver(agent, reward, terms, **details)``: credit the agent's last action;
+- ``env.deliver(agent, reward, terms, **details)``: credit the agent's last action (its
+  :class:`~sage_env.outcome.Outcome`; ``details`` are keys of :data:`sage_env.outcome.KEYS`);
 - ``env.finish()``: end the round;
 - ``env.verify(task, text)`` -> ``(s_gt, format, verdict)``: score an answer externally;
 - ``env.check_verifier(task)``: check a proposed task's own verifier;

@@ -8,7 +8,7 @@ from learners.rollout import RolloutDriver, Transition
 from learners.training.config import config_from_dict, load_yaml_config
 from learners.training.loop import TrainConfig, train
 from learners.algorithms.trr import TRRConfig, TRRLearner, token_logprobs
-from sage_env import EnvConfig
+from sage_env import EnvConfig, Outcome
 from tests.scripted import CODE_SEED, MATH_SEED
 
 
@@ -122,7 +122,7 @@ def test_rollout_driver_batches_envs_and_credits_rewards(policy):
     assert len(solves) == 6 and 6 in calls  # k = 2 attempts x 3 envs in one call
     roles = {t.role for t in result.transitions}
     assert {"challenger", "planner", "solver"} <= roles
-    assert all(t.details for t in result.transitions)  # every action was credited
+    assert all(t.outcome is not None for t in result.transitions)  # every action was credited
     assert all(len(t.logprobs) == len(t.completion_ids) for t in result.transitions)
     assert all("challenge" in text for text in result.transcripts)
 
@@ -360,11 +360,13 @@ def test_rollout_metrics_proposal_rates_and_solved_acceptances():
             [-1.0, -1.0],
             "x",
             reward=0.5,
-            details={
-                "parsed": {"well_formed": well_formed, "valid": valid},
-                "accepted": accepted,
-                "terms": terms,
-            },
+            outcome=Outcome.from_dict(
+                {
+                    "parsed": {"well_formed": well_formed, "valid": valid},
+                    "accepted": accepted,
+                    "terms": terms,
+                }
+            ),
             truncated=truncated,
         )
 
@@ -512,7 +514,7 @@ def test_wide_ticks_carry_every_round_of_the_step_in_three_calls(n):
         return sorted((t.env_index, t.agent, t.phase, t.text, t.reward) for t in r.transitions)
 
     assert key(wide) == key(narrow)
-    assert all(t.details for t in wide.transitions)  # every action was credited
+    assert all(t.outcome is not None for t in wide.transitions)  # every action was credited
     # the paper's turn order announces nothing: 6 calls with lookahead on
     sequential, calls = _play_wide(n, lookahead=True, order="sequential")
     assert calls == [n, n, 2 * n, n, n, 2 * n] and sequential.rows == 8 * n
@@ -542,7 +544,7 @@ def test_wide_ticks_read_score_distributions_of_turns_drawn_ahead():
     assert len(read) == 4  # 2 question reviews + 2 plan reviews (one drawn ahead each)
     reviews = [t for t in result.transitions if t.phase.startswith("review")]
     # the expected score 10 (not the sampled 9) reached the gate: q = p = 1
-    assert sorted(t.details.get("q", t.details.get("p")) for t in reviews) == [1.0] * 4
+    assert sorted(t.outcome.review.score for t in reviews) == [1.0] * 4
 
 
 def test_token_budget_micro_batches():

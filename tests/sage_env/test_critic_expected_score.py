@@ -246,15 +246,15 @@ def test_the_rollout_driver_hands_reviews_their_distribution(policy):
     driver = RolloutDriver(envs, policy, SamplingConfig(max_new_tokens=8, temperature=1.0))
     result = driver.collect(seeds=[0, 1])
     reviews = [t for t in result.transitions if t.phase.startswith("review")]
-    assert reviews and all(t.details["score_estimate"] == "expected" for t in reviews)
+    assert reviews and all(t.outcome["score_estimate"] == "expected" for t in reviews)
     for t in reviews:
-        value = t.details["expected_raw_score"]
+        value = t.outcome["expected_raw_score"]
         assert 1.0 <= value <= 10.0
         key = "q" if t.phase == "review_question" else "p"
-        if key in t.details:
-            assert t.details[key] == pytest.approx((value - 1) / 9, abs=1e-4)
+        if key in t.outcome:
+            assert t.outcome[key] == pytest.approx((value - 1) / 9, abs=1e-4)
     others = [t for t in result.transitions if not t.phase.startswith("review")]
-    assert others and all("score_estimate" not in t.details for t in others)
+    assert others and all("score_estimate" not in t.outcome for t in others)
     assert all(type(t.text) is str for t in result.transitions)  # transitions keep plain text
 
 

@@ -314,7 +314,7 @@ def test_reset_keeps_the_pool_and_rng_and_clears_the_round():
     assert raw.episode == 2 and raw.agents == raw.possible_agents
     assert raw.agent_selection == "challenger_0"
     assert raw.rewards == {a: 0.0 for a in raw.agents} and raw.render() == "\n"
-    assert raw.infos["challenger_0"]["last"] == {}
+    assert raw.infos["challenger_0"]["last"] is None
     assert raw.infos["challenger_0"]["phase"] == "challenge"
     continued = raw.rng.getstate()
     env.reset(seed=5)

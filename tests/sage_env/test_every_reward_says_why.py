@@ -159,7 +159,7 @@ def test_azr_terms_are_explained_in_infos_and_the_transcript():
             continue
         replies = env.protocol.scripted_actions(info["phase"], obs, env.current_task)
         env.step(replies[0])
-        if "last" in env.infos[agent]:
+        if env.infos[agent]["last"] is not None:
             lasts.append(env.infos[agent]["last"])
     azr = [x for x in lasts if "passable" in x.get("terms", {})]
     assert azr

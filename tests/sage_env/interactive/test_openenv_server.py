@@ -303,7 +303,7 @@ def test_a_client_never_sees_a_gold_answer(base_url):
                 golds.add(str(task.answer))
             view = {**obs, "agent": agent, "phase": info["phase"], "domain": info["domain"]}
             env.step(reply_for(view))
-            last = env.unwrapped.infos[agent].get("last", {})
+            last = env.unwrapped.infos[agent].get("last") or {}
             verdict = last.get("verdict", {})
             if verdict.get("reason") != verdict.get("format"):  # "no Python code found" is both
                 reasons.append(str(verdict.get("reason", "")))

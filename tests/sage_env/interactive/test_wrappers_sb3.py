@@ -60,7 +60,7 @@ def test_wrappers_module_imports_neither_sb3_nor_torch():
 def test_challenger_reward_is_the_rounds_reward():
     env = SingleRoleEnv(aec(), role="challenger_0")
     obs, info = env.reset(seed=0)
-    assert info["phase"] == "challenge" and info["last"] == {} and info["round"] == 1
+    assert info["phase"] == "challenge" and info["last"] is None and info["round"] == 1
     assert (
         "What is 2+3?" in obs["user"]
         and set(obs) == {"system", "user", "prefix"}

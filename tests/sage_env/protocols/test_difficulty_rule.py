@@ -142,7 +142,7 @@ def _exec_round(rule):
     challenge_info = None
     for agent in env.agent_iter(max_iter=300):
         obs, reward, term, trunc, info = env.last()
-        if agent == "challenger_0" and "terms" in info.get("last", {}):  # the proposal's credit
+        if agent == "challenger_0" and info.get("last") is not None:  # the proposal's credit
             challenge_info = (reward, dict(info["last"]))
         if term or trunc:
             env.step(None)

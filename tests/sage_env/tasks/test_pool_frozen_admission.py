@@ -10,7 +10,7 @@ import random
 import pytest
 
 import sage_env
-from sage_env import EnvConfig, Task
+from sage_env import EnvConfig, Outcome, Task
 from sage_env.interactive.play import _scripted
 from sage_env.tasks.pool import TaskPool
 
@@ -151,7 +151,7 @@ def _tr(role, phase, task_id, details, domain="exec"):
         completion_ids=[2],
         logprobs=[0.0],
         text="x",
-        details=details,
+        outcome=Outcome.from_dict(details),
         task_id=task_id,
     )
 

@@ -7,7 +7,7 @@ import sage_env
 from learners.rollout import RolloutResult, Transition
 from learners.training.metrics import rollout_metrics
 from learners.training.presets import PRESETS
-from sage_env import EnvConfig
+from sage_env import EnvConfig, Outcome
 from sage_env.protocols import scripted
 from sage_env.protocols.demonstrations import answer_program, build_demonstrations
 from sage_env.tasks.task import load_seeds
@@ -206,7 +206,10 @@ def test_garbage_programs_never_crash_the_round(program):
 
 def _transitions(infos):
     return [
-        Transition("challenger_0", "challenger", "math", "challenge", [], [], [], "", details=i)
+        Transition(
+            "challenger_0", "challenger", "math", "challenge", [], [], [], "",
+            outcome=Outcome.from_dict(i),
+        )  # fmt: skip
         for i in infos
     ]
 
