@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import dataclasses
 import json
 import subprocess
 import tempfile
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default="runs/demo_proposals.json")
     ap.add_argument("--examples", type=int, default=4, help="raw replies kept per mode")
     ap.add_argument("--preset", default="demo")
+    ap.add_argument(
+        "--warmup-steps", type=int, default=None, help="instead of the preset's (0: none)"
+    )
     args = ap.parse_args(argv)
 
     import sage_env
@@ -68,6 +72,10 @@ def main(argv: list[str] | None = None) -> dict:
     from sage_env.tasks.exec_tasks import MODES, exec_mode, load_exec_seeds
 
     cfg = PRESETS[args.preset]
+    if args.warmup_steps is not None:
+        cfg = dataclasses.replace(
+            cfg, warmup=dataclasses.replace(cfg.warmup, steps=args.warmup_steps)
+        )
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         policy = HFPolicy(
@@ -112,8 +120,14 @@ def main(argv: list[str] | None = None) -> dict:
             "label": args.label,
             "commit": _commit(),
             "machine": "2 CPU cores shared with other sessions' jobs (this ran at nice 19)",
-            "settings": {"preset": args.preset, "n_per_mode": args.n, "budget": budget,
-                         "stops": list(stops), "temperature": cfg.temperature},
+            "settings": {
+                "preset": args.preset,
+                "warmup_steps": cfg.warmup.steps,
+                "n_per_mode": args.n,
+                "budget": budget,
+                "stops": list(stops),
+                "temperature": cfg.temperature,
+            },
             "warmup": {k: v for k, v in warm.items() if isinstance(v, (int, float))},
             "warmup_and_load_s": round(warm_s, 1),
             "modes": modes,
