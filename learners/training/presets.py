@@ -73,6 +73,12 @@ PRESETS: dict[str, TrainConfig] = {
         # math/code questions alone, asked 0.25-0.29 (0 of 48 proposals pooled; issue 47;
         # docs/write-ups/demo-run.md)
         gate_per_domain=True,
+        # the Challenger's execution demonstrations ask for what the validator needs: induction
+        # writes numbered input blocks (```input 1, ```input 2 ...; its 9 proposals of the last
+        # demo run held one input each) and deduction/abduction demonstrate one-argument
+        # programs (a missing argument broke 6 of their 20); perf/demo_proposals.py counts the
+        # valid proposals per mode after this warm-up (docs/write-ups/demo-run.md, "Self-made
+        # tasks in the pool")
         warmup=WarmupConfig(
             steps=12, mix={"challenger": 0.7, "critic": 0.3}, num_demonstrations=48, lr=1e-4
         ),

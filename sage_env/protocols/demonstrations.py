@@ -378,6 +378,30 @@ def compact_program(source: str) -> str:
         return source
 
 
+def takes_one_argument(task: Task) -> bool:
+    """Whether ``task``'s program defines ``f`` with exactly one parameter (no ``*args``,
+    ``**kwargs`` or keyword-only ones), so that its input is one literal."""
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(task.reference_solution or "")
+    except (SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "f":
+            a = node.args
+            return (
+                len(a.posonlyargs) + len(a.args) == 1
+                and a.vararg is None
+                and a.kwarg is None
+                and not a.kwonlyargs
+            )
+    return False
+
+
 def _exec_proposer(
     mode: str, target_task: Task, refs: list[Task], banned: tuple[str, ...], n_inputs: int
 ) -> Demonstration | None:
@@ -385,7 +409,8 @@ def _exec_proposer(
 
     Deduction/abduction: the references are K buffer tasks, the target one seed program and its
     first input. Induction: the program is ``target_task``'s, the target its inputs (all of
-    them, up to ``n_inputs``) and its message.
+    them, up to ``n_inputs``) in numbered blocks (the prefix opens ```` ```input 1 ````, then
+    ```` ```input 2 ```` ...; :data:`~sage_env.tasks.exec_tasks.PROPOSER_PREFIX`) and its message.
     """
     spec = exec_tasks.ExecSpec.of(target_task)
     if mode == "induction":
@@ -404,7 +429,9 @@ def _exec_proposer(
         obs = dict(exec_tasks.proposer_prompt("induction", [view], banned, n_inputs))
         obs["prefix"] = exec_tasks.PROPOSER_PREFIX["induction"]
         # the prefix opened the first input block
-        target = f"{inputs[0]}\n```\n" + "".join(f"```input\n{i}\n```\n" for i in inputs[1:])
+        target = f"{inputs[0]}\n```\n" + "".join(
+            f"```input {k}\n{i}\n```\n" for k, i in enumerate(inputs[1:], 2)
+        )
         target += f"```message\n{spec.message}\n```"
         return Demonstration("challenger", obs, target, (target_task.task_id,))
     if len(spec.inputs[0]) > EXEC_MAX_VALUE_CHARS:
@@ -472,7 +499,12 @@ def build_exec_demonstrations(
     Returns:
         Demonstrations with ``role`` ``"challenger"`` or ``"solver"``; the proposer's target
         is a seed program and its input (or inputs and message), the solver's the executor's
-        output, the seed input, or the program.
+        output, the seed input, or the program. A deduction/abduction proposer's target is a
+        seed program that takes one argument (:func:`takes_one_argument`; 128 of the 191
+        bundled ones), so the program it writes and its one input match: warmed up on programs
+        of any arity, the demo's Challenger wrote ``def f(a, b)`` with one input (TypeError 6
+        of the demo's 20 deduction/abduction proposals). The reference snippets in its prompt
+        keep every arity.
 
     Raises:
         ValueError: on an unknown role or a negative share in ``mix``.
@@ -493,6 +525,7 @@ def build_exec_demonstrations(
         and (t.parent_id or "") not in exclude_ids
     ]
     by_mode = {m: [t for t in pool if exec_tasks.exec_mode(t) == m] for m in exec_tasks.MODES}
+    one_argument = {m: [t for t in by_mode[m] if takes_one_argument(t)] for m in by_mode}
     rng = random.Random(seed)
     shares = {r: mix.get(r, 0.0) for r in ("challenger", "solver")}
     total = sum(shares.values())
@@ -508,7 +541,11 @@ def build_exec_demonstrations(
             cands = by_mode[mode]
             if not cands:
                 continue
-            task = cands[rng.randrange(len(cands))]
+            # a proposer's target program takes one argument: its input is one literal
+            targets = one_argument[mode] if role == "challenger" and mode != "induction" else cands
+            if not targets:
+                continue
+            task = targets[rng.randrange(len(targets))]
             if role == "solver":
                 demo = _exec_solver(task, solver_prompt)
             elif mode == "induction":

@@ -202,9 +202,18 @@ SOLVER_PREFIX = {"deduction": "```output\n", "abduction": "```input\n", "inducti
 PROPOSER_PREFIX = {
     "deduction": "```python\n",
     "abduction": "```python\n",
-    "induction": "```input\n",
+    "induction": "```input 1\n",
 }
-"""Response prefix of the proposer per mode."""
+"""Response prefix of the proposer per mode.
+
+Induction's opens a *numbered* block, ```` ```input 1 ````, and its proposer is asked for
+```` ```input 1 ````, ```` ```input 2 ```` ... (the parser reads the tag and ignores the rest of
+the fence line, so a numbered block is an ``input`` block like any other). Deduction and
+abduction proposals end right after their one ```` ```input ```` block; with the same unnumbered
+block, the demo's warmed 135M Challenger ended its induction replies after one input too (9 of
+9 "fewer than 2 distinct literal inputs" in the demo; docs/write-ups/demo-run.md, "Self-made
+tasks in the pool"). After ```` ```input 1 ```` the next block's number is the natural
+continuation."""
 
 
 REFERENCE_CHARS = 1000
@@ -263,8 +272,8 @@ def proposer_prompt(
             f"Write {n_inputs} different inputs for this Python function, so that a test "
             "subject who sees half of the input/output pairs and your message can work out "
             "what the function does. Put each input (the arguments of f as Python literals, "
-            "comma-separated) in its own ```input block, then a short hint in a ```message "
-            "block. Do not reveal the code in the message.\n\n"
+            "comma-separated) in its own numbered block (```input 1, ```input 2, ...), then a "
+            "short hint in a ```message block. Do not reveal the code in the message.\n\n"
             f"```python\n{spec.program}\n```"
         )
         return {"system": EXEC_SYSTEM, "user": user}

@@ -76,7 +76,7 @@ def test_play_azr_shows_each_modes_observation_before_reading_input(mode, monkey
     assert "proposer_0 [propose]" in before_proposer and PROPOSER[mode] in before_proposer
     assert "[solve]" not in before_proposer
     assert before_proposer.rstrip().endswith(
-        "```python" if mode != "induction" else "```input"
+        "```python" if mode != "induction" else "```input 1"
     )
     # the solver's observation of the same mode is complete before its reply is read
     solver_part = before_solver[before_solver.rindex("solver_0 [solve]") :]

@@ -210,3 +210,71 @@ def test_train_warms_up_on_the_protocols_demonstrations(
     assert abs(len(ids) - 12) <= 1  # rounding of the per-role shares
     assert all(i.startswith("exec/") for i in ids) == exec_only
     assert any(i.startswith("exec/") for i in ids) == exec_only
+
+
+def test_induction_proposals_number_their_input_blocks():
+    demos = build_exec_demonstrations(list(EXEC.values()), 30, {"challenger": 1.0}, seed=2)
+    ind = [d for d in demos if _mode(d) == "induction"]
+    assert ind
+    for d in ind:
+        assert d.observation["prefix"] == exec_tasks.PROPOSER_PREFIX["induction"] == "```input 1\n"
+        assert "```input 1, ```input 2" in d.observation["user"]
+        reply = d.observation["prefix"] + d.target
+        inputs = parsing.fenced(reply, "input")
+        assert len(inputs) >= 2
+        # block k is opened as ```input k, and each is an input block to the parser
+        assert all(f"```input {k}\n{i}\n```" in reply for k, i in enumerate(inputs, 1))
+        seed_inputs = exec_tasks.ExecSpec.of(EXEC[d.task_ids[0]]).inputs
+        assert inputs == list(dict.fromkeys(seed_inputs))[: len(inputs)]
+
+
+def test_numbered_input_blocks_are_what_unnumbered_ones_were_to_the_validator():
+    env = sage_env.env(EnvConfig(protocol="azr", solver_samples=1)).unwrapped
+    env.reset(seed=0)
+    task = EXEC["exec/identity/induction"]
+    plain = "```input\n1\n```\n```input\n'a'\n```\n```message\nx\n```"
+    numbered = "```input 1\n1\n```\n```input 2\n'a'\n```\n```message\nx\n```"
+    got = [
+        vet_exec_proposal(env, "induction", r, task, [task], AZRConfig())
+        for r in (plain, numbered)
+    ]
+    assert [g[:3] for g in got] == [(True, True, "valid")] * 2
+    assert exec_tasks.ExecSpec.of(got[0][3]).inputs == exec_tasks.ExecSpec.of(got[1][3]).inputs
+    one = vet_exec_proposal(env, "induction", "```input 1\n1\n```", task, [task], AZRConfig())
+    assert one[:3] == (True, False, "fewer than 2 distinct literal inputs")
+    env.close()
+
+
+def test_deduction_and_abduction_targets_take_one_argument_and_references_any():
+    from sage_env.protocols.demonstrations import takes_one_argument
+
+    demos = build_exec_demonstrations(list(EXEC.values()), 60, {"challenger": 1.0}, seed=0)
+    da = [d for d in demos if _mode(d) != "induction"]
+    assert len(da) >= 30
+    assert all(takes_one_argument(EXEC[d.task_ids[0]]) for d in da)
+    refs = [EXEC[i] for d in da for i in d.task_ids[1:]]
+    assert any(not takes_one_argument(t) for t in refs)  # the snippets keep every arity
+    # solver demonstrations are not restricted
+    solver = build_exec_demonstrations(list(EXEC.values()), 60, {"solver": 1.0}, seed=0)
+    assert any(not takes_one_argument(EXEC[d.task_ids[0]]) for d in solver)
+
+
+def test_takes_one_argument_reads_the_signature_of_f():
+    from sage_env.protocols.demonstrations import takes_one_argument
+
+    def task(src):
+        return exec_tasks.make_task("deduction", src, ["1"], ["1"], task_id="t")
+
+    assert takes_one_argument(task("def f(a):\n    return a"))
+    helper = "import math\ndef g(a, b):\n    return a\ndef f(x: int) -> int:\n    return g(x, 1)"
+    assert takes_one_argument(task(helper))
+    for src in (
+        "def f(a, b):\n    return a",
+        "def f(*a):\n    return a",
+        "def f(a, **k):\n    return a",
+        "def f(a, *, b=1):\n    return a",
+        "def f():\n    return 1",
+        "def g(a):\n    return a",
+        "def f(:",
+    ):
+        assert not takes_one_argument(task(src)), src
