@@ -1,0 +1,124 @@
+"""The task pool's admission at its boundaries, with non-default settings and exact reasons
+(issue 49: the mutation tests of sage_env/tasks/pool.py): membership of non-tasks, a
+snapshot's settings, a loaded pool's id counter and indexes, the error messages."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sage_env import Task, TaskPool
+from sage_env.tasks.exec_tasks import make_task
+from sage_env.tasks.pool import jaccard, shingles
+from tests.scripted import MATH_SEED
+
+NEAR = "A train travels 60 miles per hour for 3 hours and then 40 miles per hour for 2 hours."
+NEAR_COPY = NEAR.replace("2 hours.", "2 hours!!")  # same words, another text
+PROGRAM = "def f(s):\n    return sum(1 for c in s if c in 'aeiou')"
+RENAMED = "def f(text):\n    return sum(1 for ch in text if ch in 'aeiou')"
+
+
+def gen(prompt: str, tid: str = "gen/0", domain: str = "math") -> Task:
+    return Task(task_id=tid, domain=domain, prompt=prompt, answer="1", source="generated")
+
+
+def exec_gen(program: str, tid: str) -> Task:
+    return make_task("deduction", program, ["'ae'"], ["2"], task_id=tid, source="generated")
+
+
+def test_jaccard_of_one_empty_set_is_0_and_of_two_is_1():
+    assert jaccard(frozenset(), frozenset({"a b c"})) == 0.0
+    assert jaccard(frozenset({"a b c"}), frozenset()) == 0.0
+    assert jaccard(frozenset(), frozenset()) == 1.0
+    assert shingles("") == frozenset()
+
+
+def test_membership_is_by_normalised_prompt_and_only_for_tasks():
+    pool = TaskPool([MATH_SEED])
+    assert MATH_SEED in pool
+    assert Task(task_id="x", domain="math", prompt="  what IS 2+3? ", answer="5") in pool
+    assert gen("What is 2+4?") not in pool
+    assert Task(task_id="x", domain="code", prompt=MATH_SEED.prompt, answer="5") not in pool
+    assert MATH_SEED.prompt not in pool  # a string is not a task
+    assert None not in pool
+
+
+def test_a_snapshot_keeps_the_threshold_the_cap_and_frozen():
+    pool = TaskPool([MATH_SEED], near_duplicate_threshold=0.5, max_generated=1, frozen=True)
+    snap = pool.snapshot()
+    assert (snap.near_duplicate_threshold, snap.max_generated, snap.frozen) == (0.5, 1, True)
+    assert snap.add(gen(NEAR, "gen/0"))
+    assert snap.duplicate_of(gen(NEAR_COPY + " more words here", "gen/1")).startswith(
+        "near duplicate of gen/0"
+    )
+    assert snap.add(gen("Something else entirely, with other words.", "gen/1"))
+    assert [t.task_id for t in snap] == ["seed/m0", "gen/1"] and snap.evicted == 1
+    assert snap.trainable() == [MATH_SEED]
+    assert len(pool) == 1  # the original is untouched
+
+
+def test_restore_brings_back_the_near_duplicate_index():
+    pool = TaskPool([MATH_SEED])
+    pool.add(gen(NEAR, "gen/0"))
+    snap = pool.snapshot()
+    fresh = TaskPool()
+    fresh.restore(snap)
+    assert fresh.duplicate_of(gen(NEAR_COPY, "gen/1")) == "near duplicate of gen/0 (Jaccard 1.00)"
+    assert fresh.duplicate_of(gen(NEAR, "gen/1")) == "exact duplicate of gen/0"
+    assert fresh.num_generated == 1 and fresh.new_id() == pool.new_id() == "gen/0"
+
+
+def test_sample_errors_name_what_is_missing():
+    rng = random.Random(0)
+    with pytest.raises(ValueError, match=r"^the task pool is empty$"):
+        TaskPool().sample(rng)
+    with pytest.raises(ValueError, match=r"^the task pool has no 'code' task$"):
+        TaskPool([MATH_SEED]).sample(rng, "code")
+
+
+def test_a_loaded_pool_indexes_ids_prompts_shingles_and_programs(tmp_path):
+    pool = TaskPool([MATH_SEED])
+    for task in (gen(NEAR, "gen/3"), exec_gen(PROGRAM, "gen/1")):
+        assert pool.add(task)
+    pool.save(tmp_path / "pool.jsonl")
+    loaded = TaskPool.load(tmp_path / "pool.jsonl")
+    assert loaded.num_generated == 2 and len(loaded) == 3
+    assert loaded.duplicate_of(gen(NEAR, "gen/9")) == "exact duplicate of gen/3"
+    assert loaded.duplicate_of(gen(NEAR_COPY, "gen/9")) == "near duplicate of gen/3 (Jaccard 1.00)"
+    assert loaded.duplicate_of(exec_gen(RENAMED, "gen/9")) == (
+        "duplicate of gen/1 (the same program after normalisation, on the same input)"
+    )
+    # the next id follows the highest loaded one
+    assert loaded.new_id() == "gen/4"
+
+
+@pytest.mark.parametrize(
+    "ids,next_id",
+    [
+        (["gen/2", "gen/7", "gen/5"], "gen/8"),
+        (["gen/run2/7"], "gen/8"),  # the number after the last slash
+        (["custom"], "gen/1"),  # no number: one more than the counter so far
+        (["gen/x", "gen/y"], "gen/2"),
+        (["gen/4", "gen/x"], "gen/6"),
+    ],
+)
+def test_a_loaded_pool_s_id_counter(tmp_path, ids, next_id):
+    pool = TaskPool()
+    for k, tid in enumerate(ids):
+        assert pool.add(gen(f"Question number {k} about {'x' * k} other things", tid))
+    pool.save(tmp_path / "pool.jsonl")
+    loaded = TaskPool.load(tmp_path / "pool.jsonl")
+    assert loaded.num_generated == len(ids)
+    assert loaded.new_id() == next_id
+
+
+def test_a_loaded_pool_counts_seeds_apart_and_keeps_the_cap(tmp_path):
+    pool = TaskPool([MATH_SEED])
+    pool.add(gen(NEAR, "gen/0"))
+    pool.save(tmp_path / "pool.jsonl")
+    loaded = TaskPool.load(tmp_path / "pool.jsonl", max_generated=1, near_duplicate_threshold=0.5)
+    assert loaded.num_generated == 1 and loaded.new_id() == "gen/1"
+    assert loaded.max_generated == 1 and loaded.near_duplicate_threshold == 0.5
+    assert loaded.add(gen("Something else entirely, with other words.", "gen/2"))
+    assert [t.task_id for t in loaded] == ["seed/m0", "gen/2"] and loaded.evicted == 1
