@@ -30,6 +30,7 @@ import fnmatch
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -104,7 +105,22 @@ TARGETS: dict[str, Target] = {
         # 466 mutants in its 240 s; the unit tests must kill every mutant on their own
         tests=("tests/learners/algorithms/test_losses.py",),
         time_limit_s=3600,
-        equivalent={},
+        equivalent={
+            "learners.algorithms.losses.x_kl_penalty__mutmut_1": 'the default estimator is only '
+            'compared with "k1" and "k2": any other default string takes the k3 branch',
+            "learners.algorithms.losses.x_kl_penalty__mutmut_2": 'as _1 ("K3" is neither "k1" '
+            'nor "k2")',
+            **{
+                f"learners.algorithms.losses.x_token_logprobs__mutmut_{n}": "torch.full infers "
+                "int64 from the int pad_id, so dtype=torch.long changes nothing"
+                for n in (37, 40)
+            },
+            **{
+                f"learners.algorithms.losses.x_token_logprobs__mutmut_{n}": "torch.tensor of a "
+                "list of ints is int64 already, so dtype=torch.long changes nothing"
+                for n in (49, 51)
+            },
+        },
     ),
     "pg_tis": Target(
         source="learners/algorithms/pg.py",
@@ -121,8 +137,12 @@ TARGETS: dict[str, Target] = {
         source="sage_env/tasks/pool.py",
         tests=(
             "tests/sage_env/tasks/test_pool.py",
+            "tests/sage_env/tasks/test_pool_admission.py",
             "tests/sage_env/tasks/test_pool_frozen_admission.py",
+            # exec_task_key and the pool's duplicate rules on execution tasks
+            "tests/sage_env/tasks/test_novelty.py",
         ),
+        time_limit_s=3600,
         equivalent={},
     ),
 }
@@ -195,33 +215,57 @@ def run(
     functions: tuple[str, ...] | None = None,
     workers: int = 1,
     write: bool = True,
+    resume: str | os.PathLike | None = None,
 ) -> dict:
     """Run mutmut on ``TARGETS[module]`` and return (and write) its summary.
 
     ``functions`` (default: the target's own) restricts the run to those functions' mutants;
-    ``write=False`` leaves the committed JSON alone (the CI check).
+    ``write=False`` leaves the committed JSON alone (the CI check). ``resume``: a scratch copy
+    kept by an earlier run (``--keep``): its test files are replaced by the current ones and
+    only its survivors and unchecked mutants run again (tests only added since: a mutant
+    killed then is still killed).
     """
     target = TARGETS[module]
     limit = time_limit_s or target.time_limit_s
     functions = target.functions if functions is None else functions
-    work = Path(tempfile.mkdtemp(prefix=f"sage-mutation-{module}-"))
+    names = [f + "__mutmut_*" for f in functions]
+    if resume is not None:  # a kept scratch copy: its survivors and unchecked mutants again
+        work, keep = Path(resume), True
+        meta = json.loads((work / "mutants" / (target.source + ".meta")).read_text())
+        names = [
+            n
+            for n, c in meta["exit_code_by_key"].items()
+            if _selected(n, functions) and _status(c) not in ("killed", "timeout")
+        ]
+        for test in target.tests:  # the tests as they are now (mutmut runs them in mutants/)
+            path = test.split("::")[0]
+            for dest in (work / path, work / "mutants" / path):
+                shutil.copy2(ROOT / path, dest)
+    else:
+        work = Path(tempfile.mkdtemp(prefix=f"sage-mutation-{module}-"))
     try:
-        _scratch_copy(target, work)
+        if resume is None:
+            _scratch_copy(target, work)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         started = time.monotonic()
+        # a session of its own: at the time limit mutmut and its workers go together
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(workers)] + names,
+            cwd=work,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "mutmut", "run", "--max-children", str(workers)]
-                + [f + "__mutmut_*" for f in functions],
-                cwd=work,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=limit,
-            )
-            rc, tail = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
-        except subprocess.TimeoutExpired as e:
-            rc, tail = None, str(e.stdout or "")[-3000:]
+            out, _ = proc.communicate(timeout=limit)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            rc = None
+        tail = (out or "")[-3000:]
         wall = time.monotonic() - started
         meta_path = work / "mutants" / (target.source + ".meta")
         if not meta_path.exists():
@@ -254,6 +298,7 @@ def run(
             "kill_rate_note": "(killed + timeouts) / (mutants - equivalent - not_checked)",
             "wall_s": round(wall),
             "finished": rc is not None,
+            "resumed": resume is not None,
             "survivors": {n: _diff(work, n) for n in survived + by_status.get("no_tests", [])},
         }
     finally:
@@ -361,6 +406,9 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="list the modules and their tests")
     parser.add_argument("--workers", type=int, default=1, help="mutmut's --max-children")
     parser.add_argument(
+        "--resume", metavar="DIR", help="a kept scratch copy: rerun its survivors and unchecked"
+    )
+    parser.add_argument(
         "--changed-since", metavar="REF", help="CI: only the critical functions changed since REF"
     )
     parser.add_argument(
@@ -373,7 +421,7 @@ def main() -> None:
         for name, t in TARGETS.items():
             print(f"{name:12s} {t.source}  <- {', '.join(t.tests)}")
         return
-    s = run(args.module, args.time_limit, args.keep, workers=args.workers)
+    s = run(args.module, args.time_limit, args.keep, workers=args.workers, resume=args.resume)
     print(
         f"{s['module']}: {s['mutants']} mutants, {s['killed']} killed, {s['timeouts']} timeouts, "
         f"{s['survived']} survived, {len(s['equivalent'])} equivalent, "
