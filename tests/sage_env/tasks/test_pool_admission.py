@@ -122,3 +122,62 @@ def test_a_loaded_pool_counts_seeds_apart_and_keeps_the_cap(tmp_path):
     assert loaded.max_generated == 1 and loaded.near_duplicate_threshold == 0.5
     assert loaded.add(gen("Something else entirely, with other words.", "gen/2"))
     assert [t.task_id for t in loaded] == ["seed/m0", "gen/2"] and loaded.evicted == 1
+
+
+def test_case_is_folded_by_lower_casing():
+    # "ß".upper() is "SS": upper-casing would make these one prompt, lower-casing does not
+    pool = TaskPool([Task(task_id="seed/g", domain="math", prompt="Wie lang ist die Straße?", answer="1")],
+                    near_duplicate_threshold=None)
+    assert pool.duplicate_of(gen("Wie lang ist die Strasse?")) is None
+    assert pool.duplicate_of(gen("WIE LANG IST DIE STRAßE?")) == "exact duplicate of seed/g"
+
+
+def test_a_prompt_that_is_not_valid_unicode_is_still_fingerprinted():
+    pool = TaskPool()
+    assert pool.add(gen("What is \ud800 plus 1?"))
+    assert pool.duplicate_of(gen("what is \ud800  plus 1?", "gen/1")) == "exact duplicate of gen/0"
+
+
+def test_set_literals_are_one_input_in_any_order():
+    pool = TaskPool(near_duplicate_threshold=None)
+    first = make_task("deduction", PROGRAM, ["{'a', 'b', 'c'}"], ["2"], task_id="gen/0", source="generated")
+    again = make_task("deduction", PROGRAM, ["{'c', 'a', 'b'}"], ["2"], task_id="gen/1", source="generated")
+    assert pool.add(first)
+    assert pool.duplicate_of(again) == (
+        "duplicate of gen/0 (the same program after normalisation, on the same input)"
+    )
+
+
+def test_eviction_counts_every_task_and_leaves_no_index_behind():
+    pool = TaskPool([MATH_SEED], max_generated=1)
+    for k in range(3):
+        assert pool.add(exec_gen(PROGRAM.replace("aeiou", "aeiou"[: k + 2]), f"gen/{k}"))
+    assert pool.evicted == 2 and [t.task_id for t in pool] == ["seed/m0", "gen/2"]
+    assert set(pool._shingles) == {"seed/m0", "gen/2"}
+    assert len(pool._seen) == 2 and list(pool._programs.values()) == ["gen/2"]
+
+
+def test_a_loaded_file_with_a_line_twice_evicts_both_copies(tmp_path):
+    pool = TaskPool()
+    pool.add(gen(NEAR, "gen/0"))
+    pool.save(tmp_path / "pool.jsonl")
+    line = (tmp_path / "pool.jsonl").read_text()
+    (tmp_path / "twice.jsonl").write_text(line + line)
+    loaded = TaskPool.load(tmp_path / "twice.jsonl", max_generated=0)
+    assert loaded.num_generated == 2
+    assert loaded.add(gen("Something else entirely, with other words.", "gen/5"))
+    assert len(loaded) == 0 and loaded.evicted == 3
+
+
+def test_evicting_a_copy_keeps_the_program_index_of_the_first_task(tmp_path):
+    seed = make_task("deduction", PROGRAM, ["'ae'"], ["2"], task_id="exec/s/deduction", source="seed")
+    copy = exec_gen(RENAMED, "gen/0")
+    pool = TaskPool(near_duplicate_threshold=None)
+    pool._tasks += [seed, copy]  # as a saved pool that holds both (load trusts its file)
+    pool.save(tmp_path / "pool.jsonl")
+    loaded = TaskPool.load(tmp_path / "pool.jsonl", max_generated=1, near_duplicate_threshold=None)
+    assert loaded.add(gen("Something else entirely, with other words.", "gen/1"))  # evicts gen/0
+    assert [t.task_id for t in loaded] == ["exec/s/deduction", "gen/1"]
+    assert loaded.duplicate_of(exec_gen(RENAMED.replace("text", "word"), "gen/2")) == (
+        "duplicate of exec/s/deduction (the same program after normalisation, on the same input)"
+    )
