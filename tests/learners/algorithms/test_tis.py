@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from learners.algorithms.pg import PGConfig, PolicyGradientLearner
+from learners.algorithms.pg import LossInputs, PGConfig, PolicyGradientLearner
 from learners.rollout import Transition
 
 T = 0.8
@@ -32,6 +32,9 @@ class UnigramPolicy:
         pass
 
     def enable_gradient_checkpointing(self):
+        pass
+
+    def keep_reference(self):
         pass
 
     def logp(self, tokens: list[int]) -> list[float]:
@@ -203,3 +206,39 @@ def test_later_steps_weigh_by_the_log_probs_of_the_sampling_weights(epochs, mini
     n_tokens = 6 if minibatches == 1 else None
     if n_tokens:
         assert m["tis_weight_mean"] == pytest.approx(sum(flat) / 6, rel=1e-6)
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_per_token_loss_at_a_non_default_clip_kl_and_estimator(estimator, weighted):
+    _, learner, _ = _setup(0.0, clip_eps=0.1, kl_coef=0.3, kl_estimator=estimator)
+    ratio = torch.tensor([[1.5, 0.85, 1.0], [0.5, 1.05, 1.0]], dtype=torch.float64)
+    logp = torch.log(ratio) - 0.2
+    old = torch.full_like(logp, -0.2)
+    ref = torch.tensor([[-0.5, -0.1, 0.0], [-1.0, -0.3, 0.0]], dtype=torch.float64)
+    adv = torch.tensor([[1.0], [-2.0]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]], dtype=torch.float64)
+    w = torch.tensor([[0.5, 2.0, 0.0], [1.5, 0.25, 0.0]], dtype=torch.float64)
+    inputs = LossInputs(logp, old, adv, mask, ref, 5, 2, w if weighted else None)
+    loss, metrics = learner.per_token_loss(inputs)
+    clipped = ratio.clamp(0.9, 1.1)
+    pg = -torch.minimum(ratio * adv, clipped * adv) * (w if weighted else 1.0)
+    d = ref - logp
+    kl = -d if estimator == "k1" else 0.5 * d**2
+    torch.testing.assert_close(loss, pg + 0.3 * kl)
+    # metrics: sums over the mask divided by the minibatch's 5 tokens
+    assert float(metrics["pg_loss"]) == pytest.approx(float((pg * mask).sum()) / 5)
+    assert float(metrics["kl"]) == pytest.approx(float((kl * mask).sum()) / 5)
+    assert float(metrics["clip_frac"]) == pytest.approx(3 / 5)  # 1.5, 0.85, 0.5 (1.05 is in)
+
+
+def test_per_token_loss_without_a_reference_has_no_kl_and_a_floor_of_one_token():
+    _, learner, _ = _setup(0.0, clip_eps=0.3)
+    logp = torch.tensor([[math.log(1.2), math.log(2.0)]], dtype=torch.float64)
+    inputs = LossInputs(logp, torch.zeros_like(logp), torch.tensor([[1.0]], dtype=torch.float64),
+                        torch.ones_like(logp), None, 0, 1)
+    loss, metrics = learner.per_token_loss(inputs)
+    torch.testing.assert_close(loss, torch.tensor([[-1.2, -1.3]], dtype=torch.float64))
+    assert float(metrics["kl"]) == 0.0
+    assert float(metrics["pg_loss"]) == pytest.approx(-2.5)  # / max(0 tokens, 1)
+    assert float(metrics["clip_frac"]) == pytest.approx(1.0)
