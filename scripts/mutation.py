@@ -115,6 +115,13 @@ TARGETS: dict[str, Target] = {
                 "int64 from the int pad_id, so dtype=torch.long changes nothing"
                 for n in (37, 40)
             },
+            "learners.algorithms.losses.x__packed_rows__mutmut_74": "as token_logprobs' _37 "
+            "(torch.full infers int64 from the int pad_id)",
+            **{
+                f"learners.algorithms.losses.x__packed_rows__mutmut_{n}": "every sequence is in "
+                "exactly one group, so the loop overwrites every default entry of where"
+                for n in (8, 9)
+            },
             **{
                 f"learners.algorithms.losses.x_token_logprobs__mutmut_{n}": "torch.tensor of a "
                 "list of ints is int64 already, so dtype=torch.long changes nothing"
@@ -131,7 +138,11 @@ TARGETS: dict[str, Target] = {
             f"learners.algorithms.pg.xǁPolicyGradientLearnerǁ{m}"
             for m in ("_micro_batch", "_rescore", "_record_gap", "per_token_loss")
         ),
-        equivalent={},
+        equivalent={
+            "learners.algorithms.pg.xǁPolicyGradientLearnerǁ_micro_batch__mutmut_21": "with "
+            "tis_cap > 0 every micro-batch has learner_old (the first step its own log-probs, "
+            "later steps the re-scored ones), so its default never reaches the is-not-None test",
+        },
     ),
     "pool": Target(
         source="sage_env/tasks/pool.py",

@@ -49,7 +49,8 @@ class ToyLM(torch.nn.Module):
         if "logits_to_keep" in kw and not self.keep:
             raise TypeError("forward() got an unexpected keyword argument 'logits_to_keep'")
         self.calls.append(
-            {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids, **kw}
+            {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids,
+             "use_cache": use_cache, **kw}
         )
         b, n = input_ids.shape
         if position_ids is None:
@@ -112,6 +113,7 @@ def test_token_logprobs_are_each_sequence_s_own(share, temperature):
     assert (logp * (1 - mask)).abs().max() == 0  # padding exactly 0
     # packed: one row per distinct prompt, an additive 4-D mask and explicit positions
     (call,) = model.calls
+    assert call["use_cache"] is False
     if share:
         assert call["input_ids"].shape == (3, 4 + 5 + 2 + 1)
         assert call["attention_mask"].dim() == 4
@@ -262,7 +264,10 @@ class _Elsewhere(torch.nn.Module):
         self.devices: list[str] = []
 
     def forward(self, input_ids, attention_mask, use_cache=False, position_ids=None, **kw):
-        self.devices.append(input_ids.device.type)
+        given = [input_ids, attention_mask, position_ids, kw["logits_to_keep"]]
+        where = {t.device.type for t in given if t is not None}
+        assert len(where) == 1, where  # every input on one device
+        self.devices.append(where.pop())
         logits = torch.nn.functional.one_hot(input_ids, VOCAB).float()
         keep = kw["logits_to_keep"]
         logits = torch.gather(logits, 1, keep[..., None].expand(-1, -1, VOCAB))
@@ -318,3 +323,12 @@ def test_log_ratio_is_clamped_to_plus_minus_20():
     # the clamp is on logp - old, so an old log-prob of -30 and a new one of -5 also cap at e^20
     _, r = clipped_policy_loss(torch.tensor([-5.0]), torch.tensor([-30.0]), torch.ones(1), 0.2)
     torch.testing.assert_close(r, torch.tensor([e]), rtol=1e-6, atol=0)
+
+
+def test_packed_one_token_completions_give_one_column():
+    model = ToyLM()
+    prompts, comps = [[1, 2], [1, 2], [3]], [[4], [5], [6]]
+    want = _reference(model, prompts, comps)
+    logp, mask = shared_prompt_logprobs(model, prompts, comps, PAD)
+    assert logp.shape == mask.shape == (3, 1) and mask.sum() == 3
+    torch.testing.assert_close(logp.double(), want, atol=1e-5, rtol=0)

@@ -24,6 +24,7 @@ class UnigramPolicy:
     def __init__(self, vocab: int = 8):
         self.theta = torch.nn.Parameter(torch.linspace(-1.0, 1.0, vocab, dtype=torch.float64))
         self.forwards = 0
+        self.forwarded: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
 
     def trainable_parameters(self):
         return [self.theta]
@@ -44,6 +45,7 @@ class UnigramPolicy:
     def token_logprobs(self, prompts, comps, temperature):
         assert temperature == T
         self.forwards += 1
+        self.forwarded += [(tuple(p), tuple(c)) for p, c in zip(prompts, comps)]
         c_max = max(1, max(len(c) for c in comps))
         table = torch.log_softmax(self.theta / temperature, -1)
         out = torch.zeros((len(comps), c_max), dtype=torch.float64)
@@ -140,6 +142,7 @@ def test_first_step_weights_are_min_of_exp_learner_minus_engine_and_the_cap(cap)
     assert m["logprob_gap_mean"] == pytest.approx(sum(gaps) / 6, rel=1e-6)
     assert m["logprob_gap_max"] == pytest.approx(25.0, rel=1e-6)
     assert policy.forwards == 2  # one forward per micro-batch, no re-scoring pass
+    assert sorted(policy.forwarded) == sorted((tuple(t.prompt_ids), tuple(t.completion_ids)) for t in batch)
 
 
 def policy_logp_before(t: Transition) -> list[float]:
