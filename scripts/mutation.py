@@ -115,8 +115,17 @@ TARGETS: dict[str, Target] = {
                 "int64 from the int pad_id, so dtype=torch.long changes nothing"
                 for n in (37, 40)
             },
-            "learners.algorithms.losses.x__packed_rows__mutmut_74": "as token_logprobs' _37 "
-            "(torch.full infers int64 from the int pad_id)",
+            **{
+                f"learners.algorithms.losses.x__packed_rows__mutmut_{n}": "torch.full infers "
+                "int64 from an int fill value (pad_id, -1), so dtype=torch.long changes nothing"
+                for n in (74, 77, 86, 89)
+            },
+            **{
+                f"learners.algorithms.losses.x__packed_rows__mutmut_{n}": "torch.tensor of a "
+                "list of ints is int64 already (an empty list's float is assigned to an empty "
+                "slice), so dtype=torch.long changes nothing"
+                for n in (106, 108, 111, 113, 116, 118, 121, 123, 126, 128)
+            },
             **{
                 f"learners.algorithms.losses.x__packed_rows__mutmut_{n}": "every sequence is in "
                 "exactly one group, so the loop overwrites every default entry of where"
