@@ -163,7 +163,20 @@ TARGETS: dict[str, Target] = {
             "tests/sage_env/tasks/test_novelty.py",
         ),
         time_limit_s=3600,
-        equivalent={},
+        equivalent={
+            "sage_env.tasks.pool.x__normalise__mutmut_8": "_normalise only feeds _fingerprint's "
+            'equality test; "XX XX" cannot occur in lower-cased text, so it separates the '
+            "words as one space does",
+            "sage_env.tasks.pool.x__fingerprint__mutmut_9": 'codec names are case-insensitive: '
+            '"UTF-8" is "utf-8"',
+            "sage_env.tasks.pool.x_shingles__mutmut_6": "with exactly n words the one n-gram is "
+            "the whole word list, which the short-text branch returns",
+            "sage_env.tasks.pool.xǁTaskPoolǁduplicate_of__mutmut_13": "_index_program never "
+            "stores the key None, so _programs.get(None) is None, as the else branch",
+            "sage_env.tasks.pool.xǁTaskPoolǁduplicate_of__mutmut_35": "the size test only skips "
+            "pairs whose Jaccard (<= small / big) cannot reach t; with small * big it skips "
+            "just the empty set's, and computing the others gives the same answer",
+        },
     ),
 }
 

@@ -181,3 +181,54 @@ def test_evicting_a_copy_keeps_the_program_index_of_the_first_task(tmp_path):
     assert loaded.duplicate_of(exec_gen(RENAMED.replace("text", "word"), "gen/2")) == (
         "duplicate of exec/s/deduction (the same program after normalisation, on the same input)"
     )
+
+
+def test_shingles_are_word_3_grams_of_the_lower_cased_text():
+    from sage_env.tasks.pool import shingles
+
+    assert shingles("A b C d") == frozenset({"a b c", "b c d"})
+    assert shingles("A b C d", 2) == frozenset({"a b", "b c", "c d"})
+    assert shingles("one, TWO.") == frozenset({"one two"})  # fewer words than n: all of them
+    assert shingles("a b c") == frozenset({"a b c"})
+    assert shingles("  ") == frozenset()
+    # only the first 20,000 characters count
+    assert shingles("a " * 10_000 + "z") == frozenset({"a a a"})
+
+
+def test_normalised_question_shows_the_program_in_normal_form_for_deduction_and_abduction():
+    import dataclasses
+
+    from sage_env.tasks.pool import normalised_question
+
+    for mode in ("deduction", "abduction"):
+        a = make_task(mode, PROGRAM, ["'ae'"], ["2"], task_id="gen/0", source="generated")
+        b = make_task(mode, RENAMED, ["'ae'"], ["2"], task_id="gen/1", source="generated")
+        assert normalised_question(a) == normalised_question(b) != b.prompt
+    ind = make_task("induction", RENAMED, ["'ae'", "'x'"], ["2", "0"], task_id="gen/2")
+    assert normalised_question(ind) == ind.prompt
+    assert normalised_question(MATH_SEED) == MATH_SEED.prompt
+    # no outputs, or a program that does not parse: the prompt as it is
+    a = make_task("deduction", RENAMED, ["'ae'"], ["2"], task_id="gen/3")
+    meta = {"exec": dict(a.meta["exec"], outputs=[])}
+    assert normalised_question(dataclasses.replace(a, meta=meta)) == a.prompt
+    broken = dataclasses.replace(a, reference_solution="def f(:\n    return")
+    assert normalised_question(broken) == broken.prompt
+
+
+def test_near_duplicates_are_looked_for_past_other_domains():
+    pool = TaskPool([Task(task_id="seed/c", domain="code", prompt=NEAR, answer="1")])
+    pool.add(gen(NEAR + " Then it stops.", "gen/0"))
+    assert pool.duplicate_of(gen(NEAR_COPY + " Then it stops!", "gen/1")) == (
+        "near duplicate of gen/0 (Jaccard 1.00)"
+    )
+
+
+def test_a_jaccard_exactly_at_the_threshold_is_a_near_duplicate():
+    # mine's 2 shingles are a subset of theirs' 4: Jaccard 2/4 = 0.5, as is the size bound
+    pool = TaskPool(near_duplicate_threshold=0.5)
+    pool.add(gen("alpha beta gamma delta epsilon zeta", "gen/0"))
+    assert pool.duplicate_of(gen("alpha beta gamma delta", "gen/1")) == (
+        "near duplicate of gen/0 (Jaccard 0.50)"
+    )
+    assert TaskPool([gen("alpha beta gamma delta epsilon zeta")], near_duplicate_threshold=0.51
+                    ).duplicate_of(gen("alpha beta gamma delta", "gen/1")) is None
