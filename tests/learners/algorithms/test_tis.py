@@ -36,7 +36,16 @@ class UnigramPolicy:
         pass
 
     def keep_reference(self):
-        pass
+        self.reference = torch.linspace(0.5, -0.5, self.theta.numel(), dtype=torch.float64)
+        self.ref_calls: list = []
+
+    def reference_logprobs(self, prompts, comps, temperature):
+        self.ref_calls.append(([tuple(p) for p in prompts], [tuple(c) for c in comps], temperature))
+        table = torch.log_softmax(self.reference / temperature, -1)
+        out = torch.zeros((len(comps), max(1, max(len(c) for c in comps))), dtype=torch.float64)
+        for r, c in enumerate(comps):
+            out[r, : len(c)] = table[torch.tensor(c, dtype=torch.long)]
+        return out, (out != 0).double()
 
     def logp(self, tokens: list[int]) -> list[float]:
         table = torch.log_softmax(self.theta.detach() / T, -1)
@@ -114,7 +123,7 @@ def _by_row(seen, rows=ROWS):
     return out
 
 
-@pytest.mark.parametrize("cap", [1.2, 1e9])
+@pytest.mark.parametrize("cap", [0.5, 1.2, 1e9])
 def test_first_step_weights_are_min_of_exp_learner_minus_engine_and_the_cap(cap):
     policy, learner, batch = _setup(cap, micro_batch_size=2)
     learner.observe(batch)
@@ -128,6 +137,9 @@ def test_first_step_weights_are_min_of_exp_learner_minus_engine_and_the_cap(cap)
         assert old == pytest.approx(policy_logp_before(batch[k]), abs=1e-6)
         assert logp == pytest.approx(old, abs=1e-6)
         assert a == ROWS[k][2]
+    for inputs in learner.seen:
+        assert inputs.advantages.dtype == inputs.logp.dtype == torch.float64
+        assert inputs.ref_logp is None  # kl_coef 0: no reference forward
     # padding carries weight 0
     for inputs in learner.seen:
         assert (inputs.tis_weight * (1 - inputs.mask)).abs().sum() == 0
@@ -245,3 +257,20 @@ def test_per_token_loss_without_a_reference_has_no_kl_and_a_floor_of_one_token()
     assert float(metrics["kl"]) == 0.0
     assert float(metrics["pg_loss"]) == pytest.approx(-2.5)  # / max(0 tokens, 1)
     assert float(metrics["clip_frac"]) == pytest.approx(1.0)
+
+
+def test_the_kl_reference_is_scored_on_each_micro_batch_s_own_sequences():
+    policy, learner, batch = _setup(1.2, kl_coef=0.2, micro_batch_size=2)
+    learner.observe(batch)
+    learner.update()
+    table = torch.log_softmax(policy.reference / T, -1)
+    pairs = []
+    for prompts, comps, temperature in policy.ref_calls:
+        assert temperature == T
+        pairs += list(zip(prompts, comps))
+    assert sorted(pairs) == sorted((tuple(t.prompt_ids), tuple(t.completion_ids)) for t in batch)
+    for inputs in learner.seen:
+        for r in range(inputs.mask.shape[0]):
+            n = int(inputs.mask[r].sum())
+            comp = next(c for c, _, _ in ROWS if len(c) == n)
+            assert inputs.ref_logp[r, :n].tolist() == pytest.approx(table[comp].tolist())
