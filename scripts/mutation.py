@@ -131,6 +131,8 @@ TARGETS: dict[str, Target] = {
                 "exactly one group, so the loop overwrites every default entry of where"
                 for n in (8, 9)
             },
+            "learners.algorithms.losses.x_token_logprobs__mutmut_97": "pos is clamped to "
+            "width - 2 already, so pos + 1 never reaches the max=width - 1 clamp (nor width + 1)",
             **{
                 f"learners.algorithms.losses.x_token_logprobs__mutmut_{n}": "torch.tensor of a "
                 "list of ints is int64 already, so dtype=torch.long changes nothing"

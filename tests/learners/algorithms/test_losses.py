@@ -163,6 +163,7 @@ def test_a_model_without_logits_to_keep_gives_the_same_logprobs():
     assert torch.equal(mask_a, mask_b)
     torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
     assert "logits_to_keep" not in without.calls[-1]
+    assert without.calls[-1]["use_cache"] is False
 
 
 def test_empty_completions_give_one_masked_column():
