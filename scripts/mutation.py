@@ -171,6 +171,11 @@ TARGETS: dict[str, Target] = {
             "words as one space does",
             "sage_env.tasks.pool.x__fingerprint__mutmut_9": 'codec names are case-insensitive: '
             '"UTF-8" is "utf-8"',
+            "sage_env.tasks.pool.x_exec_task_key__mutmut_11": "the prefix only keeps an "
+            "unparsed program's key apart from a normal form (ast output, never a raw \\x01); "
+            '"XX\\x01XX" does the same',
+            "sage_env.tasks.pool.x_exec_task_key__mutmut_13": "keys are only compared; the "
+            'words have no whitespace, so "XX XX" joins them as injectively as one space',
             "sage_env.tasks.pool.x_shingles__mutmut_6": "with exactly n words the one n-gram is "
             "the whole word list, which the short-text branch returns",
             "sage_env.tasks.pool.xǁTaskPoolǁduplicate_of__mutmut_13": "_index_program never "

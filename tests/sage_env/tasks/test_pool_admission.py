@@ -232,3 +232,36 @@ def test_a_jaccard_exactly_at_the_threshold_is_a_near_duplicate():
     )
     assert TaskPool([gen("alpha beta gamma delta epsilon zeta")], near_duplicate_threshold=0.51
                     ).duplicate_of(gen("alpha beta gamma delta", "gen/1")) is None
+
+
+def test_settings_are_checked_at_their_edges():
+    assert TaskPool().frozen is False
+    assert TaskPool([gen(NEAR)]).trainable() == [gen(NEAR)]
+    assert TaskPool(near_duplicate_threshold=1.0).near_duplicate_threshold == 1.0
+    assert TaskPool(max_generated=0).max_generated == 0
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match=rf"^near_duplicate_threshold must be in \(0, 1\], got {bad}$"):
+            TaskPool(near_duplicate_threshold=bad)
+    with pytest.raises(ValueError, match=r"^max_generated must be >= 0, got -1$"):
+        TaskPool(max_generated=-1)
+
+
+def test_literals_are_compared_canonically_and_others_by_their_words():
+    from sage_env.tasks.pool import _canonical_literal
+
+    assert _canonical_literal("'a'") == _canonical_literal('"a"')
+    assert _canonical_literal("[1,  2]") == _canonical_literal("[1, 2]") != _canonical_literal("[2, 1]")
+    assert _canonical_literal("{2, 1}") == _canonical_literal("{1, 2}")
+    assert _canonical_literal("f(  x") == "f( x"  # not a literal: its words
+
+
+def test_a_program_that_does_not_parse_is_keyed_by_its_words():
+    from sage_env.tasks.pool import exec_task_key
+
+    def task(program, tid):
+        return make_task("deduction", program, ["'ae'"], ["2"], task_id=tid, source="generated")
+
+    a = exec_task_key(task("def f(s:\n    return  len(s)", "gen/0"))
+    b = exec_task_key(task("def f(s:   return len(s)", "gen/1"))
+    c = exec_task_key(task("def f(t:\n    return len(t)", "gen/2"))
+    assert a is not None and a == b != c
