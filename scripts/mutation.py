@@ -233,15 +233,35 @@ def _status(code: int | None) -> str:
     return "suspicious"
 
 
-def _diff(work: Path, name: str) -> str:
+_DIFFS = """
+import json, sys
+import mutmut.__main__ as mm
+out = {}
+for name in json.loads(sys.stdin.read()):
+    try:
+        out[name] = mm.get_diff_for_mutant(name, path=mm.find_mutant(name).path)
+    except Exception as e:  # noqa: BLE001 - reported in the JSON instead of the diff
+        out[name] = f"(no diff: {type(e).__name__}: {e})"
+print(json.dumps(out))
+"""
+
+
+def _diffs(work: Path, names: list[str]) -> dict[str, str]:
+    """Each mutant's diff (what ``mutmut show`` prints), from one process for all of them."""
+    if not names:
+        return {}
     out = subprocess.run(
-        [sys.executable, "-m", "mutmut", "show", name],
+        [sys.executable, "-c", _DIFFS],
+        input=json.dumps(names),
         cwd=work,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
-    return out.stdout.split("\n", 1)[1] if "\n" in out.stdout else out.stdout + out.stderr
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {n: f"(no diff: {out.stderr[-300:]})" for n in names}
 
 
 def _selected(name: str, functions: tuple[str, ...]) -> bool:
@@ -339,7 +359,7 @@ def run(
             "wall_s": round(wall),
             "finished": rc is not None,
             "resumed": resume is not None,
-            "survivors": {n: _diff(work, n) for n in survived + by_status.get("no_tests", [])},
+            "survivors": _diffs(work, survived + by_status.get("no_tests", [])),
         }
     finally:
         if keep:
