@@ -276,6 +276,7 @@ def run(
     workers: int = 1,
     write: bool = True,
     resume: str | os.PathLike | None = None,
+    summarise_only: bool = False,
 ) -> dict:
     """Run mutmut on ``TARGETS[module]`` and return (and write) its summary.
 
@@ -283,7 +284,8 @@ def run(
     ``write=False`` leaves the committed JSON alone (the CI check). ``resume``: a scratch copy
     kept by an earlier run (``--keep``): its test files are replaced by the current ones and
     only its survivors and unchecked mutants run again (tests only added since: a mutant
-    killed then is still killed).
+    killed then is still killed). ``summarise_only`` (with ``resume``): no mutmut run, only
+    the summary of what the kept copy holds.
     """
     target = TARGETS[module]
     limit = time_limit_s or target.time_limit_s
@@ -309,6 +311,8 @@ def run(
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         started = time.monotonic()
         # a session of its own: at the time limit mutmut and its workers go together
+        if summarise_only:
+            names = ["--help"]  # mutmut prints its usage and runs nothing
         proc = subprocess.Popen(
             [sys.executable, "-m", "mutmut", "run", "--max-children", str(workers)] + names,
             cwd=work,
@@ -356,7 +360,7 @@ def run(
             "equivalent": equivalent,
             "kill_rate": round(killed / scored, 4) if scored else None,
             "kill_rate_note": "(killed + timeouts) / (mutants - equivalent - not_checked)",
-            "wall_s": round(wall),
+            "wall_s": None if summarise_only else round(wall),
             "finished": rc is not None,
             "resumed": resume is not None,
             "survivors": _diffs(work, survived + by_status.get("no_tests", [])),
@@ -469,6 +473,9 @@ def main() -> None:
         "--resume", metavar="DIR", help="a kept scratch copy: rerun its survivors and unchecked"
     )
     parser.add_argument(
+        "--summarise", metavar="DIR", help="a kept scratch copy: write its summary, run nothing"
+    )
+    parser.add_argument(
         "--changed-since", metavar="REF", help="CI: only the critical functions changed since REF"
     )
     parser.add_argument(
@@ -481,7 +488,14 @@ def main() -> None:
         for name, t in TARGETS.items():
             print(f"{name:12s} {t.source}  <- {', '.join(t.tests)}")
         return
-    s = run(args.module, args.time_limit, args.keep, workers=args.workers, resume=args.resume)
+    s = run(
+        args.module,
+        args.time_limit,
+        args.keep,
+        workers=args.workers,
+        resume=args.resume or args.summarise,
+        summarise_only=bool(args.summarise),
+    )
     print(
         f"{s['module']}: {s['mutants']} mutants, {s['killed']} killed, {s['timeouts']} timeouts, "
         f"{s['survived']} survived, {len(s['equivalent'])} equivalent, "
