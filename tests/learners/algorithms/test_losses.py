@@ -27,6 +27,9 @@ VOCAB = 13
 class ToyLM(torch.nn.Module):
     """Two causal self-attention layers with learned positions and a vocabulary head.
 
+    ``use_cache`` defaults to True, as a transformers config's does: a caller that does not
+    pass False gets a cache built.
+
     Takes what :func:`token_logprobs` passes a transformers causal LM: a 0/1 ``[B, L]``
     mask (causal attention over the keys marked 1) or an additive ``[B, 1, L, L]`` one,
     optional ``position_ids`` (default ``0..L-1``) and ``logits_to_keep`` (``[B, K]``
@@ -45,7 +48,7 @@ class ToyLM(torch.nn.Module):
         self.keep = keep
         self.calls: list[dict] = []
 
-    def forward(self, input_ids, attention_mask, use_cache=False, position_ids=None, **kw):
+    def forward(self, input_ids, attention_mask, use_cache=True, position_ids=None, **kw):
         if "logits_to_keep" in kw and not self.keep:
             raise TypeError("forward() got an unexpected keyword argument 'logits_to_keep'")
         self.calls.append(
@@ -264,7 +267,7 @@ class _Elsewhere(torch.nn.Module):
         self.w = torch.nn.Parameter(torch.zeros(1, device="meta"))
         self.devices: list[str] = []
 
-    def forward(self, input_ids, attention_mask, use_cache=False, position_ids=None, **kw):
+    def forward(self, input_ids, attention_mask, use_cache=True, position_ids=None, **kw):
         given = [input_ids, attention_mask, position_ids, kw["logits_to_keep"]]
         where = {t.device.type for t in given if t is not None}
         assert len(where) == 1, where  # every input on one device
