@@ -277,6 +277,7 @@ def run(
     write: bool = True,
     resume: str | os.PathLike | None = None,
     summarise_only: bool = False,
+    only: list[str] | None = None,
 ) -> dict:
     """Run mutmut on ``TARGETS[module]`` and return (and write) its summary.
 
@@ -290,7 +291,7 @@ def run(
     target = TARGETS[module]
     limit = time_limit_s or target.time_limit_s
     functions = target.functions if functions is None else functions
-    names = [f + "__mutmut_*" for f in functions]
+    names = list(only) if only else [f + "__mutmut_*" for f in functions]
     if resume is not None:  # a kept scratch copy: its survivors and unchecked mutants again
         work, keep = Path(resume), True
         meta = json.loads((work / "mutants" / (target.source + ".meta")).read_text())
