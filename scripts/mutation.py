@@ -153,6 +153,12 @@ TARGETS: dict[str, Target] = {
             "learners.algorithms.pg.xǁPolicyGradientLearnerǁ_micro_batch__mutmut_21": "with "
             "tis_cap > 0 every micro-batch has learner_old (the first step its own log-probs, "
             "later steps the re-scored ones), so its default never reaches the is-not-None test",
+            **{
+                f"learners.algorithms.pg.xǁPolicyGradientLearnerǁ_record_gap__mutmut_{n}": "a "
+                "micro-batch's [B, C_max] mask has C_max >= 1, so diff is never empty and the "
+                "numel() test always takes its first branch"
+                for n in (12, 19)
+            },
         },
     ),
     "pool": Target(
