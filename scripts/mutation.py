@@ -436,7 +436,10 @@ def _diff_lines(diff: str) -> tuple[str, ...]:
 def check_changed(ref: str, max_minutes: float, workers: int = 1) -> int:
     """The CI check: mutants of the critical functions changed since ``ref``; 0 if none
     survives that the committed results do not list, 1 otherwise."""
-    subprocess.run(["git", "rev-parse", "--verify", ref], cwd=ROOT, check=True, capture_output=True)
+    known = subprocess.run(["git", "rev-parse", "--verify", "-q", ref], cwd=ROOT, capture_output=True)
+    if known.returncode != 0:
+        print(f"mutation check: {ref} is not a commit of this clone (a shallow clone?)")
+        return 2
     todo = changed_functions(ref)
     if not todo:
         print(f"mutation check: no critical-path function changed since {ref}")
