@@ -75,6 +75,9 @@ TARGETS: dict[str, Target] = {
             'compared with "over_ten": any other default string takes the same branch',
             "sage_env.rewards.x_normalise_critic_score__mutmut_2": "as _1 (the default string "
             'upper-cased is still not "over_ten")',
+            "sage_env.rewards.x_gate_alpha__mutmut_2": "without a domain it returns "
+            "float(domain_alpha.get(None, alpha)): domain_alpha's keys are domain names, so "
+            "that is alpha as a float, equal in value",
         },
     ),
     "advantages": Target(
