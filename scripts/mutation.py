@@ -185,6 +185,11 @@ TARGETS: dict[str, Target] = {
             '"XX\\x01XX" does the same',
             "sage_env.tasks.pool.x_exec_task_key__mutmut_13": "keys are only compared; the "
             'words have no whitespace, so "XX XX" joins them as injectively as one space',
+            **{
+                f"sage_env.tasks.pool.xǁTaskPoolǁload__mutmut_{n}": "the last item of an id "
+                'split at "/" is the same whatever the maximum number of splits'
+                for n in (20, 23)
+            },
             "sage_env.tasks.pool.x_shingles__mutmut_6": "with exactly n words the one n-gram is "
             "the whole word list, which the short-text branch returns",
             "sage_env.tasks.pool.xǁTaskPoolǁduplicate_of__mutmut_13": "_index_program never "
