@@ -10,6 +10,12 @@ each survivor's diff.
     python scripts/mutation.py --list
     nice -n 19 python scripts/mutation.py rewards
     nice -n 19 python scripts/mutation.py advantages --time-limit 600
+    nice -n 19 python scripts/mutation.py --changed-since origin/main --max-minutes 5
+
+The last form is the bounded CI check: it mutates only the functions of critical modules that
+differ from the given ref and fails when one of their mutants survives that the committed
+results do not already list (as a survivor or an equivalent mutant); nothing critical
+changed: it exits 0 at once.
 
 A mutant is marked equivalent only in ``TARGETS`` below, with a one-line reason; the way to
 deal with any other survivor is a test that kills it. docs/reference/testing.md quotes the
@@ -19,9 +25,12 @@ committed figures.
 from __future__ import annotations
 
 import argparse
+import ast
+import fnmatch
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,6 +56,9 @@ class Target:
     """Wall-clock limit of the whole run; mutants left unchecked are counted as such."""
     equivalent: dict[str, str] = field(default_factory=dict)
     """Mutant name -> one-line reason why no test can tell it from the original."""
+    functions: tuple[str, ...] = ()
+    """Only these functions' mutants (names as in ``equivalent``, without ``__mutmut_<n>``:
+    ``<module>.x_<function>``, ``<module>.xǁ<Class>ǁ<method>``); empty: the whole file."""
 
 
 TARGETS: dict[str, Target] = {
@@ -63,6 +75,9 @@ TARGETS: dict[str, Target] = {
             'compared with "over_ten": any other default string takes the same branch',
             "sage_env.rewards.x_normalise_critic_score__mutmut_2": "as _1 (the default string "
             'upper-cased is still not "over_ten")',
+            "sage_env.rewards.x_gate_alpha__mutmut_2": "without a domain it returns "
+            "float(domain_alpha.get(None, alpha)): domain_alpha's keys are domain names, so "
+            "that is alpha as a float, equal in value",
         },
     ),
     "advantages": Target(
@@ -88,20 +103,101 @@ TARGETS: dict[str, Target] = {
     ),
     "losses": Target(
         source="learners/algorithms/losses.py",
-        tests=(
-            "tests/learners/algorithms/test_builtin_algorithms.py",
-            "tests/learners/algorithms/test_trr.py",
-            "tests/learners/algorithms/test_extension_points.py",
+        # the learner tests (test_builtin_algorithms.py, test_extension_points.py) train whole
+        # rounds, 10 to 80 s per mutant of token_logprobs: a first run with them checked 106 of
+        # 466 mutants in its 240 s; the unit tests must kill every mutant on their own
+        tests=("tests/learners/algorithms/test_losses.py",),
+        time_limit_s=3600,
+        equivalent={
+            "learners.algorithms.losses.x_kl_penalty__mutmut_1": 'the default estimator is only '
+            'compared with "k1" and "k2": any other default string takes the k3 branch',
+            "learners.algorithms.losses.x_kl_penalty__mutmut_2": 'as _1 ("K3" is neither "k1" '
+            'nor "k2")',
+            **{
+                f"learners.algorithms.losses.x_token_logprobs__mutmut_{n}": "torch.full infers "
+                "int64 from the int pad_id, so dtype=torch.long changes nothing"
+                for n in (37, 40)
+            },
+            **{
+                f"learners.algorithms.losses.x__packed_rows__mutmut_{n}": "torch.full infers "
+                "int64 from an int fill value (pad_id, -1), so dtype=torch.long changes nothing"
+                for n in (74, 77, 86, 89)
+            },
+            **{
+                f"learners.algorithms.losses.x__packed_rows__mutmut_{n}": "torch.tensor of a "
+                "list of ints is int64 already (an empty list's float is assigned to an empty "
+                "slice), so dtype=torch.long changes nothing"
+                for n in (106, 108, 111, 113, 116, 118, 121, 123, 126, 128)
+            },
+            **{
+                f"learners.algorithms.losses.x__packed_rows__mutmut_{n}": "every sequence is in "
+                "exactly one group, so the loop overwrites every default entry of where"
+                for n in (8, 9)
+            },
+            "learners.algorithms.losses.x_token_logprobs__mutmut_97": "pos is clamped to "
+            "width - 2 already, so pos + 1 never reaches the max=width - 1 clamp (nor width + 1)",
+            **{
+                f"learners.algorithms.losses.x_token_logprobs__mutmut_{n}": "torch.tensor of a "
+                "list of ints is int64 already, so dtype=torch.long changes nothing"
+                for n in (49, 51)
+            },
+        },
+    ),
+    "pg_tis": Target(
+        source="learners/algorithms/pg.py",
+        # truncated importance sampling (PGConfig.tis_cap): the weights, the old log-probs they
+        # replace, the re-scoring pass of later PPO steps and the engine/learner gap
+        tests=("tests/learners/algorithms/test_tis.py",),
+        functions=tuple(
+            f"learners.algorithms.pg.xǁPolicyGradientLearnerǁ{m}"
+            for m in ("_micro_batch", "_rescore", "_record_gap", "per_token_loss")
         ),
-        equivalent={},
+        equivalent={
+            "learners.algorithms.pg.xǁPolicyGradientLearnerǁ_micro_batch__mutmut_21": "with "
+            "tis_cap > 0 every micro-batch has learner_old (the first step its own log-probs, "
+            "later steps the re-scored ones), so its default never reaches the is-not-None test",
+            **{
+                f"learners.algorithms.pg.xǁPolicyGradientLearnerǁ_record_gap__mutmut_{n}": "a "
+                "micro-batch's [B, C_max] mask has C_max >= 1, so diff is never empty and the "
+                "numel() test always takes its first branch"
+                for n in (12, 19)
+            },
+        },
     ),
     "pool": Target(
         source="sage_env/tasks/pool.py",
         tests=(
             "tests/sage_env/tasks/test_pool.py",
+            "tests/sage_env/tasks/test_pool_admission.py",
             "tests/sage_env/tasks/test_pool_frozen_admission.py",
+            # exec_task_key and the pool's duplicate rules on execution tasks
+            "tests/sage_env/tasks/test_novelty.py",
         ),
-        equivalent={},
+        time_limit_s=3600,
+        equivalent={
+            "sage_env.tasks.pool.x__normalise__mutmut_8": "_normalise only feeds _fingerprint's "
+            'equality test; "XX XX" cannot occur in lower-cased text, so it separates the '
+            "words as one space does",
+            "sage_env.tasks.pool.x__fingerprint__mutmut_9": 'codec names are case-insensitive: '
+            '"UTF-8" is "utf-8"',
+            "sage_env.tasks.pool.x_exec_task_key__mutmut_11": "the prefix only keeps an "
+            "unparsed program's key apart from a normal form (ast output, never a raw \\x01); "
+            '"XX\\x01XX" does the same',
+            "sage_env.tasks.pool.x_exec_task_key__mutmut_13": "keys are only compared; the "
+            'words have no whitespace, so "XX XX" joins them as injectively as one space',
+            **{
+                f"sage_env.tasks.pool.xǁTaskPoolǁload__mutmut_{n}": "the last item of an id "
+                'split at "/" is the same whatever the maximum number of splits'
+                for n in (20, 23)
+            },
+            "sage_env.tasks.pool.x_shingles__mutmut_6": "with exactly n words the one n-gram is "
+            "the whole word list, which the short-text branch returns",
+            "sage_env.tasks.pool.xǁTaskPoolǁduplicate_of__mutmut_13": "_index_program never "
+            "stores the key None, so _programs.get(None) is None, as the else branch",
+            "sage_env.tasks.pool.xǁTaskPoolǁduplicate_of__mutmut_35": "the size test only skips "
+            "pairs whose Jaccard (<= small / big) cannot reach t; with small * big it skips "
+            "just the empty set's, and computing the others gives the same answer",
+        },
     ),
 }
 
@@ -151,43 +247,110 @@ def _status(code: int | None) -> str:
     return "suspicious"
 
 
-def _diff(work: Path, name: str) -> str:
+_DIFFS = """
+import json, sys
+import mutmut.__main__ as mm
+out = {}
+for name in json.loads(sys.stdin.read()):
+    try:
+        out[name] = mm.get_diff_for_mutant(name, path=mm.find_mutant(name).path)
+    except Exception as e:  # noqa: BLE001 - reported in the JSON instead of the diff
+        out[name] = f"(no diff: {type(e).__name__}: {e})"
+print(json.dumps(out))
+"""
+
+
+def _diffs(work: Path, names: list[str]) -> dict[str, str]:
+    """Each mutant's diff (what ``mutmut show`` prints), from one process for all of them."""
+    if not names:
+        return {}
     out = subprocess.run(
-        [sys.executable, "-m", "mutmut", "show", name],
+        [sys.executable, "-c", _DIFFS],
+        input=json.dumps(names),
         cwd=work,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
-    return out.stdout.split("\n", 1)[1] if "\n" in out.stdout else out.stdout + out.stderr
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {n: f"(no diff: {out.stderr[-300:]})" for n in names}
 
 
-def run(module: str, time_limit_s: int | None = None, keep: bool = False) -> dict:
-    """Run mutmut on ``TARGETS[module]`` and return (and write) its summary."""
+def _selected(name: str, functions: tuple[str, ...]) -> bool:
+    return not functions or any(name.startswith(f + "__mutmut_") for f in functions)
+
+
+def run(
+    module: str,
+    time_limit_s: int | None = None,
+    keep: bool = False,
+    functions: tuple[str, ...] | None = None,
+    workers: int = 1,
+    write: bool = True,
+    resume: str | os.PathLike | None = None,
+    summarise_only: bool = False,
+    only: list[str] | None = None,
+) -> dict:
+    """Run mutmut on ``TARGETS[module]`` and return (and write) its summary.
+
+    ``functions`` (default: the target's own) restricts the run to those functions' mutants;
+    ``write=False`` leaves the committed JSON alone (the CI check). ``resume``: a scratch copy
+    kept by an earlier run (``--keep``): its test files are replaced by the current ones and
+    only its survivors and unchecked mutants run again (tests only added since: a mutant
+    killed then is still killed). ``summarise_only`` (with ``resume``): no mutmut run, only
+    the summary of what the kept copy holds.
+    """
     target = TARGETS[module]
     limit = time_limit_s or target.time_limit_s
-    work = Path(tempfile.mkdtemp(prefix=f"sage-mutation-{module}-"))
+    functions = target.functions if functions is None else functions
+    names = list(only) if only else [f + "__mutmut_*" for f in functions]
+    if resume is not None:  # a kept scratch copy: its survivors and unchecked mutants again
+        work, keep = Path(resume), True
+        meta = json.loads((work / "mutants" / (target.source + ".meta")).read_text())
+        names = [
+            n
+            for n, c in meta["exit_code_by_key"].items()
+            if _selected(n, functions) and _status(c) not in ("killed", "timeout")
+        ]
+        for test in target.tests:  # the tests as they are now (mutmut runs them in mutants/)
+            path = test.split("::")[0]
+            for dest in (work / path, work / "mutants" / path):
+                shutil.copy2(ROOT / path, dest)
+    else:
+        work = Path(tempfile.mkdtemp(prefix=f"sage-mutation-{module}-"))
     try:
-        _scratch_copy(target, work)
+        if resume is None:
+            _scratch_copy(target, work)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         started = time.monotonic()
+        # a session of its own: at the time limit mutmut and its workers go together
+        if summarise_only:
+            names = ["--help"]  # mutmut prints its usage and runs nothing
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(workers)] + names,
+            cwd=work,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "mutmut", "run", "--max-children", "1"],
-                cwd=work,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=limit,
-            )
-            rc, tail = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
-        except subprocess.TimeoutExpired as e:
-            rc, tail = None, str(e.stdout or "")[-3000:]
+            out, _ = proc.communicate(timeout=limit)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            rc = None
+        tail = (out or "")[-3000:]
         wall = time.monotonic() - started
         meta_path = work / "mutants" / (target.source + ".meta")
         if not meta_path.exists():
             raise RuntimeError(f"mutmut produced no results (rc {rc}):\n{tail}")
         codes = json.loads(meta_path.read_text())["exit_code_by_key"]
+        codes = {n: c for n, c in codes.items() if _selected(n, functions)}
         if codes and all(c is None for c in codes.values()):
             raise RuntimeError(f"mutmut checked no mutant (rc {rc}):\n{tail}")
         by_status: dict[str, list[str]] = {}
@@ -201,6 +364,7 @@ def run(module: str, time_limit_s: int | None = None, keep: bool = False) -> dic
             "module": target.source,
             "tool": f"mutmut=={MUTMUT_VERSION}",
             "tests": list(target.tests),
+            "functions": list(functions),
             "mutants": len(codes),
             "killed": len(by_status.get("killed", [])),
             "survived": len(survived),
@@ -211,19 +375,109 @@ def run(module: str, time_limit_s: int | None = None, keep: bool = False) -> dic
             "equivalent": equivalent,
             "kill_rate": round(killed / scored, 4) if scored else None,
             "kill_rate_note": "(killed + timeouts) / (mutants - equivalent - not_checked)",
-            "wall_s": round(wall),
+            "wall_s": None if summarise_only else round(wall),
             "finished": rc is not None,
-            "survivors": {n: _diff(work, n) for n in survived + by_status.get("no_tests", [])},
+            "resumed": resume is not None,
+            "survivors": _diffs(work, survived + by_status.get("no_tests", [])),
         }
     finally:
         if keep:
             print(f"scratch copy kept: {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"{module}.json"
-    out.write_text(json.dumps(summary, indent=2) + "\n")
+    if write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        out = RESULTS / f"{module}.json"
+        out.write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _functions_of(source: str) -> dict[str, str]:
+    """Mutmut's name of each function and method of ``source`` -> its source text."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    out = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[f"x_{node.name}"] = ast.get_source_segment(source, node) or ""
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    seg = ast.get_source_segment(source, item) or ""
+                    out[f"x\u01c1{node.name}\u01c1{item.name}"] = seg
+    return out
+
+
+def changed_functions(ref: str) -> dict[str, tuple[str, ...]]:
+    """Per target: the functions (mutmut names, within its ``functions``) of its source that
+    differ from ``ref`` (the working tree against that commit; a new file: all of them)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, target in TARGETS.items():
+        path = ROOT / target.source
+        now = path.read_text() if path.exists() else ""
+        old = subprocess.run(
+            ["git", "show", f"{ref}:{target.source}"], cwd=ROOT, capture_output=True, text=True
+        )
+        before = _functions_of(old.stdout) if old.returncode == 0 else {}
+        module = target.source.removesuffix(".py").replace("/", ".")
+        changed = tuple(
+            f"{module}.{fn}"
+            for fn, text in _functions_of(now).items()
+            if before.get(fn) != text and _selected(f"{module}.{fn}__mutmut_0", target.functions)
+        )
+        if changed:
+            out[name] = changed
+    return out
+
+
+def _diff_lines(diff: str) -> tuple[str, ...]:
+    """The removed and added lines of a mutant's diff (its name's number and context aside)."""
+    return tuple(
+        line.strip()
+        for line in diff.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    )
+
+
+def check_changed(ref: str, max_minutes: float, workers: int = 1) -> int:
+    """The CI check: mutants of the critical functions changed since ``ref``; 0 if none
+    survives that the committed results do not list, 1 otherwise."""
+    known = subprocess.run(["git", "rev-parse", "--verify", "-q", ref], cwd=ROOT, capture_output=True)
+    if known.returncode != 0:
+        print(f"mutation check: {ref} is not a commit of this clone (a shallow clone?)")
+        return 2
+    todo = changed_functions(ref)
+    if not todo:
+        print(f"mutation check: no critical-path function changed since {ref}")
+        return 0
+    deadline = time.monotonic() + max_minutes * 60
+    failed = False
+    for module, functions in todo.items():
+        left = deadline - time.monotonic()
+        if left < 30:
+            print(f"mutation check: out of time before {module} ({', '.join(functions)})")
+            return 1
+        committed_path = RESULTS / f"{module}.json"
+        committed = json.loads(committed_path.read_text()) if committed_path.exists() else {}
+        known = set(committed.get("survivors", {})) | set(TARGETS[module].equivalent)
+        known_diffs = {_diff_lines(d) for d in committed.get("survivors", {}).values()}
+        print(f"mutation check: {module}: {', '.join(f.rsplit('.', 1)[-1] for f in functions)}")
+        s = run(module, int(left), functions=functions, workers=workers, write=False)
+        new = {
+            n: d for n, d in s["survivors"].items() if n not in known and _diff_lines(d) not in known_diffs
+        }
+        print(
+            f"  {s['mutants']} mutants, {s['killed'] + s['timeouts']} killed, "
+            f"{s['survived']} survived ({s['survived'] - len(new)} already listed), "
+            f"{s['not_checked']} not checked"
+        )
+        for n, d in new.items():
+            print(f"  NEW SURVIVOR {n}\n{d}")
+        if new or s["not_checked"]:
+            failed = True
+    return 1 if failed else 0
 
 
 def main() -> None:
@@ -232,12 +486,34 @@ def main() -> None:
     parser.add_argument("--time-limit", type=int, help="seconds; default: the module's own")
     parser.add_argument("--keep", action="store_true", help="keep the scratch copy (mutmut show)")
     parser.add_argument("--list", action="store_true", help="list the modules and their tests")
+    parser.add_argument("--workers", type=int, default=1, help="mutmut's --max-children")
+    parser.add_argument(
+        "--resume", metavar="DIR", help="a kept scratch copy: rerun its survivors and unchecked"
+    )
+    parser.add_argument(
+        "--summarise", metavar="DIR", help="a kept scratch copy: write its summary, run nothing"
+    )
+    parser.add_argument(
+        "--changed-since", metavar="REF", help="CI: only the critical functions changed since REF"
+    )
+    parser.add_argument(
+        "--max-minutes", type=float, default=5.0, help="with --changed-since: the time bound"
+    )
     args = parser.parse_args()
+    if args.changed_since:
+        sys.exit(check_changed(args.changed_since, args.max_minutes, args.workers))
     if args.list or not args.module:
         for name, t in TARGETS.items():
             print(f"{name:12s} {t.source}  <- {', '.join(t.tests)}")
         return
-    s = run(args.module, args.time_limit, args.keep)
+    s = run(
+        args.module,
+        args.time_limit,
+        args.keep,
+        workers=args.workers,
+        resume=args.resume or args.summarise,
+        summarise_only=bool(args.summarise),
+    )
     print(
         f"{s['module']}: {s['mutants']} mutants, {s['killed']} killed, {s['timeouts']} timeouts, "
         f"{s['survived']} survived, {len(s['equivalent'])} equivalent, "

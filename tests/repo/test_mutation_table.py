@@ -30,9 +30,18 @@ def test_every_mutation_target_names_existing_files(name):
     for test in target.tests:
         assert (ROOT / test.split("::")[0]).is_file(), test
     assert all(reason.strip() for reason in target.equivalent.values())
-    # an equivalent mutant names a function of this module (mutmut: <module>.x_<fn>__mutmut_N)
+    # an equivalent mutant names a function of this module (mutmut: <module>.x_<fn>__mutmut_N,
+    # a method <module>.xǁ<Class>ǁ<method>__mutmut_N)
     module = target.source.removesuffix(".py").replace("/", ".")
-    assert all(name.startswith(module + ".x_") for name in target.equivalent), name
+    functions = MUTATION._functions_of((ROOT / target.source).read_text())
+    for mutant in target.equivalent:
+        assert mutant.startswith(module + "."), mutant
+        fn = mutant[len(module) + 1 :].partition("__mutmut_")[0]
+        assert fn in functions, mutant
+        assert MUTATION._selected(mutant, target.functions), mutant
+    # a restricted target names functions the module has
+    for fn in target.functions:
+        assert fn.startswith(module + ".") and fn[len(module) + 1 :] in functions, fn
 
 
 @pytest.mark.parametrize(
@@ -46,3 +55,50 @@ def test_committed_mutation_results_agree_with_the_table(path):
     scored = result["mutants"] - len(result["equivalent"]) - result["not_checked"]
     assert result["kill_rate"] == round((result["killed"] + result["timeouts"]) / scored, 4)
     assert result["survived"] + result["no_tests"] == len(result["survivors"])
+
+
+def test_functions_are_named_as_mutmut_names_them():
+    source = "def f(x):\n    return x\n\nclass C:\n    def m(self):\n        return 1\n"
+    assert MUTATION._functions_of(source) == {
+        "x_f": "def f(x):\n    return x",
+        "x\u01c1C\u01c1m": "def m(self):\n        return 1",
+    }
+    assert MUTATION._selected("a.x_f__mutmut_3", ("a.x_f",))
+    assert not MUTATION._selected("a.x_ff__mutmut_3", ("a.x_f",))
+    assert MUTATION._selected("a.x_ff__mutmut_3", ())
+
+
+def test_a_survivor_is_known_by_its_changed_lines_whatever_its_number():
+    diff = "--- a.py\n+++ a.py\n@@ -3,1 +3,1 @@\n     y = 1\n-    x = a - b\n+    x = a + b\n"
+    assert MUTATION._diff_lines(diff) == ("-    x = a - b", "+    x = a + b")
+
+
+def test_the_ci_check_passes_at_once_when_no_critical_function_changed(monkeypatch, capsys):
+    monkeypatch.setattr(MUTATION, "changed_functions", lambda ref: {})
+    monkeypatch.setattr(MUTATION, "run", lambda *a, **k: pytest.fail("nothing to run"))
+    assert MUTATION.check_changed("HEAD", 5) == 0
+    assert "no critical-path function changed" in capsys.readouterr().out
+
+
+def test_the_ci_check_fails_on_a_new_survivor_only(monkeypatch, tmp_path):
+    target = MUTATION.TARGETS["trr"]
+    module = target.source.removesuffix(".py").replace("/", ".")
+    listed = f"{module}.x_f__mutmut_1"
+    committed = {"survivors": {listed: "--- a\n+++ a\n-    x = 1\n+    x = 2\n"}}
+    (tmp_path / "trr.json").write_text(json.dumps(committed))
+    monkeypatch.setattr(MUTATION, "RESULTS", tmp_path)
+    monkeypatch.setattr(MUTATION, "changed_functions", lambda ref: {"trr": (f"{module}.x_f",)})
+
+    def fake_run(survivors):
+        def run(module_name, limit, functions, workers, write):
+            assert not write and functions == (f"{module}.x_f",)
+            return {"mutants": 3, "killed": 3 - len(survivors), "timeouts": 0,
+                    "survived": len(survivors), "not_checked": 0, "survivors": survivors}
+        return run
+
+    # the listed survivor, under its own name or renumbered: known
+    for name in (listed, f"{module}.x_f__mutmut_7"):
+        monkeypatch.setattr(MUTATION, "run", fake_run({name: "-    x = 1\n+    x = 2\n"}))
+        assert MUTATION.check_changed("HEAD", 5) == 0
+    monkeypatch.setattr(MUTATION, "run", fake_run({f"{module}.x_f__mutmut_2": "-    x = 1\n+    x = 3\n"}))
+    assert MUTATION.check_changed("HEAD", 5) == 1

@@ -296,3 +296,15 @@ def test_solvability_evidence_by_rule_and_domain():
     assert needs_solvability_evidence("learnability", "math")
     assert needs_solvability_evidence("band", "code")
     assert not needs_solvability_evidence("band", "exec")
+
+
+def test_gate_alpha_and_quality_gate_per_domain():
+    # issue 49: the per-domain gate at a non-default value (the mutation CI check's first find)
+    from sage_env.rewards import gate_alpha, quality_gate
+
+    cfg = RewardConfig(alpha=0.7, domain_alpha={"exec": 0.4, "code": 1})
+    assert gate_alpha(cfg, "exec") == 0.4
+    assert gate_alpha(cfg, "math") == 0.7 and gate_alpha(cfg) == 0.7
+    assert gate_alpha(cfg, "code") == 1.0 and type(gate_alpha(cfg, "code")) is float
+    assert quality_gate(0.45, cfg, "exec") and not quality_gate(0.45, cfg, "math")
+    assert not quality_gate(0.45, cfg)
