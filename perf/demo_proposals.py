@@ -63,10 +63,10 @@ def main(argv: list[str] | None = None) -> dict:
     import sage_env
     from learners.policy import HFPolicy
     from learners.rollout import RolloutDriver
-    from learners.training.build import _warm_up
+    from learners.training.build import _warm_up, sampling_config
     from learners.training.monitors import CriticProbe
     from learners.training.presets import PRESETS
-    from learners.types import SamplingConfig, action_text
+    from learners.types import action_text
     from sage_env.env_setup import make_pool
     from sage_env.protocols.azr import vet_exec_challenge
     from sage_env.tasks.exec_tasks import MODES, exec_mode, load_exec_seeds
@@ -102,13 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
                 continue
             obs = dict(env.observe("challenger_0"))
             items[mode].append((obs, env.protocol.reference, list(env.protocol.exec_refs)))
-        sampling = SamplingConfig(
-            max_new_tokens=cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            max_prompt_tokens=cfg.max_prompt_tokens,
-            batch_size=cfg.generation_batch_size,
-        )
+        sampling = sampling_config(cfg)
         driver = RolloutDriver(
             [env], policy, sampling, cfg.phase_max_new_tokens, cfg.phase_stop_strings
         )

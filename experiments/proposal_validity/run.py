@@ -132,16 +132,11 @@ def prompts(cfg, mode: str, n: int) -> tuple[object, list[tuple[dict, object, li
 def measure(cfg, policy, n: int, keep: int) -> dict:
     """Sample and vet ``n`` proposals per mode; the figures of the module docstring."""
     from learners.rollout import RolloutDriver
-    from learners.types import SamplingConfig, action_text
+    from learners.training.build import sampling_config
+    from learners.types import action_text
     from sage_env.protocols.azr import vet_exec_proposal
 
-    sampling = SamplingConfig(
-        max_new_tokens=cfg.max_new_tokens,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        max_prompt_tokens=cfg.max_prompt_tokens,
-        batch_size=cfg.generation_batch_size,
-    )
+    sampling = sampling_config(cfg)
     modes = {}
     for mode in MODES:
         env, items = prompts(cfg, mode, n)

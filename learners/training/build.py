@@ -68,6 +68,18 @@ class Run:
     holds its own flag); on the main process only."""
 
 
+def sampling_config(cfg: TrainConfig) -> SamplingConfig:
+    """The rollouts' sampling settings of a run: ``cfg``'s budget, temperature, top-p, prompt
+    cap and generation batch (phase budgets and stop strings go to the driver separately)."""
+    return SamplingConfig(
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        max_prompt_tokens=cfg.max_prompt_tokens,
+        batch_size=cfg.generation_batch_size,
+    )
+
+
 def build_run(
     cfg: TrainConfig,
     out: Path,
@@ -118,13 +130,7 @@ def build_run(
             )
         )
         stack.callback(envs[-1].close)
-    sampling = SamplingConfig(
-        max_new_tokens=cfg.max_new_tokens,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        max_prompt_tokens=cfg.max_prompt_tokens,
-        batch_size=cfg.generation_batch_size,
-    )
+    sampling = sampling_config(cfg)
     driver = RolloutDriver(envs, policy, sampling, cfg.phase_max_new_tokens, cfg.phase_stop_strings)
     log = None
     if distributed.is_main():  # only rank 0 writes (accelerate logs on the main process only)
