@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sage_env.protocols.check import GARBAGE
-from sage_env.protocols.registry import available_protocols
+from sage_env.protocols.registry import available_protocols, make_protocol
 from tests.scripted import CODE_SEED, MATH_SEED
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "reward_golden.json"
@@ -126,11 +126,19 @@ def play(protocol: str, case: str, player_kind: str, seed: int) -> list[list[Any
     return record
 
 
+def builtin_protocols() -> list[str]:
+    """The registered protocols that ``sage_env`` itself defines (tests register their own, such
+    as ``echo_test``, in the same process; those are not in the record)."""
+    return [
+        p for p in available_protocols() if type(make_protocol(p)).__module__.startswith("sage_env.")
+    ]
+
+
 def cases() -> list[tuple[str, str, str, int]]:
     """Every (protocol, config case, player, seed) the record holds."""
     return [
         (p, c, k, s)
-        for p in sorted(available_protocols())
+        for p in builtin_protocols()
         for c in CONFIGS
         if p in ONLY.get(c, {p})
         for k in PLAYERS

@@ -98,6 +98,15 @@ def test_a_signal_stops_train_in_one_line_and_resume_matches_an_unstopped_run(
 
 
 def test_a_signal_inside_deferred_waits_for_the_block_to_end():
+    before = signal.getsignal(signal.SIGINT)  # SIG_IGN in a background job (nohup, &)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a foreground run
+    try:
+        _signal_inside_deferred()
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _signal_inside_deferred():
     done = []
     with pytest.raises(Interrupted) as caught, stop_on_signals():
         with deferred():
