@@ -326,7 +326,7 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         rollout=dataclasses.replace(RolloutConfig(), engine=cfg.engine),
         val_every=0,
         heldout="",  # the held-out sets are scored here, not by the run
-        # the probe runs once, before the first step (val_every = 0), and sets the gate
+        # the probe sets the gate before the first step, every gate_probe_every steps and at the end
         critic_probe_size=probe,
         gate_calibration=probe > 0,
         gate_per_domain=probe > 0,
