@@ -79,6 +79,14 @@ class EvolutionConfig:
     warmup_steps: int = 24
     """Steps of the shared format warm-up (the demo preset's other warm-up settings); 0: the
     arms start from the untouched model."""
+    warmup_critic_reviews: int = 0
+    """Extra critic demonstrations on execution questions in the warm start
+    (:func:`sage_env.protocols.demonstrations.build_exec_reviews`: intact seed questions scored
+    8-9, corrupted ones 2-3), on top of the ``sage`` warm-up's own (14 of its 48 at the demo
+    preset's mix); give ``warmup_steps`` room for them (4 demonstrations a step). With 14, the
+    warmed critic told intact from corrupted execution questions at AUC 0.57-0.61, and the
+    ``sage`` gate passed about half the valid proposals by score noise (issue 47;
+    ``experiments/self_evolution/critic_check.py`` measures it)."""
     domains: str = "exec"
     """``EnvConfig.domains`` of every arm (``azr`` always trains on execution tasks)."""
     max_steps: int = 20
@@ -171,9 +179,14 @@ def warm_demonstrations(cfg: EvolutionConfig, warmup: Any) -> list:
     cover every arm. The validation split is excluded, as training excludes it.
     """
     import sage_env
-    from sage_env.protocols.demonstrations import demonstrations_for
+    from sage_env.protocols.demonstrations import (
+        build_exec_reviews,
+        demonstrations_for,
+        exec_seeds,
+    )
 
     seeds = sage_env.load_seeds()
+    validation = sage_env.load_validation()
     domains = tuple(cfg.domains.split(","))
     out = []
     for protocol in ("azr", "sage"):
@@ -184,8 +197,15 @@ def warm_demonstrations(cfg: EvolutionConfig, warmup: Any) -> list:
             warmup.num_demonstrations,
             warmup.mix,
             seed=warmup.seed,
-            exclude=sage_env.load_validation(),
+            exclude=validation,
             math_grounding="program",
+        )
+    if cfg.warmup_critic_reviews > 0:  # a draw of their own, not the sage warm-up's again
+        out += build_exec_reviews(
+            exec_seeds(seeds),
+            cfg.warmup_critic_reviews,
+            seed=warmup.seed + 1,
+            exclude_ids={t.task_id for t in validation},
         )
     return out
 

@@ -121,3 +121,30 @@ def test_frozen_arm_trains_with_a_frozen_pool():
     assert t.env.protocol == "sage" and t.env.pool_admission == "frozen"
     assert Path(t.out).parent.name == "sage-frozen-pool"
     assert lc.train_config(lc.CurveConfig(), "sage").env.pool_admission == "gate"
+
+
+def test_warm_start_critic_reviews_add_exec_reviews_half_corrupted():
+    """``warmup_critic_reviews = n`` adds n critic demonstrations on execution questions to the
+    shared warm start (half intact scored 8-9, half corrupted scored 2-3), none from the
+    validation split, and changes the warm start's cache key."""
+    from learners.training.presets import PRESETS
+    from learners.training.warmup import cache_key
+    from sage_env import load_validation
+
+    warmup = PRESETS["demo"].warmup
+    base = se.warm_demonstrations(se.EvolutionConfig(), warmup)
+    more = se.warm_demonstrations(se.EvolutionConfig(warmup_critic_reviews=10), warmup)
+    assert more[: len(base)] == base
+    extra = more[len(base) :]
+    assert len(extra) == 10 and {d.role for d in extra} == {"critic"}
+    scores = [int(d.target.split("</score>")[0]) for d in extra]
+    assert all(s in (8, 9) for s in scores[0::2]) and all(s in (2, 3) for s in scores[1::2])
+    from sage_env.tasks.exec_tasks import load_exec_seeds
+
+    prompts = {t.task_id: t.prompt for t in load_exec_seeds()}
+    assert all(prompts[d.task_ids[0]] in d.observation["user"] for d in extra[0::2])
+    assert not any(prompts[d.task_ids[0]] in d.observation["user"] for d in extra[1::2])
+    banned = {t.task_id for t in load_validation()}
+    assert not any(set(d.task_ids) & banned for d in extra)
+    model = "smollm2-135m-instruct"
+    assert cache_key(model, warmup, more) != cache_key(model, warmup, base)
