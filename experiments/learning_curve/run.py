@@ -141,6 +141,9 @@ class CurveConfig:
     gate_probe_every: int = 0
     """With ``gate_probe_size``: probe the critic and recalibrate the gate every this many
     steps as well (``TrainConfig.probe_every``; 0: before the first step and after the last)."""
+    gate_intact_pass: float | None = None
+    """With ``gate_probe_size``: ``TrainConfig.gate_intact_pass``, the least share of the
+    probe's intact seed questions the calibrated gate passes (``None``: the preset's)."""
     gate_probe_size: int = 0
     """Critic probe items (intact and corrupted seed questions of the arm's domains) that
     calibrate the quality gate of every arm whose protocol reads critic scores, once before
@@ -331,6 +334,9 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         gate_calibration=probe > 0,
         gate_per_domain=probe > 0,
         probe_every=cfg.gate_probe_every if probe > 0 else 0,
+        gate_intact_pass=(
+            tcfg.gate_intact_pass if cfg.gate_intact_pass is None else cfg.gate_intact_pass
+        ),
         save_every=cfg.eval_every,
         keep_checkpoints=1,
         report_to="none",

@@ -150,6 +150,8 @@ SETTING_KEYS = (
     "lr",
     "gate_probe_size",
     "gate_probe_every",
+    "gate_intact_pass",
+    "warmup_critic_reviews",
     "precision",
 )
 """Keys ``[settings]`` may hold (``lr`` absent: the demo preset's)."""

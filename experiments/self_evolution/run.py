@@ -115,6 +115,12 @@ class EvolutionConfig:
     trains (``TrainConfig.probe_every``). Calibrated once, the gate accepted 6 of 7 valid
     exec proposals in steps 1-4 and 2 of 9 in steps 5-7: the critic's scores drifted down
     under it (issue 47)."""
+    gate_intact_pass: float | None = 0.75
+    """With ``gate_probe_size``: the calibrated gate passes at least this share of the probe's
+    intact execution seeds (``TrainConfig.gate_intact_pass``). Youden's threshold alone passed
+    37-77% of them on the warm start's compressed critic scale (AUC 0.75-0.84, intact and
+    corrupted mean q 0.01-0.02 apart), and a valid proposal's truth is already computed
+    (issue 47; ``critic_check.py``). ``None``: Youden's threshold alone."""
     out: str = "runs/self_evolution"
     """Where the summary, table and plots go (default under the git-ignored ``runs/``; give
     ``benchmarks/results/self_evolution`` to publish)."""
@@ -162,6 +168,7 @@ class EvolutionConfig:
             lr=self.lr,
             gate_probe_size=self.gate_probe_size,
             gate_probe_every=self.gate_probe_every,
+            gate_intact_pass=self.gate_intact_pass,
             seed=seed,
             out=str(Path(self.out) / f"seed{seed}"),
             runs=str(Path(self.runs) / f"seed{seed}"),

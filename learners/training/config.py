@@ -195,6 +195,17 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     (``sage_env.diagnostics.critic_probe.seed_quantile``), so that the gate does not ask more of a
     generated task than the critic gives a typical real one. ``None`` keeps the configured
     alpha. Logged as ``gate/alpha`` and ``gate/youden`` (1 when Youden's threshold was used)."""
+    gate_intact_pass: float | None = None
+    """With ``gate_calibration``: the least share of the probe's intact seed questions the
+    calibrated gate must pass, whatever threshold Youden's J picked: alpha is capped at the q
+    that this share of the intact items reaches (``critic_probe.seed_quantile`` at
+    ``1 - gate_intact_pass``). Youden's J weighs a rejected good task and a passed broken one
+    alike; a pool gate whose proposals already passed the environment's own checks (an
+    execution task's output is computed) loses more by the first. A 135M critic ranks
+    execution questions (AUC 0.75-0.84) on a compressed scale (intact and corrupted mean q
+    0.01-0.02 apart), so Youden's threshold passed 37-77% of the intact seeds, depending on
+    the probe's draw (issue 47; ``experiments/self_evolution/critic_check.py``). ``None``
+    (default): Youden's threshold alone."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -222,6 +233,9 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
         q = self.gate_seed_quantile
         if q is not None and not 0.0 <= q <= 1.0:
             raise ValueError(f"gate_seed_quantile must be in [0, 1] or None, got {q}")
+        share = self.gate_intact_pass
+        if share is not None and not 0.0 < share <= 1.0:
+            raise ValueError(f"gate_intact_pass must be in (0, 1] or None, got {share}")
         check_report_to(self.report_to)
         parse_heldout(self.heldout)  # a bad entry fails here, before anything loads
         if self.gate_calibration and self.critic_probe_size == 1:

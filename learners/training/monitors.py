@@ -203,7 +203,8 @@ class CriticProbe:
 
     def _gate(self, items: list, replies: list) -> tuple[float, float]:
         """``(alpha, youden)`` calibrated on ``items``: Youden's threshold, else (critic at
-        chance) ``min(alpha, the gate_seed_quantile of the intact items)``, else alpha."""
+        chance) ``min(alpha, the gate_seed_quantile of the intact items)``, else alpha; with
+        ``gate_intact_pass``, never above the q that this share of the intact items reaches."""
         cfg, rules = self.cfg, self.cfg.env.rewards
         estimate = rules.critic_score_estimate
         threshold = critic_probe.best_threshold(
@@ -215,6 +216,11 @@ class CriticProbe:
                 items, replies, cfg.gate_seed_quantile, rules.critic_score_rule, estimate
             )
             alpha = rules.alpha if level is None else min(rules.alpha, level)
+        if cfg.gate_intact_pass is not None:
+            floor = critic_probe.seed_quantile(
+                items, replies, 1.0 - cfg.gate_intact_pass, rules.critic_score_rule, estimate
+            )
+            alpha = alpha if floor is None else min(alpha, floor)
         return alpha, float(threshold is not None)
 
     def _domain_gates(self, replies: list, qs: list[float], envs: list) -> dict[str, float]:

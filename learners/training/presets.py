@@ -73,6 +73,11 @@ PRESETS: dict[str, TrainConfig] = {
         # math/code questions alone, asked 0.25-0.29 (0 of 48 proposals pooled; issue 47;
         # docs/write-ups/demo-run.md)
         gate_per_domain=True,
+        # and never rejecting more than a quarter of the probe's intact seed questions: the
+        # critic ranks execution questions (AUC 0.75-0.84) on a compressed scale, where Youden's
+        # threshold passed 37-77% of the intact seeds (issue 47; the gate passed 2 of the last
+        # demo run's 11 valid exec proposals)
+        gate_intact_pass=0.75,
         # the Challenger's execution demonstrations ask for what the validator needs: induction
         # writes numbered input blocks (```input 1, ```input 2 ...; its 9 proposals of the last
         # demo run held one input each) and deduction/abduction demonstrate one-argument

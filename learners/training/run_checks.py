@@ -171,7 +171,7 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
     that another one overrides: ``max_new_tokens`` when
     ``phase_max_new_tokens`` sets every phase of the protocol, ``val_limit``/``val_max_new_tokens``/
     ``val_at_start`` with ``val_every = 0``, ``env.turn_order`` under a protocol other than
-    ``"sage"``, ``gate_seed_quantile`` and ``gate_per_domain`` without
+    ``"sage"``, ``gate_seed_quantile``, ``gate_per_domain`` and ``gate_intact_pass`` without
     ``gate_calibration``, ``warmup.*`` with ``warmup.steps = 0``.
 
     Returns:
@@ -228,7 +228,7 @@ def ignored_settings(cfg: Any, base: Any | None = None) -> list[str]:
                     f"{name} = {getattr(cfg, name)} does nothing without validation "
                     "(val_every = 0): add --val-every N"
                 )
-    for name in ("gate_seed_quantile", "gate_per_domain"):
+    for name in ("gate_seed_quantile", "gate_per_domain", "gate_intact_pass"):
         if not cfg.gate_calibration and changed(name):
             out.append(
                 f"{name} = {getattr(cfg, name)} does nothing without "

@@ -140,3 +140,54 @@ def test_domain_weights_survive_a_change_of_domains():
     only = dataclasses.replace(cfg, domains=("exec",))
     assert only.domain_weight_list() == [4.0]
     assert dataclasses.replace(cfg, domains=("math",)).domain_weight_list() == [1.0]
+
+
+class NoisyJudge:
+    """Ranks intact above corrupted on average, but the intact scores spread 3-8: score
+    ``3 + i % 6`` for the i-th intact item, ``2 + i % 3`` for the i-th corrupted one."""
+
+    def __init__(self, probe):
+        self.rank = {}
+        n_good = n_bad = 0
+        for it in probe.items:
+            if it.intact:
+                self.rank[it.observation["user"]] = 3 + n_good % 6
+                n_good += 1
+            else:
+                self.rank[it.observation["user"]] = 2 + n_bad % 3
+                n_bad += 1
+
+    def score_distribution(self, observations, temperature=1.0, max_prompt_tokens=0):
+        return [onehot(self.rank[o["user"]]) for o in observations]
+
+
+def _intact_pass(report, probe, judge):
+    alpha = report["gate/alpha"]
+    good = [(judge.rank[it.observation["user"]] - 1) / 9 for it in probe.items if it.intact]
+    return sum(q >= alpha - 1e-12 for q in good) / len(good)
+
+
+@pytest.mark.parametrize("share", [0.75, 0.9, 1.0])
+def test_gate_intact_pass_caps_youdens_threshold(share):
+    """Youden's J on this judge picks score 5 (q = 4/9), which passes 4 of 6 intact levels; with
+    ``gate_intact_pass`` the gate passes at least that share of the intact items."""
+    plain = dataclasses.replace(_cfg(per_domain=False), gate_intact_pass=None)
+    probe = CriticProbe(plain, _seeds())
+    judge = NoisyJudge(probe)
+    youden = probe(judge, [sage_env.env(plain.env)])
+    assert youden["gate/youden"] == 1.0 and youden["gate/alpha"] == pytest.approx(4 / 9)
+    assert _intact_pass(youden, probe, judge) < 0.75
+
+    cfg = dataclasses.replace(plain, gate_intact_pass=share)
+    probe = CriticProbe(cfg, _seeds())
+    report = probe(judge, [sage_env.env(cfg.env)])
+    assert report["gate/alpha"] < youden["gate/alpha"]
+    assert _intact_pass(report, probe, judge) >= share
+    if share == 1.0:  # the lowest intact level, score 3
+        assert report["gate/alpha"] == pytest.approx(2 / 9)
+
+
+def test_gate_intact_pass_out_of_range_is_a_clear_error():
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="gate_intact_pass"):
+            dataclasses.replace(_cfg(per_domain=False), gate_intact_pass=bad)
