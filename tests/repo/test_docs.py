@@ -293,6 +293,29 @@ def test_scaling_guide_preset_table_matches_presets():
         assert float(row["lr"]) == cfg.learner.lr, name
 
 
+def test_prose_preset_figures_match_presets():
+    """The preset figures stated in prose: README command 1's steps, scaling.md's Qwen line."""
+    from learners.training.presets import PRESETS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    steps = re.search(r"`demo` preset, (\d+) steps", readme)
+    assert steps and int(steps.group(1)) == PRESETS["demo"].steps
+    scaling = (ROOT / "docs/guide/scaling.md").read_text(encoding="utf-8")
+    said = re.search(
+        r"Both Qwen presets train (\w+) weights with gradient checkpointing, k = (\d+) solver"
+        r"\s+samples,\s+(\d+) steps, a checkpoint every (\d+) steps",
+        scaling,
+    )
+    assert said, "scaling.md's line on what both Qwen presets share moved; update this test"
+    for name in ("paper", "paper-1gpu"):
+        cfg = PRESETS[name]
+        assert said.group(1) == {"bfloat16": "bf16"}.get(cfg.dtype), name
+        assert cfg.learner.gradient_checkpointing, name
+        assert int(said.group(2)) == cfg.env.solver_samples, name
+        assert int(said.group(3)) == cfg.steps, name
+        assert int(said.group(4)) == cfg.save_every, name
+
+
 def _column(row: dict[str, str], start: str) -> str:
     return next(c for c in row if c.startswith(start))
 
