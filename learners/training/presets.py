@@ -79,8 +79,8 @@ PRESETS: dict[str, TrainConfig] = {
         # demo run's 11 valid exec proposals)
         gate_intact_pass=0.75,
         # the Challenger's execution demonstrations ask for what the validator needs: induction
-        # writes numbered input blocks (```input 1, ```input 2 ...; its 9 proposals of the last
-        # demo run held one input each) and deduction/abduction demonstrate one-argument
+        # writes numbered input blocks (```input 1, ```input 2 ...; its 9 proposals of the demo
+        # run before this held one input each) and deduction/abduction demonstrate one-argument
         # programs (a missing argument broke 6 of their 20); perf/demo_proposals.py counts the
         # valid proposals per mode after this warm-up (docs/write-ups/demo-run.md, "Self-made
         # tasks in the pool")
@@ -93,10 +93,10 @@ PRESETS: dict[str, TrainConfig] = {
             # learned in the learning curve (docs/write-ups/learning.md, "Learning curve")
             domains=("math", "code", "exec"),
             # two rounds in three (and their share of the warm-up's demonstrations) on exec:
-            # the 135M Challenger's math and code proposals were valid 0 of 19 in the demo
-            # (claims that disagree with their own program, code failing its own tests) against
-            # 6 of 29 exec proposals, whose truth the sandbox computes; the demo pooled 3
-            # (docs/write-ups/demo-run.md, "Self-made tasks in the pool")
+            # the 135M Challenger's math and code proposals were valid 0 of 19 in each of the
+            # last two demo runs (claims that disagree with their own program, code failing its
+            # own tests) against 6 and 11 of 29 exec proposals, whose truth the sandbox
+            # computes (docs/write-ups/demo-run.md, "Self-made tasks in the pool")
             domain_weights={"exec": 4.0},
             solver_samples=2,
             # the round's two halves alternate, so a step's rounds make 3 generate calls of

@@ -205,9 +205,9 @@ PHASES_OF_ROLE = {
 """The phases a role's budget in the preset table stands for."""
 
 
-def _preset_rows() -> dict[str, dict[str, str]]:
-    """``{preset: {column: cell}}`` of the table under ``## Presets`` in training.md."""
-    text = (ROOT / "docs/guide/training.md").read_text(encoding="utf-8")
+def _preset_rows(doc: str = "docs/guide/training.md") -> dict[str, dict[str, str]]:
+    """``{preset: {column: cell}}`` of the table under ``## Presets`` in ``doc``."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
     block = text.split("\n## Presets\n", 1)[1].strip().split("\n\n", 1)[0]
     lines = [ln for ln in block.splitlines() if ln.startswith("|")]
     head = [c.strip() for c in lines[0].strip("|").split("|")]
@@ -228,6 +228,7 @@ def test_training_guide_preset_table_matches_presets():
         row = rows[name]
         assert cfg.model.split("/")[-1].lower() in row["model"].lower(), name
         assert ("GPU" in row["device"]) == (cfg.device == "cuda"), name
+        assert ("bf16" in row["device"]) == (cfg.dtype == "bfloat16"), name
         assert int(_first_number(row["steps"])) == cfg.steps, name
         said = re.search(r"validation at ([\d, and]+)\)", row["steps"])
         if said:  # "validation at 0, 6 and 12"
@@ -250,6 +251,73 @@ def test_training_guide_preset_table_matches_presets():
         else:
             assert int(_first_number(budget)) == cfg.max_new_tokens, name
             assert not cfg.phase_max_new_tokens, name
+
+
+def _numbers(cell: str) -> list[int]:
+    """The integers of a cell, ``1,024`` read as 1024."""
+    return [int(x.replace(",", "")) for x in re.findall(r"\d[\d,]*", cell)]
+
+
+def test_scaling_guide_preset_table_matches_presets():
+    from learners.training.presets import PRESETS
+
+    rows = _preset_rows("docs/guide/scaling.md")
+    assert set(rows) == set(PRESETS) - {"debug"}  # debug, for developing a learner: training.md
+    for name, row in rows.items():
+        cfg = PRESETS[name]
+        assert cfg.model.split("/")[-1].lower() in row["model"].lower(), name
+        processes = _numbers(row["processes"])[0]
+        assert ("CPU" in row["processes"]) == (cfg.device != "cuda"), name
+        rounds = _numbers(row["rounds per step"])
+        assert rounds[0] == cfg.rounds_per_step, name
+        if len(rounds) > 1:  # "8 per process = 64"
+            assert rounds[1] == processes * cfg.rounds_per_step, name
+        prompt, new, sequence = (c.strip() for c in row[_column(row, "lengths")].split("/"))
+        assert int(prompt) == cfg.max_prompt_tokens, name
+        if new.startswith("per phase"):  # "per phase, 40-192"
+            budgets = cfg.phase_max_new_tokens.values()
+            assert _numbers(new) == [min(budgets), max(budgets)], name
+        else:
+            assert int(new) == cfg.max_new_tokens and not cfg.phase_max_new_tokens, name
+        assert int(sequence) == cfg.learner.max_seq_tokens, name
+        assert int(row["generate batch"]) == cfg.generation_batch_size, name
+        micro = _numbers(row["micro batch"])  # "16 (at most 1,024 padded tokens)"
+        assert micro[0] == cfg.learner.micro_batch_size, name
+        capped = cfg.learner.micro_batch_tokens
+        assert micro[1:] == ([capped] if capped else []), name
+        lora = cfg.learner.lora
+        if row["LoRA"] == "off":
+            assert lora.r == 0, name
+        else:  # "r = 128, alpha 256"
+            assert _numbers(row["LoRA"]) == [lora.r, int(lora.alpha)], name
+        assert float(row["lr"]) == cfg.learner.lr, name
+
+
+def test_prose_preset_figures_match_presets():
+    """The preset figures stated in prose: README command 1's steps, scaling.md's Qwen line."""
+    from learners.training.presets import PRESETS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    steps = re.search(r"`demo` preset, (\d+) steps", readme)
+    assert steps and int(steps.group(1)) == PRESETS["demo"].steps
+    scaling = (ROOT / "docs/guide/scaling.md").read_text(encoding="utf-8")
+    said = re.search(
+        r"Both Qwen presets train (\w+) weights with gradient checkpointing, k = (\d+) solver"
+        r"\s+samples,\s+(\d+) steps, a checkpoint every (\d+) steps",
+        scaling,
+    )
+    assert said, "scaling.md's line on what both Qwen presets share moved; update this test"
+    for name in ("paper", "paper-1gpu"):
+        cfg = PRESETS[name]
+        assert said.group(1) == {"bfloat16": "bf16"}.get(cfg.dtype), name
+        assert cfg.learner.gradient_checkpointing, name
+        assert int(said.group(2)) == cfg.env.solver_samples, name
+        assert int(said.group(3)) == cfg.steps, name
+        assert int(said.group(4)) == cfg.save_every, name
+
+
+def _column(row: dict[str, str], start: str) -> str:
+    return next(c for c in row if c.startswith(start))
 
 
 QUICK = "<!-- quick"
