@@ -11,7 +11,7 @@ from __future__ import annotations
 from learners.algorithms.advantages import group_normalised_advantages
 from learners.algorithms.pg import PolicyGradientLearner
 from learners.algorithms.registry import register_learner
-from learners.rollout import Transition
+from learners.types import Transition
 
 
 @register_learner("grpo")

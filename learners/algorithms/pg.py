@@ -21,15 +21,15 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from learners import distributed, parallel
 from learners.algorithms.loss_result import check_advantages, check_loss_result
 from learners.algorithms.losses import clipped_policy_loss, kl_penalty
 from learners.algorithms.micro_batches import shared_prompt_units, token_chunks
 from learners.algorithms.optimizers import make_optimizer
 from learners.algorithms.pg_config import PGConfig
+from learners.distributed import collectives, data_parallel
 from learners.policy.protocols import TrainablePolicy
 from learners.rng_state import as_tuple as _as_tuple
-from learners.rollout import Transition
+from learners.types import Transition
 
 
 @dataclass
@@ -175,8 +175,8 @@ class PolicyGradientLearner:
         cfg = self.config
         if cfg.truncation == "zero":
             batch = [replace(t, reward=0.0) if t.truncated else t for t in batch]
-        # several ranks: statistics over every rank's batch (learners.distributed)
-        adv, everyone, adv_all = distributed.global_advantages(self._checked_advantages, batch)
+        # several ranks: statistics over every rank's batch (learners.distributed.collectives)
+        adv, everyone, adv_all = collectives.global_advantages(self._checked_advantages, batch)
         if not everyone:
             return {"num_sequences": 0.0}
         truncated_share = sum(t.truncated for t in everyone) / len(everyone)
@@ -210,7 +210,7 @@ class PolicyGradientLearner:
         order = list(range(len(batch)))
         for _ in range(cfg.ppo_epochs):
             self.rng.shuffle(order)
-            for mb in distributed.minibatches(order, cfg.num_minibatches, len(everyone)):
+            for mb in collectives.minibatches(order, cfg.num_minibatches, len(everyone)):
                 stats = self._step(
                     [batch[i] for i in mb],
                     [adv[i] for i in mb],
@@ -329,19 +329,19 @@ class PolicyGradientLearner:
         skip = self.skip_zero_advantage and not self.use_reference
         active = [i for i in range(len(batch)) if adv[i] != 0.0 or not skip]
         # normalisers of the whole minibatch: on several ranks, summed over them
-        n_tokens, n_seqs, n_active = distributed.global_counts(
+        n_tokens, n_seqs, n_active = collectives.global_counts(
             sum(len(t.completion_ids) for t in batch), len(batch), len(active)
         )
         skipped_share = 1.0 - n_active / max(n_seqs, 1)
         chunks = self._chunks(active, batch)
         # several ranks: as many passes everywhere, only the last reduces (DDP / FSDP2 sum)
-        parallel.require_prepared(self.policy)
-        n_passes = parallel.num_passes(len(chunks))
-        with parallel.update_step(self.policy):  # FSDP2: sharded inside, gathered after
+        data_parallel.require_prepared(self.policy)
+        n_passes = data_parallel.num_passes(len(chunks))
+        with data_parallel.update_step(self.policy):  # FSDP2: sharded inside, gathered after
             self._passes(chunks, n_passes, batch, adv, rescored, first, n_tokens, n_seqs, stats)
-            stats = distributed.sum_metrics(dict(stats))
+            stats = collectives.sum_metrics(dict(stats))
             stats["skipped_share"] = skipped_share
-            stats["grad_norm"] = parallel.clip_grad_norm(self.params, cfg.max_grad_norm)
+            stats["grad_norm"] = data_parallel.clip_grad_norm(self.params, cfg.max_grad_norm)
             self.optimizer.step()
         return dict(stats)
 
@@ -387,13 +387,13 @@ class PolicyGradientLearner:
             for p in self.params:
                 p.grad = torch.zeros_like(p)
         for k in range(n_passes):
-            with parallel.gradient_sync(self.policy, last=k == n_passes - 1):
+            with data_parallel.gradient_sync(self.policy, last=k == n_passes - 1):
                 if k < len(chunks):
                     self._micro_batch(
                         chunks[k], batch, adv, rescored, first, n_tokens, n_seqs, stats
                     )
                 else:  # fewer micro-batches than another rank: same collectives, zero gradient
-                    parallel.idle_pass(self.policy)
+                    data_parallel.idle_pass(self.policy)
 
     def _micro_batch(
         self,

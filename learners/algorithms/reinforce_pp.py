@@ -10,7 +10,7 @@ from __future__ import annotations
 from learners.algorithms.advantages import group_mean_whitened_advantages
 from learners.algorithms.pg import PolicyGradientLearner
 from learners.algorithms.registry import register_learner
-from learners.rollout import Transition
+from learners.types import Transition
 
 
 @register_learner("reinforce_pp")

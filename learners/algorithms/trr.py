@@ -9,18 +9,17 @@ the task-relative baseline of AZR (arXiv 2505.03335, Sec. 3.3.5) that SAGE (arXi
 from __future__ import annotations
 
 from learners.algorithms.advantages import group_normalised_advantages
-from learners.algorithms.losses import kl_penalty, token_logprobs
-from learners.algorithms.pg import PGConfig, PolicyGradientLearner
+from learners.algorithms.pg import PolicyGradientLearner
 from learners.algorithms.registry import register_learner
-from learners.rollout import Transition
-
-TRRConfig = PGConfig
-"""Hyperparameters of :class:`TRRLearner` (the shared :class:`~learners.algorithms.pg.PGConfig`)."""
+from learners.types import Transition
 
 
 @register_learner("trr")
 class TRRLearner(PolicyGradientLearner):
-    """TRR++: advantages normalised within each (role, domain) group."""
+    """TRR++: advantages normalised within each (role, domain) group.
+
+    Its hyperparameters are the shared :class:`~learners.algorithms.pg_config.PGConfig`.
+    """
 
     advantage_group = "role_domain"
 
@@ -33,6 +32,3 @@ class TRRLearner(PolicyGradientLearner):
         return group_normalised_advantages(
             [t.reward for t in batch], [t.group_key for t in batch], self.config.adv_eps
         )
-
-
-__all__ = ["TRRConfig", "TRRLearner", "group_normalised_advantages", "kl_penalty", "token_logprobs"]
