@@ -3,8 +3,9 @@
 The policy is an :class:`~learners.policy.HFPolicy` or any
 :class:`~learners.policy.TrainablePolicy`; LoRA is ``PGConfig.lora`` (hyperparameters:
 :mod:`learners.algorithms.pg_config`; micro-batches: :mod:`learners.algorithms.micro_batches`).
-Subclasses choose how sequence rewards become advantages
-(:meth:`PolicyGradientLearner.advantages`) and may replace the objective through one hook,
+Subclasses choose how sequence rewards become advantages: a registered estimator and a group
+key (``advantage_estimator``, ``advantage_group``), or their own
+:meth:`PolicyGradientLearner.advantages`; and may replace the objective through one hook,
 :meth:`PolicyGradientLearner.loss` (inputs: :class:`LossInputs`; output: loss and metrics);
 everything else — token log-probs, the optional reference model, AdamW, gradient clipping,
 micro-batching, truncation handling — lives here once. ``examples/dapo_clip_higher.py`` and
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
 
+from learners.algorithms.advantages import ADVANTAGE_ESTIMATORS
 from learners.algorithms.loss_result import check_advantages, check_loss_result
 from learners.algorithms.losses import clipped_policy_loss, kl_penalty
 from learners.algorithms.micro_batches import shared_prompt_units, token_chunks
@@ -30,6 +32,15 @@ from learners.distributed import collectives, data_parallel
 from learners.policy.protocols import TrainablePolicy
 from learners.rng_state import as_tuple as _as_tuple
 from learners.types import Transition
+
+ADVANTAGE_GROUPS: dict[str, Callable[[Transition], Hashable]] = {
+    "role_domain": lambda t: t.group_key,
+    "role_prompt": lambda t: (t.role, tuple(t.prompt_ids)),
+}
+"""The group key of a transition for each :attr:`PolicyGradientLearner.advantage_group`:
+``role_domain`` is TRR++'s task-relative group (role, domain), or (role, ``exec/<mode>``) on
+execution tasks (:attr:`learners.types.Transition.group_key`); ``role_prompt`` is GRPO's
+(role, prompt token ids), the k samples of one prompt."""
 
 
 @dataclass
@@ -92,9 +103,16 @@ class PolicyGradientLearner:
     extends ``PGConfig`` and sets this."""
     advantage_group: str | None = None
     """Which sequences share a baseline in :meth:`advantages`: ``"role_domain"``,
-    ``"role_prompt"`` or ``None`` (another or unknown rule). Declared next to an
-    ``advantages`` override; ``sage-env train`` reads it to refuse a config in which every
-    group holds one sequence (:func:`learners.training.run_checks.certain_no_update`)."""
+    ``"role_prompt"`` or ``None`` (another or unknown rule; :data:`ADVANTAGE_GROUPS`).
+    Declared next to :attr:`advantage_estimator` or an ``advantages`` override;
+    ``sage-env train`` reads it to refuse a config in which every group holds one sequence
+    (:func:`learners.training.run_checks.certain_no_update`)."""
+    advantage_estimator: str | None = None
+    """Name of a registered advantage estimator
+    (:data:`learners.algorithms.advantages.ADVANTAGE_ESTIMATORS`: ``"group_normalised"``,
+    ``"group_mean_whitened"``, or one of yours under ``@register_adv_est``) that
+    :meth:`advantages` runs over the :attr:`advantage_group` keys with ``config.adv_eps``; a
+    learner that sets both needs no ``advantages`` of its own (veRL's ``adv_estimator``)."""
 
     def __init__(
         self,
@@ -138,8 +156,26 @@ class PolicyGradientLearner:
         it False in a :meth:`loss` with terms that do not vanish at advantage 0."""
 
     def advantages(self, batch: list[Transition]) -> list[float]:
-        """One advantage per transition (override in subclasses)."""
-        raise NotImplementedError
+        """One advantage per transition, from the registered :attr:`advantage_estimator`.
+
+        It runs over the keys of :attr:`advantage_group` (:data:`ADVANTAGE_GROUPS`) with
+        ``config.adv_eps``; override it for another rule or a baseline with state.
+
+        Raises:
+            NotImplementedError: if the class names no estimator or no known group.
+            ValueError: on an unknown estimator name (listing the registered ones), or from
+                the estimator (a non-finite reward).
+        """
+        key = ADVANTAGE_GROUPS.get(self.advantage_group or "")
+        if self.advantage_estimator is None or key is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} sets no advantage_estimator and advantage_group "
+                f"({sorted(ADVANTAGE_GROUPS)}): set both or override advantages(batch)"
+            )
+        estimator = ADVANTAGE_ESTIMATORS.get(self.advantage_estimator)
+        return estimator(
+            [t.reward for t in batch], [key(t) for t in batch], eps=self.config.adv_eps
+        )
 
     def _checked_advantages(self, batch: list[Transition]) -> list[float]:
         """:meth:`advantages`, refused unless one finite float per transition.
