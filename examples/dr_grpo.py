@@ -23,7 +23,7 @@ import torch
 from learners.algorithms.advantages import group_centred_advantages
 from learners.algorithms.registry import register_learner
 from learners.algorithms.pg import LossInputs, PGConfig, PolicyGradientLearner
-from learners.rollout import Transition
+from learners.types import Transition
 
 
 @dataclass

@@ -20,7 +20,7 @@ from collections import defaultdict
 from learners.algorithms.advantages import is_constant
 from learners.algorithms.pg import PolicyGradientLearner
 from learners.algorithms.registry import register_learner
-from learners.rollout import Transition
+from learners.types import Transition
 
 
 def rloo_advantages(rewards: list[float], groups: list) -> list[float]:

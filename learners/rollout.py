@@ -17,99 +17,17 @@ from __future__ import annotations
 import contextlib
 import inspect
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from pettingzoo import AECEnv
 
 from learners.policy.protocols import Policy
-from learners.types import SamplingConfig, action_text
-from sage_env.outcome import Outcome
+from learners.types import RolloutResult, SamplingConfig, Transition, action_text
 from sage_env.text.parsing import ScoredReply
 
 MAX_REPEATS = 16
 """Most completions sampled ahead for one announced run of repeats (``infos["repeats"]``)."""
-
-
-@dataclass
-class Transition:
-    """One action of one agent and the reward it earned.
-
-    Attributes:
-        agent: PettingZoo agent id, e.g. ``"solver_0"``.
-        role: ``"challenger" | "planner" | "solver" | "critic"``.
-        domain: ``"math" | "code"`` of the task the action was about.
-        phase: Environment phase (``challenge``, ``review_question``, ``probe``, ``plan``,
-            ``review_plan``, ``solve``).
-        prompt_ids: Prompt token ids ``[P]``.
-        completion_ids: Completion token ids ``[C]``.
-        logprobs: Sampling log-probs of the completion tokens ``[C]``.
-        text: The action the environment received: response prefix + completion text.
-        reward: Scalar reward of this action.
-        outcome: ``infos[agent]["last"]`` for this action (:class:`sage_env.outcome.Outcome`:
-            reward terms, parse, review, verdict, gate decisions); ``None`` until credited.
-        env_index: Which environment copy produced it.
-        prefix: The observation's response prefix (its tokens are in ``prompt_ids``, so they
-            never carry loss).
-        truncated: The completion hit its token budget without an EOS.
-        group: The advantage group within the role (``infos[agent]["group"]``): the domain,
-            or ``"exec/<mode>"`` on AZR's execution tasks; empty means the domain.
-        task_id: Id of the task the action was about (``infos[agent]["task_id"]``; the
-            reference seed for a proposal).
-        observation: The user message of the observation the action answered (the system
-            prompt is the role's, the same every time); kept for the run report's rounds.
-    """
-
-    agent: str
-    role: str
-    domain: str
-    phase: str
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float]
-    text: str
-    reward: float = 0.0
-    outcome: Outcome | None = None
-    env_index: int = 0
-    prefix: str = ""
-    truncated: bool = False
-    group: str = ""
-    task_id: str = ""
-    observation: str = ""
-
-    @property
-    def group_key(self) -> tuple[str, str]:
-        """``(role, group)``, the key TRR++ normalises by; ``group`` falls back to the domain.
-
-        On execution tasks the group is the task type (AZR Sec. 3.3.5: per task type and role).
-        """
-        return (self.role, self.group or self.domain)
-
-    @property
-    def trains(self) -> bool:
-        """False when the environment marked the action as judging only
-        (``Outcome.train`` False: a solver attempt that measures a new task in a frozen
-        pool, ``EnvConfig.pool_admission = "frozen"``); learners leave such actions out of
-        the update."""
-        return self.outcome is None or self.outcome.train
-
-
-@dataclass
-class RolloutResult:
-    """Everything one call of :meth:`RolloutDriver.collect` produced."""
-
-    transitions: list[Transition]
-    transcripts: list[str]
-    generate_seconds: float
-    env_seconds: float
-    tokens: int
-    ticks: int
-    """Generation rounds: batches of :meth:`Policy.generate` calls (one call per round with a
-    row-limit policy)."""
-    rows: int = 0
-    """Rows (completions) sampled by the policy's generate calls."""
-    calls: int = 0
-    """Generate calls made (one per tick that sampled anything, with a row-limit policy)."""
 
 
 class RolloutDriver:

@@ -99,7 +99,7 @@ def bench_ours_iteration(
     from learners.algorithms.grpo import GRPOLearner
     from learners.algorithms.pg import PGConfig
     from learners.policy import HFPolicy, SamplingConfig
-    from learners.rollout import Transition
+    from learners.types import Transition
 
     policy = HFPolicy(model_path, device=device)
     learner = GRPOLearner(
@@ -205,7 +205,7 @@ def hwm():
 from learners.policy import HFPolicy, SamplingConfig
 from learners.algorithms.pg import PGConfig
 from learners.algorithms.trr import TRRLearner
-from learners.rollout import Transition
+from learners.types import Transition
 p = HFPolicy({model_path!r}, device="cpu")
 obs = [{{"system": "s", "user": "Explain addition in detail."}}] * 8
 comps = p.generate(obs, SamplingConfig(max_new_tokens=128, min_new_tokens=128))

@@ -86,7 +86,7 @@ def rss_mb() -> float:
 
 def build_buffer(policy, rounds: int, seed: int) -> list:
     """``rounds`` demo rounds of transitions: real prompts, completions of demo lengths."""
-    from learners.rollout import Transition
+    from learners.types import Transition
     from sage_env.tasks.task import load_seeds
     from sage_env.text import prompts
 

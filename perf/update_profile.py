@@ -144,10 +144,10 @@ def one(setting: dict, model: str, buffers: str, samples: int, seed: int) -> dic
     learner.optimizer.step = timed("optimizer_s", learner.optimizer.step)
     backward = torch.Tensor.backward
     torch.Tensor.backward = timed("backward_s", backward)
-    from learners import parallel
+    from learners.distributed import data_parallel
 
-    clip = parallel.clip_grad_norm
-    parallel.clip_grad_norm = timed("optimizer_s", clip)
+    clip = data_parallel.clip_grad_norm
+    data_parallel.clip_grad_norm = timed("optimizer_s", clip)
     buffer = load("update_2.pkl")
     learner.observe(buffer)
     t0 = time.perf_counter()
@@ -156,7 +156,7 @@ def one(setting: dict, model: str, buffers: str, samples: int, seed: int) -> dic
     finally:
         total = time.perf_counter() - t0
         torch.Tensor.backward = backward
-        parallel.clip_grad_norm = clip
+        data_parallel.clip_grad_norm = clip
         hook.remove()
     timer["other_s"] = total - sum(timer[k] for k in PARTS if k != "other_s")
     return {

@@ -39,8 +39,8 @@ import torch
 
 from learners.algorithms.registry import make_learner
 from learners.policy import DEFAULT_MODEL, HFPolicy, SamplingConfig
-from learners.rollout import Transition
 from learners.training.presets import PRESETS
+from learners.types import Transition
 from sage_env.tasks.task import load_seeds
 from sage_env.text import prompts
 

@@ -1,7 +1,7 @@
 """The record of one scored action: what the environment tells the learner about a reward.
 
 :meth:`sage_env.env.raw_env.deliver` builds an :class:`Outcome` for every credited action;
-``infos[agent]["last"]`` carries it, ``learners.rollout.Transition.outcome`` holds it, and
+``infos[agent]["last"]`` carries it, ``learners.types.Transition.outcome`` holds it, and
 metrics, reports, the OpenEnv server and the verifiers environment read its fields. It is the
 typed form of what used to be a free-form dict (issue 50), in the style of OpenEnv's typed
 ``Observation`` and PettingZoo's records:

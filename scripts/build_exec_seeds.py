@@ -4,7 +4,7 @@ Each code seed of ``sage_env/data/seeds.jsonl`` (HumanEval, MBPP train) gives on
 
 * its reference solution defines its entry point, which is renamed to ``f`` (a word-boundary
   substitution of the entry point's name), and uses no module of
-  :data:`sage_env.verifiers.execution.AZR_BANNED_MODULES`;
+  :data:`sage_env.verifiers.program_checks.AZR_BANNED_MODULES`;
 * its tests call the entry point with literal arguments (``candidate(1, [2])``); up to 6
   distinct such argument lists are kept, in test order;
 * :func:`sage_env.verifiers.execution.validate_program` accepts the renamed program on those
@@ -29,7 +29,8 @@ import re
 from pathlib import Path
 
 from sage_env.tasks.task import load_seeds
-from sage_env.verifiers.execution import forbidden_import, format_args, validate_program
+from sage_env.verifiers.execution import format_args, validate_program
+from sage_env.verifiers.program_checks import forbidden_import
 
 MAX_INPUTS = 6
 MAX_PROGRAM_CHARS = 1500

@@ -7,7 +7,7 @@ checkpoints, the recomputed layer, completion logits). The model shapes are the 
 ``config.json`` values of Qwen2.5-3B/7B-Instruct; the lengths and batch sizes are read from
 ``learners.training.presets.PRESETS``, so the table follows the presets. Nothing here is measured:
 the
-per-token activation constants are read off the code (``learners/algorithms/losses.py``, peft's LoRA
+per-token activation constants are read off the code (``learners/policy/logprobs.py``, peft's LoRA
 ``Linear.forward``, transformers' Qwen2 layers) and rounded up; ``perf/gpu_check.py``
 measures peak memory on a GPU when one is lent. ``docs/guide/scaling.md`` holds this script's output
 (``tests/learners/training/test_qwen_presets.py`` checks that it is current)::
@@ -99,7 +99,7 @@ def recompute_bytes_per_token(s: Shape, lora: bool = True) -> int:
 
 
 def logits_bytes_per_token(s: Shape) -> int:
-    """Completion-position logits in the update (``learners.algorithms.losses.token_logprobs``),
+    """Completion-position logits in the update (``learners.policy.logprobs.token_logprobs``),
     per token.
 
     The fp32 log-softmax kept for backward (4 B per vocabulary entry); in backward the

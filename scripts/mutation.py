@@ -103,41 +103,47 @@ TARGETS: dict[str, Target] = {
     ),
     "losses": Target(
         source="learners/algorithms/losses.py",
-        # the learner tests (test_builtin_algorithms.py, test_extension_points.py) train whole
-        # rounds, 10 to 80 s per mutant of token_logprobs: a first run with them checked 106 of
-        # 466 mutants in its 240 s; the unit tests must kill every mutant on their own
         tests=("tests/learners/algorithms/test_losses.py",),
-        time_limit_s=3600,
         equivalent={
             "learners.algorithms.losses.x_kl_penalty__mutmut_1": 'the default estimator is only '
             'compared with "k1" and "k2": any other default string takes the k3 branch',
             "learners.algorithms.losses.x_kl_penalty__mutmut_2": 'as _1 ("K3" is neither "k1" '
             'nor "k2")',
+        },
+    ),
+    "logprobs": Target(
+        source="learners/policy/logprobs.py",
+        # the learner tests (test_builtin_algorithms.py, test_extension_points.py) train whole
+        # rounds, 10 to 80 s per mutant of token_logprobs: a first run with them checked 106 of
+        # 466 mutants in its 240 s; the unit tests must kill every mutant on their own
+        tests=("tests/learners/policy/test_logprobs.py",),
+        time_limit_s=3600,
+        equivalent={
             **{
-                f"learners.algorithms.losses.x_token_logprobs__mutmut_{n}": "torch.full infers "
+                f"learners.policy.logprobs.x_token_logprobs__mutmut_{n}": "torch.full infers "
                 "int64 from the int pad_id, so dtype=torch.long changes nothing"
                 for n in (37, 40)
             },
             **{
-                f"learners.algorithms.losses.x__packed_rows__mutmut_{n}": "torch.full infers "
+                f"learners.policy.logprobs.x__packed_rows__mutmut_{n}": "torch.full infers "
                 "int64 from an int fill value (pad_id, -1), so dtype=torch.long changes nothing"
                 for n in (74, 77, 86, 89)
             },
             **{
-                f"learners.algorithms.losses.x__packed_rows__mutmut_{n}": "torch.tensor of a "
+                f"learners.policy.logprobs.x__packed_rows__mutmut_{n}": "torch.tensor of a "
                 "list of ints is int64 already (an empty list's float is assigned to an empty "
                 "slice), so dtype=torch.long changes nothing"
                 for n in (106, 108, 111, 113, 116, 118, 121, 123, 126, 128)
             },
             **{
-                f"learners.algorithms.losses.x__packed_rows__mutmut_{n}": "every sequence is in "
+                f"learners.policy.logprobs.x__packed_rows__mutmut_{n}": "every sequence is in "
                 "exactly one group, so the loop overwrites every default entry of where"
                 for n in (8, 9)
             },
-            "learners.algorithms.losses.x_token_logprobs__mutmut_97": "pos is clamped to "
+            "learners.policy.logprobs.x_token_logprobs__mutmut_97": "pos is clamped to "
             "width - 2 already, so pos + 1 never reaches the max=width - 1 clamp (nor width + 1)",
             **{
-                f"learners.algorithms.losses.x_token_logprobs__mutmut_{n}": "torch.tensor of a "
+                f"learners.policy.logprobs.x_token_logprobs__mutmut_{n}": "torch.tensor of a "
                 "list of ints is int64 already, so dtype=torch.long changes nothing"
                 for n in (49, 51)
             },

@@ -1,8 +1,8 @@
 """Head-to-head of protocols under one learner: a thin wrapper of ``sage-env compare``.
 
 Kept so older commands keep working; every option is ``sage-env compare``'s
-(``learners/reports/compare.py``: arms, seeds, the equal step budget, held-out verifier accuracy for
-every arm and each protocol's own reward apart, ``table.md``, ``summary.json``,
+(``learners/training/compare.py``: arms, seeds, the equal step budget, held-out verifier
+accuracy for every arm and each protocol's own reward apart, ``table.md``, ``summary.json``,
 ``compare.png``). The default output folder is ``experiments/compare_protocols/results``.
 
 Usage::

@@ -4,8 +4,8 @@ Issue 22, part 5. Every arm (``sage``, ``azr``, ``rlvr``, ``mae`` by default) tr
 model from the same start on **one task source whose ground truth is never wrong**: AZR's
 execution tasks (``--env.domains exec``; the ``azr`` protocol has no other), through
 :func:`learners.training.loop.train` with the configuration ``sage-env compare`` builds
-(:func:`learners.reports.compare.run_config`: preset, algorithm, protocol, seed), the ``ct2`` engine
-by default. RLVR trains the solver on the execution seed tasks only (its pool never grows).
+(:func:`learners.training.compare.run_config`: preset, algorithm, protocol, seed), the ``ct2``
+engine by default. RLVR trains the solver on the execution seed tasks only (its pool never grows).
 
 **Budget: equal rollout tokens.** An arm trains in chunks of ``eval_every`` steps (each chunk
 resumes the last checkpoint); after each chunk its rollout tokens (``rollout/tokens`` of
@@ -257,7 +257,7 @@ def parse_curve_arms(spec: str, variants: dict[str, list[str]] | None = None) ->
         ValueError: on an empty or repeated arm, an unknown protocol or variant, or
             ``rlvr:frozen`` (RLVR proposes nothing: its pool never grows).
     """
-    from learners.reports.compare import parse_arms
+    from learners.training.compare import parse_arms
 
     names = [a.strip() for a in spec.split(",") if a.strip()]
     if len(set(names)) != len(names):
@@ -285,7 +285,7 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
     and its runs go to ``<runs>/azr-frozen-pool``.
     """
     from learners.engines.config import RolloutConfig
-    from learners.reports.compare import Arm, CompareConfig, run_config
+    from learners.training.compare import Arm, CompareConfig, run_config
     from learners.training.run_checks import reads_scores
 
     arm = protocol
@@ -500,7 +500,7 @@ def run_curve(
     Raises:
         ValueError: on bad budgets or sets.
     """
-    from learners.reports.compare import final_model
+    from learners.training.compare import final_model
 
     if train_fn is None:
         from learners.training.loop import train

@@ -1,7 +1,11 @@
 """Advantage estimators shared by the learners, as plain functions of rewards and group keys.
 
 Each takes one scalar reward per sequence and returns one advantage per sequence; the learner
-spreads it over the sequence's tokens. Unit-tested against hand-computed values in
+spreads it over the sequence's tokens. The estimators a learner can name are registered here
+by a decorator above each (:data:`ADVANTAGE_ESTIMATORS`, veRL's ``@register_adv_est`` in
+``core_algos.py``); an algorithm class only picks one and a group key
+(:attr:`learners.algorithms.pg.PolicyGradientLearner.advantage_estimator` and
+``advantage_group``). Unit-tested against hand-computed values in
 ``tests/learners/algorithms/test_builtin_algorithms.py``.
 """
 
@@ -9,7 +13,31 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+
+from sage_env.registry import Registry
+
+Estimator = Callable[..., list[float]]
+"""``fn(rewards, groups, eps=...) -> advantages`` (see :data:`ADVANTAGE_ESTIMATORS`)."""
+
+ADVANTAGE_ESTIMATORS: Registry[Estimator] = Registry(
+    "advantage estimator",
+    builtins=("learners.algorithms.advantages",),
+    hint="register one with @register_adv_est(name) in learners/algorithms/advantages.py",
+)
+"""Advantage estimators by name, each ``fn(rewards, groups, eps=...) -> advantages``:
+``rewards`` one float per sequence (length N), ``groups`` one hashable key per sequence,
+``eps`` the learner's ``PGConfig.adv_eps``; returns N floats. Raises ``ValueError`` on an
+unknown name, listing the registered ones."""
+
+
+def register_adv_est(name: str) -> Callable[[Estimator], Estimator]:
+    """Decorator: register an estimator in :data:`ADVANTAGE_ESTIMATORS` under ``name``.
+
+    The decorator raises ``ValueError`` if ``name`` is registered already.
+    """
+    return ADVANTAGE_ESTIMATORS.register(name)
+
 
 REWARD_RTOL = 1e-6
 """Relative tolerance under which rewards count as equal: about 8 float32 ulps. Rewards
@@ -70,6 +98,7 @@ def group_centred_advantages(
     return adv
 
 
+@register_adv_est("group_normalised")
 def group_normalised_advantages(
     rewards: Sequence[float],
     groups: Sequence[Hashable],
@@ -105,6 +134,7 @@ def group_normalised_advantages(
     return adv
 
 
+@register_adv_est("group_mean_whitened")
 def group_mean_whitened_advantages(
     rewards: Sequence[float],
     groups: Sequence[Hashable],

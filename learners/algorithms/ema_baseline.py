@@ -13,7 +13,7 @@ from learners.algorithms.advantages import EMABaseline
 from learners.algorithms.pg import PGConfig, PolicyGradientLearner
 from learners.algorithms.registry import register_learner
 from learners.policy import HFPolicy
-from learners.rollout import Transition
+from learners.types import Transition
 
 
 @dataclass

@@ -8,19 +8,16 @@ learns only from comparisons between samples of one prompt.
 
 from __future__ import annotations
 
-from learners.algorithms.advantages import group_normalised_advantages
 from learners.algorithms.pg import PolicyGradientLearner
 from learners.algorithms.registry import register_learner
-from learners.rollout import Transition
 
 
 @register_learner("grpo")
 class GRPOLearner(PolicyGradientLearner):
-    """Advantages normalised among completions of the same (role, prompt)."""
+    """Advantages normalised among completions of the same (role, prompt token ids).
 
+    The estimator is :func:`learners.algorithms.advantages.group_normalised_advantages`.
+    """
+
+    advantage_estimator = "group_normalised"
     advantage_group = "role_prompt"
-
-    def advantages(self, batch: list[Transition]) -> list[float]:
-        """Group by ``(role, prompt token ids)`` and normalise within each group."""
-        groups = [(t.role, tuple(t.prompt_ids)) for t in batch]
-        return group_normalised_advantages([t.reward for t in batch], groups, self.config.adv_eps)

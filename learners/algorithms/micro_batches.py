@@ -3,12 +3,12 @@
 :func:`token_chunks` bounds a micro-batch by a sequence count (``PGConfig.micro_batch_size``)
 and a padded-token budget (``PGConfig.micro_batch_tokens``), which bounds the update's memory
 peak whatever the lengths (``docs/write-ups/memory.md``, "Where the memory goes"). Pure functions on
-index lists; torch-free.
+index lists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from learners.policy.logprobs import shared_prompt_groups
 
 
 def chunks(items: list, size: int) -> list[list]:
@@ -40,25 +40,6 @@ def token_chunks(order: list[int], lengths: list[int], size: int, budget: int) -
     return out
 
 
-def shared_prompt_groups(prompts: Sequence[Sequence[int]]) -> list[list[int]]:
-    """Indices of ``prompts`` grouped by identical (non-empty) prompt, in first-seen order.
-
-    An empty prompt is never shared (its first token has no predicting position).
-    """
-    groups: dict[tuple[int, ...], list[int]] = {}
-    out: list[list[int]] = []
-    for i, p in enumerate(prompts):
-        key = tuple(p)
-        if not key:
-            out.append([i])
-        elif key in groups:
-            groups[key].append(i)
-        else:
-            groups[key] = [i]
-            out.append(groups[key])
-    return out
-
-
 def shared_prompt_units(
     order: list[int],
     prompts: list[tuple[int, ...]],
@@ -67,9 +48,10 @@ def shared_prompt_units(
 ) -> tuple[list[list[int]], list[int]]:
     """Group the indices of ``order`` that share a prompt into packed rows ("units").
 
-    A unit is one row of shared-prompt packing (``learners.algorithms.losses.
+    A unit is one row of shared-prompt packing (``learners.policy.logprobs.
     shared_prompt_logprobs``): a prompt once, then its completions; its length is
-    ``len(prompt) + sum(completion lengths)``. A group (:func:`shared_prompt_groups`) whose
+    ``len(prompt) + sum(completion lengths)``. A group
+    (:func:`~learners.policy.logprobs.shared_prompt_groups`) whose
     row would pass ``budget`` tokens (``budget > 0``) is split into several units, each as
     full as the budget allows.
 

@@ -3,8 +3,9 @@
 The policy is an :class:`~learners.policy.HFPolicy` or any
 :class:`~learners.policy.TrainablePolicy`; LoRA is ``PGConfig.lora`` (hyperparameters:
 :mod:`learners.algorithms.pg_config`; micro-batches: :mod:`learners.algorithms.micro_batches`).
-Subclasses choose how sequence rewards become advantages
-(:meth:`PolicyGradientLearner.advantages`) and may replace the objective through one hook,
+Subclasses choose how sequence rewards become advantages: a registered estimator and a group
+key (``advantage_estimator``, ``advantage_group``), or their own
+:meth:`PolicyGradientLearner.advantages`; and may replace the objective through one hook,
 :meth:`PolicyGradientLearner.loss` (inputs: :class:`LossInputs`; output: loss and metrics);
 everything else — token log-probs, the optional reference model, AdamW, gradient clipping,
 micro-batching, truncation handling — lives here once. ``examples/dapo_clip_higher.py`` and
@@ -16,20 +17,30 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
 
-from learners import distributed, parallel
+from learners.algorithms.advantages import ADVANTAGE_ESTIMATORS
 from learners.algorithms.loss_result import check_advantages, check_loss_result
 from learners.algorithms.losses import clipped_policy_loss, kl_penalty
 from learners.algorithms.micro_batches import shared_prompt_units, token_chunks
 from learners.algorithms.optimizers import make_optimizer
 from learners.algorithms.pg_config import PGConfig
+from learners.distributed import collectives, data_parallel
 from learners.policy.protocols import TrainablePolicy
 from learners.rng_state import as_tuple as _as_tuple
-from learners.rollout import Transition
+from learners.types import Transition
+
+ADVANTAGE_GROUPS: dict[str, Callable[[Transition], Hashable]] = {
+    "role_domain": lambda t: t.group_key,
+    "role_prompt": lambda t: (t.role, tuple(t.prompt_ids)),
+}
+"""The group key of a transition for each :attr:`PolicyGradientLearner.advantage_group`:
+``role_domain`` is TRR++'s task-relative group (role, domain), or (role, ``exec/<mode>``) on
+execution tasks (:attr:`learners.types.Transition.group_key`); ``role_prompt`` is GRPO's
+(role, prompt token ids), the k samples of one prompt."""
 
 
 @dataclass
@@ -92,9 +103,16 @@ class PolicyGradientLearner:
     extends ``PGConfig`` and sets this."""
     advantage_group: str | None = None
     """Which sequences share a baseline in :meth:`advantages`: ``"role_domain"``,
-    ``"role_prompt"`` or ``None`` (another or unknown rule). Declared next to an
-    ``advantages`` override; ``sage-env train`` reads it to refuse a config in which every
-    group holds one sequence (:func:`learners.training.run_checks.certain_no_update`)."""
+    ``"role_prompt"`` or ``None`` (another or unknown rule; :data:`ADVANTAGE_GROUPS`).
+    Declared next to :attr:`advantage_estimator` or an ``advantages`` override;
+    ``sage-env train`` reads it to refuse a config in which every group holds one sequence
+    (:func:`learners.training.run_checks.certain_no_update`)."""
+    advantage_estimator: str | None = None
+    """Name of a registered advantage estimator
+    (:data:`learners.algorithms.advantages.ADVANTAGE_ESTIMATORS`: ``"group_normalised"``,
+    ``"group_mean_whitened"``, or one of yours under ``@register_adv_est``) that
+    :meth:`advantages` runs over the :attr:`advantage_group` keys with ``config.adv_eps``; a
+    learner that sets both needs no ``advantages`` of its own (veRL's ``adv_estimator``)."""
 
     def __init__(
         self,
@@ -138,8 +156,26 @@ class PolicyGradientLearner:
         it False in a :meth:`loss` with terms that do not vanish at advantage 0."""
 
     def advantages(self, batch: list[Transition]) -> list[float]:
-        """One advantage per transition (override in subclasses)."""
-        raise NotImplementedError
+        """One advantage per transition, from the registered :attr:`advantage_estimator`.
+
+        It runs over the keys of :attr:`advantage_group` (:data:`ADVANTAGE_GROUPS`) with
+        ``config.adv_eps``; override it for another rule or a baseline with state.
+
+        Raises:
+            NotImplementedError: if the class names no estimator or no known group.
+            ValueError: on an unknown estimator name (listing the registered ones), or from
+                the estimator (a non-finite reward).
+        """
+        key = ADVANTAGE_GROUPS.get(self.advantage_group or "")
+        if self.advantage_estimator is None or key is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} sets no advantage_estimator and advantage_group "
+                f"({sorted(ADVANTAGE_GROUPS)}): set both or override advantages(batch)"
+            )
+        estimator = ADVANTAGE_ESTIMATORS.get(self.advantage_estimator)
+        return estimator(
+            [t.reward for t in batch], [key(t) for t in batch], eps=self.config.adv_eps
+        )
 
     def _checked_advantages(self, batch: list[Transition]) -> list[float]:
         """:meth:`advantages`, refused unless one finite float per transition.
@@ -175,8 +211,8 @@ class PolicyGradientLearner:
         cfg = self.config
         if cfg.truncation == "zero":
             batch = [replace(t, reward=0.0) if t.truncated else t for t in batch]
-        # several ranks: statistics over every rank's batch (learners.distributed)
-        adv, everyone, adv_all = distributed.global_advantages(self._checked_advantages, batch)
+        # several ranks: statistics over every rank's batch (learners.distributed.collectives)
+        adv, everyone, adv_all = collectives.global_advantages(self._checked_advantages, batch)
         if not everyone:
             return {"num_sequences": 0.0}
         truncated_share = sum(t.truncated for t in everyone) / len(everyone)
@@ -210,7 +246,7 @@ class PolicyGradientLearner:
         order = list(range(len(batch)))
         for _ in range(cfg.ppo_epochs):
             self.rng.shuffle(order)
-            for mb in distributed.minibatches(order, cfg.num_minibatches, len(everyone)):
+            for mb in collectives.minibatches(order, cfg.num_minibatches, len(everyone)):
                 stats = self._step(
                     [batch[i] for i in mb],
                     [adv[i] for i in mb],
@@ -329,19 +365,19 @@ class PolicyGradientLearner:
         skip = self.skip_zero_advantage and not self.use_reference
         active = [i for i in range(len(batch)) if adv[i] != 0.0 or not skip]
         # normalisers of the whole minibatch: on several ranks, summed over them
-        n_tokens, n_seqs, n_active = distributed.global_counts(
+        n_tokens, n_seqs, n_active = collectives.global_counts(
             sum(len(t.completion_ids) for t in batch), len(batch), len(active)
         )
         skipped_share = 1.0 - n_active / max(n_seqs, 1)
         chunks = self._chunks(active, batch)
         # several ranks: as many passes everywhere, only the last reduces (DDP / FSDP2 sum)
-        parallel.require_prepared(self.policy)
-        n_passes = parallel.num_passes(len(chunks))
-        with parallel.update_step(self.policy):  # FSDP2: sharded inside, gathered after
+        data_parallel.require_prepared(self.policy)
+        n_passes = data_parallel.num_passes(len(chunks))
+        with data_parallel.update_step(self.policy):  # FSDP2: sharded inside, gathered after
             self._passes(chunks, n_passes, batch, adv, rescored, first, n_tokens, n_seqs, stats)
-            stats = distributed.sum_metrics(dict(stats))
+            stats = collectives.sum_metrics(dict(stats))
             stats["skipped_share"] = skipped_share
-            stats["grad_norm"] = parallel.clip_grad_norm(self.params, cfg.max_grad_norm)
+            stats["grad_norm"] = data_parallel.clip_grad_norm(self.params, cfg.max_grad_norm)
             self.optimizer.step()
         return dict(stats)
 
@@ -387,13 +423,13 @@ class PolicyGradientLearner:
             for p in self.params:
                 p.grad = torch.zeros_like(p)
         for k in range(n_passes):
-            with parallel.gradient_sync(self.policy, last=k == n_passes - 1):
+            with data_parallel.gradient_sync(self.policy, last=k == n_passes - 1):
                 if k < len(chunks):
                     self._micro_batch(
                         chunks[k], batch, adv, rescored, first, n_tokens, n_seqs, stats
                     )
                 else:  # fewer micro-batches than another rank: same collectives, zero gradient
-                    parallel.idle_pass(self.policy)
+                    data_parallel.idle_pass(self.policy)
 
     def _micro_batch(
         self,

@@ -63,7 +63,7 @@ class PGConfig:
     share_prompts: bool = True
     """Forward a prompt once for all the completions sampled from it (the k solver samples of
     a task): they are packed into one row behind the prompt, each completion seeing only the
-    prompt and itself (``learners.algorithms.losses.shared_prompt_logprobs``). Log-probs and
+    prompt and itself (``learners.policy.logprobs.shared_prompt_logprobs``). Log-probs and
     gradients equal the unpacked ones within float rounding; k samples of a P-token prompt
     cost P + sum C tokens instead of k P + sum C. On by default where the model passes a
     one-time check (``HFPolicy.enable_prompt_sharing``); ``False`` forwards every sequence

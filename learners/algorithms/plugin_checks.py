@@ -215,7 +215,7 @@ def _test_batch() -> list:
 
     Two roles, two domains, a shared prompt per pair, rewards that differ within every group.
     """
-    from learners.rollout import Transition
+    from learners.types import Transition
 
     rows = [
         ("solver", "math", [1, 2], 1.0),

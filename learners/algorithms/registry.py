@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from learners.algorithms.hyperparams import as_config
 from learners.algorithms.plugin_checks import check_learner_class
-from learners.rollout import Transition
+from learners.types import Transition
 from sage_env.registry import Registry
 
 
@@ -38,7 +38,7 @@ class Learner(Protocol):
 
     rng: random.Random
     """The learner's own random generator (minibatch order); saved and restored per rank
-    (:func:`learners.distributed.rank_states`)."""
+    (:func:`learners.distributed.collectives.rank_states`)."""
 
     def observe(self, transitions: Sequence[Transition]) -> None:
         """Buffer finished transitions."""

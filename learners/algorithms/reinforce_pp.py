@@ -7,21 +7,16 @@ few samples; the global whitening keeps the step size stable.
 
 from __future__ import annotations
 
-from learners.algorithms.advantages import group_mean_whitened_advantages
 from learners.algorithms.pg import PolicyGradientLearner
 from learners.algorithms.registry import register_learner
-from learners.rollout import Transition
 
 
 @register_learner("reinforce_pp")
 class ReinforcePPBaselineLearner(PolicyGradientLearner):
-    """Group-mean baseline per (role, prompt), then global whitening."""
+    """Group-mean baseline per (role, prompt), then global whitening.
 
+    The estimator is :func:`learners.algorithms.advantages.group_mean_whitened_advantages`.
+    """
+
+    advantage_estimator = "group_mean_whitened"
     advantage_group = "role_prompt"
-
-    def advantages(self, batch: list[Transition]) -> list[float]:
-        """Centre within (role, prompt) groups, whiten across the batch."""
-        groups = [(t.role, tuple(t.prompt_ids)) for t in batch]
-        return group_mean_whitened_advantages(
-            [t.reward for t in batch], groups, self.config.adv_eps
-        )

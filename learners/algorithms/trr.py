@@ -8,31 +8,19 @@ the task-relative baseline of AZR (arXiv 2505.03335, Sec. 3.3.5) that SAGE (arXi
 
 from __future__ import annotations
 
-from learners.algorithms.advantages import group_normalised_advantages
-from learners.algorithms.losses import kl_penalty, token_logprobs
-from learners.algorithms.pg import PGConfig, PolicyGradientLearner
+from learners.algorithms.pg import PolicyGradientLearner
 from learners.algorithms.registry import register_learner
-from learners.rollout import Transition
-
-TRRConfig = PGConfig
-"""Hyperparameters of :class:`TRRLearner` (the shared :class:`~learners.algorithms.pg.PGConfig`)."""
 
 
 @register_learner("trr")
 class TRRLearner(PolicyGradientLearner):
-    """TRR++: advantages normalised within each (role, domain) group."""
+    """TRR++: ``(r - mean) / (std + eps)`` within each (role, domain) group.
 
+    The key is :attr:`learners.types.Transition.group_key`: (role, domain), or (role,
+    ``exec/<mode>``) on AZR's execution tasks; a 1-member group gets 0
+    (:func:`learners.algorithms.advantages.group_normalised_advantages`). Its
+    hyperparameters are the shared :class:`~learners.algorithms.pg_config.PGConfig`.
+    """
+
+    advantage_estimator = "group_normalised"
     advantage_group = "role_domain"
-
-    def advantages(self, batch: list[Transition]) -> list[float]:
-        """``(r - mean) / (std + eps)`` per :attr:`Transition.group_key` group.
-
-        The key is (role, domain), or (role, ``exec/<mode>``) on AZR's execution tasks; a
-        1-member group gets 0.
-        """
-        return group_normalised_advantages(
-            [t.reward for t in batch], [t.group_key for t in batch], self.config.adv_eps
-        )
-
-
-__all__ = ["TRRConfig", "TRRLearner", "group_normalised_advantages", "kl_penalty", "token_logprobs"]

@@ -63,8 +63,8 @@ def eval_command(argv: list[str]) -> int:
 def compare_command(argv: list[str]) -> int:
     import tyro
 
-    from learners.reports.compare import CompareConfig, run_compare
-    from learners.training.preflight import PreflightError
+    from learners.policy.model_check import PreflightError
+    from learners.training.compare import CompareConfig, run_compare
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")

@@ -20,7 +20,7 @@ def train_command(argv: list[str]) -> int:
     one line naming the last complete checkpoint and the ``--resume`` command
     (:mod:`learners.training.interrupt`).
     """
-    from learners.training.preflight import PreflightError
+    from learners.policy.model_check import PreflightError
     from learners.training.presets import PRESETS
 
     pre = preparser()
@@ -84,7 +84,7 @@ def pool_summary(pool: Path, steps: int | float | None = None) -> str:
         pool: The pool file (:meth:`sage_env.tasks.pool.TaskPool.save`).
         steps: The last step played (the line says "over N steps"; left out when ``None``).
     """
-    from learners.training.metrics import admitted_counts, admitted_line
+    from learners.reports.run_data import admitted_counts, admitted_line
     from sage_env.tasks.task import read_jsonl
 
     return admitted_line(admitted_counts(read_jsonl(pool)), None if steps is None else int(steps))

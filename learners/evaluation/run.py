@@ -34,7 +34,7 @@ class EvalConfig:
     """Model alias, hub id or local path: a model folder (``RUN/checkpoints/best``, a
     ``sage-env export`` output) or a training checkpoint ``RUN/checkpoints/step_N``, whose
     ``model/`` subfolder is loaded. A LoRA checkpoint holds an adapter only: export it first.
-    Checked before anything loads (:func:`learners.training.preflight.eval_model`)."""
+    Checked before anything loads (:func:`learners.evaluation.model_path.eval_model`)."""
     benchmarks: str = "gsm8k,math500"
     """Comma-separated benchmark names, registered in
     :data:`learners.evaluation.benchmarks.BENCHMARKS` (math: gsm8k, math500, aime*, amc23,
@@ -105,15 +105,15 @@ def run_eval(cfg: EvalConfig, policy=None, progress: bool = True) -> list[Benchm
     Raises:
         ValueError: on an unknown benchmark name.
         FileNotFoundError: if a benchmark file is missing.
-        learners.training.preflight.PreflightError: (a ``RuntimeError``) when ``cfg.model``
+        learners.policy.model_check.PreflightError: (a ``RuntimeError``) when ``cfg.model``
             cannot be loaded: a path that does not exist, a run folder, a LoRA adapter, a
             folder without config, weights or tokenizer, a hub id not in reach
-            (:func:`~learners.training.preflight.eval_model`); checked before the benchmarks
+            (:func:`~learners.evaluation.model_path.eval_model`); checked before the benchmarks
             and the model load.
     """
     from learners.evaluation.decontam import overlap_report
+    from learners.evaluation.model_path import eval_model
     from learners.policy.hf_policy import HFPolicy
-    from learners.training.preflight import eval_model
 
     names = [b.strip() for b in cfg.benchmarks.split(",") if b.strip()]
     unknown = [b for b in names if b not in BENCHMARKS]

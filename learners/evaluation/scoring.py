@@ -81,7 +81,7 @@ def score_execution(item: EvalItem, completion: str, timeout_s: float = 10.0) ->
     literal equal to ``f(input)`` (values, parsed on the judge side). CRUXEval-I: ``f`` is run
     in the sandbox on the last ```` ```input ```` block (else the last fenced block), which
     may be any argument list that passes
-    :func:`~sage_env.verifiers.execution.safe_input_expression` (CRUXEval's rule is
+    :func:`~sage_env.verifiers.program_checks.safe_input_expression` (CRUXEval's rule is
     ``f(<input>) == <output>``); its output must equal the gold output.
     """
     from sage_env.text.parsing import last_fenced

@@ -20,6 +20,7 @@ import torch
 
 from learners.policy import critic_scores
 from learners.policy.loading import DEFAULT_MODEL, pick_device, pick_dtype, resolve_model
+from learners.policy.logprobs import shared_prompt_logprobs, token_logprobs
 from learners.types import Completion, LoRAConfig, SamplingConfig
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class HFPolicy:
         self._reference: torch.nn.Module | None = None
         self.share_prompts = False
         """Forward a prompt shared by several completions once in :meth:`token_logprobs`
-        (:func:`learners.algorithms.losses.shared_prompt_logprobs`); set through
+        (:func:`learners.policy.logprobs.shared_prompt_logprobs`); set through
         :meth:`enable_prompt_sharing`, which checks the model first."""
         if lora is not None and lora.enabled:
             self.enable_lora(lora)
@@ -130,17 +131,15 @@ class HFPolicy:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs of each completion token under the current weights.
 
-        :func:`learners.algorithms.losses.token_logprobs` on this model (right-padded with the pad
-        id,
-        logits / ``temperature``); has grad when grad is enabled.
+        :func:`learners.policy.logprobs.token_logprobs` on this model (right-padded with the pad
+        id, logits / ``temperature``); has grad when grad is enabled.
 
         Returns:
             ``(logprobs, mask)``, both ``[B, C_max]`` float32 on :attr:`device`.
         """
-        from learners.algorithms.losses import token_logprobs
-
         pad = self.tokenizer.pad_token_id
-        # several ranks with DDP: forward through its wrapper (learners.parallel.prepare)
+        # several ranks with DDP: forward through its wrapper
+        # (learners.distributed.data_parallel.prepare)
         model = getattr(self, "ddp_module", None) or self.model
         return token_logprobs(
             model, prompts, completions, pad, temperature, self.device, self.share_prompts
@@ -154,14 +153,13 @@ class HFPolicy:
         ignored them would return wrong log-probs without an error. So a short synthetic batch
         (one prompt, two completions) is scored both ways in evaluation mode first; packing
         is turned on only if every log-prob agrees within ``tolerance`` nats, else a warning
-        says why it stays off. Run it before :func:`learners.parallel.prepare` (every rank
-        runs the same check on the same weights).
+        says why it stays off. Run it before
+        :func:`learners.distributed.data_parallel.prepare` (every rank runs the same check on
+        the same weights).
 
         Returns:
             Whether packing is now on (:attr:`share_prompts`).
         """
-        from learners.algorithms.losses import shared_prompt_logprobs, token_logprobs
-
         vocab = int(getattr(self.model.config, "vocab_size", 0) or 0)
         if vocab < 16:
             return False
@@ -220,8 +218,6 @@ class HFPolicy:
         Raises:
             RuntimeError: without LoRA, if :meth:`keep_reference` was not called.
         """
-        from learners.algorithms.losses import token_logprobs
-
         pad = self.tokenizer.pad_token_id
         with self._reference_model() as model:
             return token_logprobs(
@@ -370,9 +366,10 @@ class HFPolicy:
         With LoRA only the adapter is written (peft's ``adapter_model.safetensors`` and
         ``adapter_config.json``, which names the base); ``sage-env export`` merges it.
         """
-        from learners.parallel import gathered_state_dict
+        from learners.distributed.data_parallel import gathered_state_dict
 
-        # FSDP2 (learners.parallel): the gathered full weights, not the sharded state dict
+        # FSDP2 (learners.distributed.data_parallel): the gathered full weights, not the
+        # sharded state dict
         self.model.save_pretrained(path, state_dict=gathered_state_dict(self.model))
         self.tokenizer.save_pretrained(path)
 

@@ -2,7 +2,7 @@
 
 :class:`Stat` (mean, sample standard deviation, min, max), :func:`summarise` per arm,
 :func:`markdown` (``table.md``) and :func:`plot` (``compare.png``). Used by
-:mod:`learners.reports.compare`, which runs the arms.
+:mod:`learners.training.compare`, which runs the arms.
 """
 
 from __future__ import annotations

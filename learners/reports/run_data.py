@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from learners.reports.proposals import (
     _slim_action,
     _split_text_rounds,
 )
+from sage_env import Task
 
 _POOL_KEYS = ("pool/seeds", "pool/generated")
 
@@ -138,11 +140,10 @@ TRAINED_NOTHING = (
 
 
 def _kinds(rows: Any) -> dict[str, int]:
-    """Generated tasks among pool rows by kind (:func:`learners.training.metrics.admitted_counts`);
-    rows that are not tasks are skipped."""
-    from learners.training.metrics import admitted_counts
-    from sage_env import Task
+    """Generated tasks among pool rows by kind (:func:`admitted_counts`).
 
+    Rows that are not tasks are skipped.
+    """
     tasks = []
     for row in rows:
         try:
@@ -445,3 +446,38 @@ def _seed_index() -> dict[str, dict[str, Any]]:
         return {t.task_id: t.to_dict() for t in load_seeds()}
     except (OSError, ValueError):
         return {}
+
+
+def admitted_counts(tasks: list[Task]) -> dict[str, int]:
+    """Self-made tasks among ``tasks`` (``source == "generated"``), counted by kind.
+
+    An execution task counts under ``"exec/<mode>"`` (deduction, abduction, induction), any
+    other under its domain (``"math"``, ``"code"``); kinds are sorted by name.
+
+    Args:
+        tasks: A pool's tasks (``TaskPool.tasks`` or ``read_jsonl(OUT/pool.jsonl)``).
+    """
+    from sage_env.tasks.exec_tasks import exec_mode
+
+    counts: dict[str, int] = defaultdict(int)
+    for t in tasks:
+        if t.source == "generated":
+            mode = exec_mode(t)
+            counts[f"exec/{mode}" if mode else t.domain] += 1
+    return dict(sorted(counts.items()))
+
+
+def admitted_line(counts: dict[str, int], steps: int | None = None) -> str:
+    """One line for the end of ``sage-env train``: self-made tasks in the pool, by kind.
+
+    Example: ``self-made tasks in the pool: 13 over 12 steps (exec/deduction 9,
+    exec/induction 4)``; with none, ``self-made tasks in the pool: 0 over 12 steps``.
+
+    Args:
+        counts: :func:`admitted_counts`'s dict.
+        steps: Steps the run played (left out of the line when ``None``).
+    """
+    total = sum(counts.values())
+    over = "" if steps is None else f" over {steps} step{'s' if steps != 1 else ''}"
+    kinds = ", ".join(f"{k} {n}" for k, n in counts.items() if n)
+    return f"self-made tasks in the pool: {total}{over}" + (f" ({kinds})" if kinds else "")

@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from learners.reports.run_data import load_run, read_jsonl_rows, roc_curve  # noqa: F401
+from learners.reports.run_data import load_run
 
 logger = logging.getLogger("sage_env.report")
 
@@ -54,7 +54,6 @@ class ReportConfig:
     max_rejected: int = 20_000
     """Rejected proposals kept in the pool view, the latest first (0 = all); every accepted
     one is kept. Bounds the page of a long run with many rounds per step."""
-
 
 
 def _unique_names(runs: list[dict[str, Any]]) -> None:
@@ -156,12 +155,4 @@ def report_from_config(cfg: ReportConfig) -> Path:
     )
 
 
-__all__ = [
-    "ReportConfig",
-    "load_run",
-    "read_jsonl_rows",
-    "render_html",
-    "report_from_config",
-    "roc_curve",
-    "write_report",
-]
+__all__ = ["ReportConfig", "render_html", "report_from_config", "write_report"]

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 
 import sage_env
-from learners import distributed, parallel
 from learners.algorithms.registry import make_learner
+from learners.distributed import collectives, data_parallel
 from learners.memory import release_memory
 from learners.policy.hf_policy import HFPolicy
 from learners.rollout import RolloutDriver
@@ -105,16 +105,16 @@ def build_run(
         tasks += load_exec_seeds()  # (and its per-domain gate) must see the exec questions too
     pool = make_pool(cfg.env, tasks)
     seeds = [t for t in pool.tasks if t.source != "generated"]
-    probe = CriticProbe(cfg, seeds, progress=progress and distributed.is_main())
+    probe = CriticProbe(cfg, seeds, progress=progress and collectives.is_main())
     heldout = _heldout_before_warm_up(cfg, out, existing, policy, progress)
     warm_metrics = _warm_up(cfg, out, existing, policy, seeds, probe, progress)
-    distributed.broadcast_parameters(policy.model)  # every rank starts from rank 0's weights
+    collectives.broadcast_parameters(policy.model)  # every rank starts from rank 0's weights
     learner = make_learner(
         cfg.algorithm, policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed
     )
     # several ranks: DDP or FSDP2 (--distributed.strategy) sums the gradients; the
     # optimiser is pointed at the wrapped parameters (before a checkpoint fills it)
-    parallel.prepare(policy, learner, cfg.distributed)
+    data_parallel.prepare(policy, learner, cfg.distributed)
     start, pool = _resume(cfg, out, existing, policy, learner, rng, pool)
     policy.sync_engine()  # the engine generates from the warmed / resumed / broadcast weights
     envs = []
@@ -133,7 +133,7 @@ def build_run(
     sampling = sampling_config(cfg)
     driver = RolloutDriver(envs, policy, sampling, cfg.phase_max_new_tokens, cfg.phase_stop_strings)
     log = None
-    if distributed.is_main():  # only rank 0 writes (accelerate logs on the main process only)
+    if collectives.is_main():  # only rank 0 writes (accelerate logs on the main process only)
         config = plain(dataclasses.asdict(cfg))
         log = MetricsLog(out, cfg.report_to, accelerator, config, start + 1 if start else None)
         stack.callback(log.close)
@@ -142,7 +142,7 @@ def build_run(
     stopping = EarlyStopping(out, cfg.early_stopping_patience)
     return Run(
         policy, learner, pool, envs, driver, probe, stopping, math_verifier, rng, log,
-        val_tasks, start, warm_metrics, heldout, progress and distributed.is_main(),
+        val_tasks, start, warm_metrics, heldout, progress and collectives.is_main(),
     )  # fmt: skip
 
 
@@ -152,13 +152,13 @@ def _load_policy(
     """This rank's policy (each rank owns its engine, e.g. a colocated vLLM on its GPU)."""
     t_load = time.perf_counter()
     device = cfg.device
-    if device in ("auto", "cuda") and distributed.world_size() > 1:
-        device = str(distributed.device())  # this rank's GPU (cuda:LOCAL_RANK) or the CPU
+    if device in ("auto", "cuda") and collectives.world_size() > 1:
+        device = str(collectives.device())  # this rank's GPU (cuda:LOCAL_RANK) or the CPU
     policy = HFPolicy(
         model_source(cfg, out, existing),
         device=device,
         dtype=cfg.dtype,
-        seed=distributed.rank_sampling_seed(cfg.seed),  # rank-distinct sampling
+        seed=collectives.rank_sampling_seed(cfg.seed),  # rank-distinct sampling
         rollout=cfg.rollout,
     )
     stack.callback(policy.close)
@@ -201,7 +201,7 @@ def _warm_up(
         domain_weights=cfg.env.domain_weights,
     )
     warm_metrics: dict[str, float] = {}
-    if distributed.is_main():  # several ranks: rank 0 warms up, the weights are broadcast
+    if collectives.is_main():  # several ranks: rank 0 warms up, the weights are broadcast
         # memory: the held-out scoring's converted model is not needed again (the engine syncs
         # after the warm-up), and the learner's checkpointing setting holds for the warm-up's
         # backward too (the same gradient; docs/write-ups/memory.md, "The warm-up")
@@ -213,7 +213,7 @@ def _warm_up(
         logger.info("warm-up: %s", warm_metrics)
         if lora_on:  # the adapters' checkpoints need the warmed base to resume and export
             policy.save(base_dir)
-    warm_metrics = distributed.broadcast(warm_metrics)
+    warm_metrics = collectives.broadcast(warm_metrics)
     if lora_on:
         policy.path = str(base_dir)
     return warm_metrics
@@ -236,10 +236,10 @@ def _heldout_before_warm_up(
     if cfg.resume and existing and path.exists():
         return json.loads(path.read_text(encoding="utf-8"))
     got: dict[str, dict[str, list[bool]]] = {}
-    if distributed.is_main() and cfg.warmup.steps > 0:
+    if collectives.is_main() and cfg.warmup.steps > 0:
         got["untouched"] = score(policy, sets, out / "heldout" / "untouched", progress)
         path.write_text(json.dumps(got), encoding="utf-8")
-    return distributed.broadcast(got)
+    return collectives.broadcast(got)
 
 
 def _resume(
@@ -253,11 +253,11 @@ def _resume(
 ) -> tuple[int, Any]:
     """``(start step, pool)``: from the last checkpoint with ``--resume``, else ``(0, pool)``."""
     start = 0
-    main = distributed.is_main()
+    main = collectives.is_main()
     if cfg.resume and existing:
         start, pool = load_checkpoint(existing[-1], policy, learner, rng, cfg.env)
-        states = distributed.load_rank_states(existing[-1])
-        distributed.restore_rank_state(states, policy, learner, cfg.seed, start)
+        states = collectives.load_rank_states(existing[-1])
+        collectives.restore_rank_state(states, policy, learner, cfg.seed, start)
         logger.info("resumed from %s (step %d, pool %d)", existing[-1], start, len(pool))
         if main:
             truncate_metrics(out / "metrics.jsonl", start)
@@ -265,7 +265,7 @@ def _resume(
         logger.warning("--resume: no complete checkpoint in %s; starting a new run", out)
         if main:
             (out / "metrics.jsonl").unlink(missing_ok=True)
-    distributed.barrier()  # rank 0 has truncated the metrics before anyone goes on
+    collectives.barrier()  # rank 0 has truncated the metrics before anyone goes on
     return start, pool
 
 

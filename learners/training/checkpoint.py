@@ -26,11 +26,11 @@ from typing import Any
 
 import torch
 
-from learners import distributed, parallel
 from learners.algorithms.registry import Learner
+from learners.distributed import collectives, data_parallel
 from learners.policy import HFPolicy
-from sage_env import EnvConfig, TaskPool
 from learners.rng_state import as_tuple as _as_tuple
+from sage_env import EnvConfig, TaskPool
 
 
 def checkpoint_dirs(out: Path) -> list[Path]:
@@ -62,7 +62,7 @@ def save_checkpoint(
     Python/torch RNG and step.
     A process killed mid-write leaves only a ``.tmp`` folder, which resume ignores.
     ``rank_states`` (a multi-process run's per-rank RNG states,
-    :func:`learners.distributed.rank_states`) go to ``ranks.pt``.
+    :func:`learners.distributed.collectives.rank_states`) go to ``ranks.pt``.
 
     On several ranks it is collective (every rank calls it): all write their shards of model
     and optimizer to ``dcp/`` (``torch.distributed.checkpoint.save``), rank 0 the rest, then
@@ -71,15 +71,15 @@ def save_checkpoint(
     root = out / "checkpoints"
     final = root / f"step_{step:06d}"
     tmp = root / f".step_{step:06d}.tmp"
-    main = distributed.is_main()
-    several = distributed.world_size() > 1
+    main = collectives.is_main()
+    several = collectives.world_size() > 1
     if main:
         root.mkdir(parents=True, exist_ok=True)
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir()
     if several:
-        distributed.barrier()  # the temp folder exists (and holds nothing stale)
+        collectives.barrier()  # the temp folder exists (and holds nothing stale)
         _save_sharded(tmp / "dcp", policy, learner)  # returns once every shard is written
     if not main:
         return final
@@ -112,7 +112,7 @@ def _save_sharded(path: Path, policy: HFPolicy, learner: Learner) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    with parallel.update_step(policy):  # FSDP2: the state dicts name the sharded params
+    with data_parallel.update_step(policy):  # FSDP2: the state dicts name the sharded params
         model_sd, optim_sd = get_state_dict(policy.model, learner.optimizer)
         dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(path))
 
@@ -122,7 +122,7 @@ def _load_sharded(path: Path, policy: HFPolicy, learner: Learner) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-    with parallel.update_step(policy):
+    with data_parallel.update_step(policy):
         model_sd, optim_sd = get_state_dict(policy.model, learner.optimizer)
         state = {"model": model_sd, "optimizer": optim_sd}
         dcp.load(state, checkpoint_id=str(path))
@@ -155,7 +155,7 @@ def load_checkpoint(
         learner.load_state_dict(learner_state)
         _load_sharded(path / "dcp", policy, learner)
     else:
-        if distributed.world_size() > 1 and parallel.is_sharded(policy.model):
+        if collectives.world_size() > 1 and data_parallel.is_sharded(policy.model):
             raise ValueError(
                 f"{path} was written by one process (no dcp/ folder): resume it with one "
                 "process or --distributed.strategy ddp, not fsdp2"

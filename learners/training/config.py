@@ -24,9 +24,9 @@ import yaml
 
 from learners.algorithms.pg import PGConfig
 from learners.algorithms.registry import as_config, learner_spec
+from learners.distributed.data_parallel import DistributedConfig
 from learners.engines import RolloutConfig
 from learners.evaluation.heldout import parse_heldout
-from learners.parallel import DistributedConfig
 from learners.policy import DEFAULT_MODEL
 from learners.training.metrics import check_report_to
 from learners.training.tyro_types import protocol_config_type

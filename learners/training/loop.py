@@ -32,14 +32,13 @@ from typing import Any
 
 import yaml
 
-from learners import distributed
 from learners.algorithms.registry import learner_spec
+from learners.distributed import collectives
 from learners.engines.registry import require_engine, syncs_weights
 from learners.evaluation import heldout
 from learners.evaluation.during_training import validation_accuracy
 from learners.policy.hf_policy import HFPolicy
 from learners.reports.plots import plot_training
-from learners.rollout import RolloutResult
 from learners.training import preflight
 from learners.training import run_checks as checks
 from learners.training.build import Run, build_run, model_source, plain
@@ -54,6 +53,7 @@ from learners.training.metrics import (
     rollout_metrics,
     write_transcripts,
 )
+from learners.types import RolloutResult
 from sage_env.verifiers import MathVerifier
 
 logger = logging.getLogger("sage_env.train")
@@ -75,7 +75,7 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
         ValueError: on an unknown protocol, algorithm or frozen role, or a config in which
             every advantage is 0 in every step
             (:func:`learners.training.run_checks.certain_no_update`).
-        learners.training.preflight.PreflightError: naming what is missing (no CUDA device, model
+        learners.policy.model_check.PreflightError: naming what is missing (no CUDA device, model
             weights neither cached nor downloadable, ``wandb`` not installed, a DeepSpeed
             launch, an FSDP launch without ``--distributed.strategy fsdp2``).
     """
@@ -98,19 +98,19 @@ def train(cfg: TrainConfig, progress: bool = True, desc: str | None = None) -> d
     preflight.check_train(cfg, model_source(cfg, out, checkpoint_dirs(out)))
     require_engine(cfg.rollout.engine)
     with contextlib.ExitStack() as stack:
-        # torchrun / accelerate launch: open the process group (learners.distributed); the
-        # Accelerator also holds the tracker of report_to
+        # torchrun / accelerate launch: open the process group
+        # (learners.distributed.collectives); the Accelerator also holds the tracker of report_to
         log_with = None if cfg.report_to == "none" else cfg.report_to
-        accelerator = distributed.init(cfg.device, log_with, str(out))
+        accelerator = collectives.init(cfg.device, log_with, str(out))
         if accelerator is not None:
-            stack.callback(distributed.shutdown)
+            stack.callback(collectives.shutdown)
         existing = checkpoint_dirs(out)
         if (existing or (out / "metrics.jsonl").exists()) and not cfg.resume:
             raise FileExistsError(
                 f"{out} already holds a run; pass --resume to continue it or choose another --out"
             )
-        distributed.barrier()  # every rank has looked at out before rank 0 writes to it
-        main = distributed.is_main()
+        collectives.barrier()  # every rank has looked at out before rank 0 writes to it
+        main = collectives.is_main()
         if main:
             out.mkdir(parents=True, exist_ok=True)
             resolved = plain(dataclasses.asdict(cfg))
@@ -219,7 +219,7 @@ def _first_row(cfg: TrainConfig, run: Run) -> None:
         acc = _validate(policy, run.val_tasks, run.math_verifier, cfg.val_max_new_tokens, run)
         row["val/accuracy"] = acc
         row["time/validation_s"] = time.perf_counter() - t0
-        if distributed.is_main():
+        if collectives.is_main():
             run.stopping.record(0, acc, policy)
     if run.log is not None:
         with deferred():
@@ -232,10 +232,10 @@ def _heldout_start(cfg: TrainConfig, run: Run, out: Path) -> None:
     if not sets:
         return
     got = None
-    if distributed.is_main():
+    if collectives.is_main():
         got = heldout.score(run.policy, sets, out / "heldout" / "start", run.progress)
-    run.heldout["start"] = distributed.broadcast(got)
-    if distributed.is_main():
+    run.heldout["start"] = collectives.broadcast(got)
+    if collectives.is_main():
         (out / "heldout.json").write_text(json.dumps(run.heldout), encoding="utf-8")
 
 
@@ -245,9 +245,9 @@ def _heldout_final(cfg: TrainConfig, run: Run, out: Path) -> dict[str, float]:
     if not sets or "start" not in run.heldout:
         return {}
     got = None
-    if distributed.is_main():
+    if collectives.is_main():
         got = heldout.score(run.policy, sets, out / "heldout" / "final", run.progress)
-    got = distributed.broadcast(got)
+    got = collectives.broadcast(got)
     metrics: dict[str, float] = {}
     lines = []
     for s in sets:
@@ -256,7 +256,7 @@ def _heldout_final(cfg: TrainConfig, run: Run, out: Path) -> dict[str, float]:
         points = {k: v[s.name] for k, v in run.heldout.items() if s.name in v}
         lines.append(heldout.report_line(s.name, {**points, "final": final}))
         logger.info("%s", lines[-1])
-    if distributed.is_main():  # sage-env train prints it when the run ends
+    if collectives.is_main():  # sage-env train prints it when the run ends
         (out / "heldout.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return metrics
 
@@ -267,8 +267,8 @@ def _step(
     """One step: rollouts, update, weight sync, validation: ``(metrics, accuracy, rollouts)``."""
     policy, pool, learner = run.policy, run.pool, run.learner
     t0 = time.perf_counter()
-    snapshot = pool.snapshot() if distributed.world_size() > 1 else None
-    result = run.driver.collect(distributed.rank_seeds(run.rng, len(run.envs)))
+    snapshot = pool.snapshot() if collectives.world_size() > 1 else None
+    result = run.driver.collect(collectives.rank_seeds(run.rng, len(run.envs)))
     learner.observe([t for t in result.transitions if t.role not in frozen and t.trains])
     # ct2 drops its converted model (0.6-0.7 GB) for the update; the sync below loads the
     # updated weights, so nothing is converted twice (docs/write-ups/memory.md,
@@ -278,15 +278,15 @@ def _step(
     update = learner.update()
     t_update = time.perf_counter() - t1
     idle = checks.nothing_trained(update)  # all advantages 0, no loss called, no gradient
-    if idle is not None and distributed.is_main():
+    if idle is not None and collectives.is_main():
         logger.warning("step %d trained nothing: %s", step, idle)
     t1 = time.perf_counter()
     policy.sync_engine()  # the next rollout (and validation) samples the updated weights
     t_sync = time.perf_counter() - t1
     if snapshot is not None:  # several ranks: every rank's accepted tasks, in rank order
-        distributed.sync_pool(pool, snapshot)
-        distributed.check_identical(distributed.pool_digest(pool), "the task pool")
-    result = distributed.merge_rollouts(result)  # metrics of every rank's rounds
+        collectives.sync_pool(pool, snapshot)
+        collectives.check_identical(collectives.pool_digest(pool), "the task pool")
+    result = collectives.merge_rollouts(result)  # metrics of every rank's rounds
     validate = cfg.val_every > 0 and step % cfg.val_every == 0
     acc = t_val = None
     if run.val_tasks and validate:
@@ -350,9 +350,9 @@ def _after_step(
     result: RolloutResult,
 ) -> bool:
     """Log, write transcripts and the pool, checkpoint; True when early stopping ends the run."""
-    main = distributed.is_main()
+    main = collectives.is_main()
     stop = acc is not None and main and run.stopping.record(step, acc, run.policy)
-    stop = distributed.broadcast(stop)  # rank 0 decides
+    stop = collectives.broadcast(stop)  # rank 0 decides
     if main:
         run.log.write(metrics)
         write_transcripts(out, step, result, cfg.transcripts_per_step)
@@ -360,7 +360,7 @@ def _after_step(
         if cfg.report_every and step % cfg.report_every == 0 and step < cfg.steps:
             _write_report(out)
     if step % cfg.save_every == 0 or step == cfg.steps or stop:
-        states = distributed.rank_states(run.policy, run.learner)  # all ranks; None on one
+        states = collectives.rank_states(run.policy, run.learner)  # all ranks; None on one
         # every rank: several write the model and optimiser shards (torch DCP)
         save_checkpoint(
             out, step, run.policy, run.learner, run.pool, run.rng, cfg.keep_checkpoints, states
@@ -373,9 +373,9 @@ def _validate(
 ) -> float:
     """Greedy validation accuracy, computed on rank 0 and broadcast to every rank."""
     acc = None
-    if distributed.is_main():
+    if collectives.is_main():
         acc = validation_accuracy(policy, tasks, verifier, max_new_tokens, progress=run.progress)
-    return distributed.broadcast(acc)
+    return collectives.broadcast(acc)
 
 
 def _fmt(x: float | None) -> str:

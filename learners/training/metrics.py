@@ -9,8 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from learners.rollout import RolloutResult, Transition
-from sage_env import Task
+from learners.types import RolloutResult, Transition
 
 REPORT_TO = ("tensorboard", "wandb", "none")
 """Trackers of ``TrainConfig.report_to`` (``metrics.jsonl`` is written with every one)."""
@@ -237,8 +236,8 @@ class MetricsLog:
         out: Run folder (exists).
         report_to: ``"tensorboard"``, ``"wandb"`` or ``"none"`` (``TrainConfig.report_to``).
         accelerator: The run's ``Accelerator`` made with ``log_with=report_to`` and
-            ``project_dir=out`` (:func:`learners.distributed.init`); made here when ``None``
-            and a tracker is asked for. Unused with ``"none"``.
+            ``project_dir=out`` (:func:`learners.distributed.collectives.init`); made here when
+            ``None`` and a tracker is asked for. Unused with ``"none"``.
         config: The run's resolved config as plain data, stored as the W&B run config
             (TensorBoard gets none: it is in ``out/config.yaml``).
         purge_step: TensorBoard hides the events at this step and later that an earlier,
@@ -263,9 +262,9 @@ class MetricsLog:
         if report_to == "none":
             return
         if accelerator is None:
-            from learners import distributed
+            from learners.distributed import collectives
 
-            accelerator = distributed.init("cpu", log_with=report_to, project_dir=str(out))
+            accelerator = collectives.init("cpu", log_with=report_to, project_dir=str(out))
         if report_to == "tensorboard":
             # accelerate writes to project_dir/<project name>: the name "tb" gives out/tb
             kwargs: dict[str, Any] = {"purge_step": purge_step} if purge_step else {}
@@ -382,38 +381,3 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "item"):  # numpy scalars
         return value.item()
     return str(value)
-
-
-def admitted_counts(tasks: list[Task]) -> dict[str, int]:
-    """Self-made tasks among ``tasks`` (``source == "generated"``), counted by kind.
-
-    An execution task counts under ``"exec/<mode>"`` (deduction, abduction, induction), any
-    other under its domain (``"math"``, ``"code"``); kinds are sorted by name.
-
-    Args:
-        tasks: A pool's tasks (``TaskPool.tasks`` or ``read_jsonl(OUT/pool.jsonl)``).
-    """
-    from sage_env.tasks.exec_tasks import exec_mode
-
-    counts: dict[str, int] = defaultdict(int)
-    for t in tasks:
-        if t.source == "generated":
-            mode = exec_mode(t)
-            counts[f"exec/{mode}" if mode else t.domain] += 1
-    return dict(sorted(counts.items()))
-
-
-def admitted_line(counts: dict[str, int], steps: int | None = None) -> str:
-    """One line for the end of ``sage-env train``: self-made tasks in the pool, by kind.
-
-    Example: ``self-made tasks in the pool: 13 over 12 steps (exec/deduction 9,
-    exec/induction 4)``; with none, ``self-made tasks in the pool: 0 over 12 steps``.
-
-    Args:
-        counts: :func:`admitted_counts`'s dict.
-        steps: Steps the run played (left out of the line when ``None``).
-    """
-    total = sum(counts.values())
-    over = "" if steps is None else f" over {steps} step{'s' if steps != 1 else ''}"
-    kinds = ", ".join(f"{k} {n}" for k, n in counts.items() if n)
-    return f"self-made tasks in the pool: {total}{over}" + (f" ({kinds})" if kinds else "")

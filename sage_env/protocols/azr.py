@@ -51,6 +51,7 @@ from sage_env.tasks import exec_tasks
 from sage_env.tasks.exec_tasks import MODES, ExecSpec, exec_mode
 from sage_env.text import parsing
 from sage_env.verifiers import execution
+from sage_env.verifiers.program_checks import AZR_BANNED_MODULES
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv
@@ -85,7 +86,7 @@ class AZRConfig:
     format_penalty: bool = True
     """AZR Eq. 6: -0.5 for a well-formatted response that is not passable, -1 for one with
     formatting errors. False: both earn 0 (rewards stay in [0, 1])."""
-    banned_modules: tuple[str, ...] = execution.AZR_BANNED_MODULES
+    banned_modules: tuple[str, ...] = AZR_BANNED_MODULES
     """Modules refused even if on the allow-list (AZR's ``banned_words`` plus Sec. 3.3.3's
     ``os``, ``sys``, ``shutil``, none of which is on it). A program imports only modules of
     ``program_checks.ALLOWED_MODULES``; the proposer's prompt names those not in this list,

@@ -29,7 +29,7 @@ worth no more than a value the program could have returned.
 
 The static checks of a program's source (:func:`program_refusal`, :func:`forbidden_import`,
 :func:`defines_f`, :func:`safe_input_expression`) and their lists live in
-:mod:`sage_env.verifiers.program_checks` and are re-exported here.
+:mod:`sage_env.verifiers.program_checks`; import them from there.
 """
 
 from __future__ import annotations
@@ -45,13 +45,9 @@ from typing import Any
 
 from sage_env import sandbox
 from sage_env.verifiers.program_checks import (
-    ALLOWED_BUILTINS,  # noqa: F401 - re-exported
-    ALLOWED_MODULES,  # noqa: F401 - re-exported
     AZR_BANNED_MODULES,
     MAX_LITERAL_CHARS,
     defines_f,
-    escape_hatch,  # noqa: F401 - re-exported
-    forbidden_import,  # noqa: F401 - re-exported
     program_refusal,
     safe_input_expression,
 )

@@ -13,8 +13,9 @@ import pytest
 from learners.algorithms import registry
 from learners.cli import main
 from learners.engines.registry import ENGINES, engine_spec
+from learners.evaluation.model_path import eval_model
 from learners.evaluation.run import EvalConfig, run_eval
-from learners.training.preflight import PreflightError, eval_model
+from learners.policy.model_check import PreflightError
 from sage_env.protocols.registry import make_protocol
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,11 +3,14 @@ import json
 import pytest
 import torch
 
+from learners.algorithms.pg_config import PGConfig
+from learners.algorithms.trr import TRRLearner
 from learners.policy import HFPolicy, SamplingConfig
-from learners.rollout import RolloutDriver, Transition
+from learners.policy.logprobs import token_logprobs
+from learners.rollout import RolloutDriver
 from learners.training.config import config_from_dict, load_yaml_config
 from learners.training.loop import TrainConfig, train
-from learners.algorithms.trr import TRRConfig, TRRLearner, token_logprobs
+from learners.types import Transition
 from sage_env import EnvConfig, Outcome
 from tests.scripted import CODE_SEED, MATH_SEED
 
@@ -61,7 +64,7 @@ def test_trr_update_moves_logprobs_in_the_direction_of_the_advantage(policy):
 
     with torch.no_grad():
         lp0 = seq_logp()
-    learner = TRRLearner(policy, TRRConfig(lr=1e-3, gradient_checkpointing=False))
+    learner = TRRLearner(policy, PGConfig(lr=1e-3, gradient_checkpointing=False))
     learner.observe(trs)
     metrics = learner.update()
     assert metrics["num_sequences"] == 4.0 and learner.buffer == []
@@ -78,7 +81,7 @@ def test_trr_update_moves_logprobs_in_the_direction_of_the_advantage(policy):
 def test_zero_variance_batch_leaves_weights_unchanged(policy):
     comps = policy.generate([{"system": "s", "user": "q"}] * 2, SamplingConfig(max_new_tokens=4))
     before = [p.detach().clone() for p in policy.model.parameters()]
-    learner = TRRLearner(policy, TRRConfig(lr=1e-2, gradient_checkpointing=False))
+    learner = TRRLearner(policy, PGConfig(lr=1e-2, gradient_checkpointing=False))
     learner.observe(
         [
             Transition(
@@ -137,7 +140,7 @@ def test_train_writes_artifacts_and_resumes(tiny_path, tmp_path):
         max_new_tokens=8,
         device="cpu",
         env=EnvConfig(solver_samples=1),
-        learner=TRRConfig(lr=1e-3, gradient_checkpointing=False),
+        learner=PGConfig(lr=1e-3, gradient_checkpointing=False),
     )
     train(cfg, progress=False)
     out = tmp_path / "run"
@@ -196,7 +199,7 @@ def test_baseline_protocols_train_through_the_same_learner(tiny_path, tmp_path, 
         max_new_tokens=6,
         device="cpu",
         env=EnvConfig(protocol=protocol, solver_samples=1),
-        learner=TRRConfig(gradient_checkpointing=False),
+        learner=PGConfig(gradient_checkpointing=False),
     )
     metrics = train(cfg, progress=False)
     assert sorted(k for k in metrics if k.startswith("reward/")) == sorted(
@@ -220,7 +223,7 @@ def test_validation_curve_and_early_stopping(tiny_path, tmp_path):
         val_max_new_tokens=4,
         early_stopping_patience=2,
         env=EnvConfig(solver_samples=1),
-        learner=TRRConfig(gradient_checkpointing=False),
+        learner=PGConfig(gradient_checkpointing=False),
     )
     train(cfg, progress=False)
     out = tmp_path / "v"
@@ -256,7 +259,7 @@ def test_skipping_zero_advantage_sequences_gives_the_same_update(tiny_path):
     for skip in (True, False):
         policy = copy.deepcopy(base)
         learner = TRRLearner(
-            policy, TRRConfig(lr=1e-3, gradient_checkpointing=False, micro_batch_size=2)
+            policy, PGConfig(lr=1e-3, gradient_checkpointing=False, micro_batch_size=2)
         )
         learner.skip_zero_advantage = skip
         learner.observe(
@@ -292,7 +295,7 @@ def test_update_keeps_the_callers_prompt_ids(policy):
     comps = policy.generate(
         [{"system": "s", "user": "a long prompt " * 8}] * 2, SamplingConfig(max_new_tokens=4)
     )
-    learner = TRRLearner(policy, TRRConfig(max_seq_tokens=16, gradient_checkpointing=False))
+    learner = TRRLearner(policy, PGConfig(max_seq_tokens=16, gradient_checkpointing=False))
     trs = [
         Transition(
             "solver_0",
@@ -330,7 +333,7 @@ def test_train_with_warmup_probe_and_calibrated_gate(tiny_path, tmp_path, monkey
         gate_calibration=True,
         warmup=WarmupConfig(steps=2, batch_size=2, num_demonstrations=8),
         env=EnvConfig(solver_samples=1),
-        learner=TRRConfig(lr=1e-3, gradient_checkpointing=False),
+        learner=PGConfig(lr=1e-3, gradient_checkpointing=False),
     )
     train(cfg, progress=False)
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -345,8 +348,8 @@ def test_train_with_warmup_probe_and_calibrated_gate(tiny_path, tmp_path, monkey
 
 
 def test_rollout_metrics_proposal_rates_and_solved_acceptances():
-    from learners.rollout import RolloutResult, Transition
     from learners.training.loop import rollout_metrics
+    from learners.types import RolloutResult, Transition
 
     def prop(well_formed, valid, accepted, d=None, truncated=False):
         terms = {"q": 0.5, "d": d, "f": 1.0}
@@ -480,7 +483,6 @@ class _ByObservation:
 
 def _play_wide(n, lookahead, order="interleaved"):
     import sage_env
-
     from sage_env.verifiers import MathVerifier
 
     slow_ok = MathVerifier(timeout_s=60.0)  # a loaded machine must not time the checks out
@@ -557,7 +559,7 @@ def test_token_budget_micro_batches():
     assert _token_chunks(order, lengths, 4, 100) == [[0, 1, 2], [3], [4], [5]]
     assert _token_chunks(order, lengths, 2, 1000) == [[0, 1], [2, 3], [4, 5]]
     with pytest.raises(ValueError, match="micro_batch_tokens"):
-        TRRConfig(micro_batch_tokens=-1)
+        PGConfig(micro_batch_tokens=-1)
 
 
 def test_token_budget_gives_the_same_update(tiny_path):
@@ -572,7 +574,7 @@ def test_token_budget_gives_the_same_update(tiny_path):
         policy = copy.deepcopy(base)
         learner = TRRLearner(
             policy,
-            TRRConfig(
+            PGConfig(
                 lr=1e-3, gradient_checkpointing=False, micro_batch_size=6,
                 micro_batch_tokens=budget,
             ),
@@ -616,7 +618,7 @@ def test_train_logs_wide_ticks(tiny_path, tmp_path, order, calls):
         max_new_tokens=6,
         device="cpu",
         env=EnvConfig(solver_samples=2, domains=("math",), turn_order=order),
-        learner=TRRConfig(lr=1e-3, gradient_checkpointing=False),
+        learner=PGConfig(lr=1e-3, gradient_checkpointing=False),
     )
     train(cfg, progress=False)
     (row,) = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
@@ -634,7 +636,7 @@ def test_per_parameter_adamw_gives_the_same_step(tiny_path):
     for foreach in (None, False):
         policy = copy.deepcopy(base)
         learner = TRRLearner(
-            policy, TRRConfig(lr=1e-3, gradient_checkpointing=False, adamw_foreach=foreach)
+            policy, PGConfig(lr=1e-3, gradient_checkpointing=False, adamw_foreach=foreach)
         )
         assert learner.optimizer.defaults["foreach"] is foreach
         learner.observe(

@@ -94,7 +94,7 @@ def test_learner_trains_with_adamw8bit_and_resumes_its_state(tiny_path, tmp_path
     from learners.algorithms.pg_config import PGConfig
     from learners.algorithms.trr import TRRLearner
     from learners.policy import HFPolicy, SamplingConfig
-    from learners.rollout import Transition
+    from learners.types import Transition
 
     def learner():
         policy = HFPolicy(tiny_path, device="cpu", seed=0)

@@ -142,6 +142,56 @@ def test_sage_env_never_imports_learners():
     assert {m: t for m, t in wrong.items() if t} == {}
 
 
+LEARNERS_LAYERS = (
+    ("learners.cli", "learners.commands", "learners.__main__"),
+    ("learners.training",),
+    ("learners.evaluation", "learners.reports"),
+    ("learners.algorithms",),
+    ("learners.rollout",),
+    ("learners.policy",),
+    ("learners.engines",),
+    ("learners.distributed",),
+    ("learners.types", "learners.lazy", "learners.rng_state", "learners.memory",
+     "learners.trl_solver"),
+)
+"""The map of docs/design.md, top to bottom (issue 50): a module imports only from its own
+layer or the layers below it."""
+
+
+def layer_of(module: str, layers=LEARNERS_LAYERS) -> int | None:
+    """Index of ``module``'s layer in ``layers`` (0 is the top), or None if it has none."""
+    for i, group in enumerate(layers):
+        if any(module == g or module.startswith(g + ".") for g in group):
+            return i
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]], layers=LEARNERS_LAYERS) -> list[str]:
+    """``"a -> b"`` for every import of ``graph`` from a lower layer to a higher one."""
+    up = []
+    for module, targets in sorted(graph.items()):
+        here = layer_of(module, layers)
+        for target in sorted(targets):
+            there = layer_of(target, layers)
+            if here is not None and there is not None and there < here:
+                up.append(f"{module} -> {target}")
+    return up
+
+
+def test_the_layer_check_finds_an_import_that_points_up():
+    layers = (("a",), ("b",), ("c",))
+    assert upward_imports({"a.x": {"b.y", "c"}, "b.y": {"c.z"}, "c.z": set()}, layers) == []
+    assert upward_imports({"c.z": {"a.x"}, "b.y": {"b.w"}}, layers) == ["c.z -> a.x"]
+
+
+def test_every_learners_module_has_a_layer():
+    assert [m for m in MODULES if m.startswith("learners.") and layer_of(m) is None] == []
+
+
+def test_learners_imports_point_down_the_layers():
+    assert upward_imports(import_graph()) == []
+
+
 @pytest.mark.parametrize(
     "code",
     [

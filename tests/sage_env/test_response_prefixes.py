@@ -95,7 +95,7 @@ def test_rollout_actions_carry_the_prefix_and_its_tokens_are_prompt(policy):
 
 def test_prefix_tokens_never_get_loss_weight(policy):
     """The loss reads log-probs of generated tokens only; the prefix is conditioning."""
-    from learners.algorithms.losses import token_logprobs
+    from learners.policy.logprobs import token_logprobs
 
     obs = {"system": "s", "user": "u", "prefix": "<score>"}
     prompt = policy.encode_prompt(obs, 512)

@@ -14,7 +14,7 @@ from learners.algorithms.registry import LEARNERS, Learner, make_learner
 from learners.algorithms.losses import clipped_policy_loss
 from learners.algorithms.pg import PGConfig
 from learners.policy import HFPolicy, SamplingConfig
-from learners.rollout import Transition
+from learners.types import Transition
 from learners.policy.tiny import build_tiny_model
 from learners.training.loop import TrainConfig, train
 from sage_env import EnvConfig

@@ -18,7 +18,7 @@ from learners.cli import main
 from learners.algorithms.ema_baseline import EMAConfig
 from learners.algorithms.pg import LossInputs, PGConfig
 from learners.policy import HFPolicy
-from learners.rollout import Transition
+from learners.types import Transition
 from learners.training.config import config_from_dict
 from learners.training.loop import TrainConfig
 from learners.algorithms.trr import TRRLearner

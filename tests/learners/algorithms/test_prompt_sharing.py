@@ -11,12 +11,12 @@ import random
 import pytest
 import torch
 
-from learners.algorithms.losses import shared_prompt_logprobs, token_logprobs
-from learners.algorithms.micro_batches import shared_prompt_groups, shared_prompt_units
+from learners.algorithms.micro_batches import shared_prompt_units
 from learners.algorithms.pg_config import PGConfig
 from learners.algorithms.trr import TRRLearner
 from learners.policy import HFPolicy
-from learners.rollout import Transition
+from learners.policy.logprobs import shared_prompt_groups, shared_prompt_logprobs, token_logprobs
+from learners.types import Transition
 
 
 @pytest.fixture

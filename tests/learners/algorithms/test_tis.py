@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from learners.algorithms.pg import LossInputs, PGConfig, PolicyGradientLearner
-from learners.rollout import Transition
+from learners.types import Transition
 
 T = 0.8
 

@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from learners.algorithms.trr import group_normalised_advantages, kl_penalty
+from learners.algorithms.advantages import group_normalised_advantages
+from learners.algorithms.losses import kl_penalty
 
 
 def test_advantages_hand_example():
@@ -50,7 +51,7 @@ def test_kl_estimators():
 
 
 def _transition(role, domain, reward, group=""):
-    from learners.rollout import Transition
+    from learners.types import Transition
 
     return Transition(f"{role}_0", role, domain, "act", [1], [2], [-1.0], "", reward, group=group)
 

@@ -12,7 +12,7 @@ import torch
 from learners.algorithms.pg_config import PGConfig
 from learners.algorithms.trr import TRRLearner
 from learners.policy import HFPolicy
-from learners.rollout import Transition
+from learners.types import Transition
 
 
 def _transitions(seed: int = 3, vocab: int = 200) -> list[Transition]:

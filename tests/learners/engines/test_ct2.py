@@ -58,8 +58,9 @@ def test_ct2_config_is_validated_and_missing_ctranslate2_is_a_one_line_error(
         make_engine(object(), "ct2")
     missing = engine_spec("ct2").missing
     assert str(info.value) == missing and "\n" not in missing
+    from learners.policy.model_check import PreflightError
     from learners.training.loop import TrainConfig
-    from learners.training.preflight import PreflightError, check_train
+    from learners.training.preflight import check_train
 
     cfg = TrainConfig(model=tiny_path, out=str(tmp_path / "r"), rollout=RolloutConfig(engine="ct2"))
     with pytest.raises(PreflightError) as info:
@@ -288,7 +289,7 @@ def _learner(tiny_path, **config):
 
 
 def _transitions(policy, shift=0.0):
-    from learners.rollout import Transition
+    from learners.types import Transition
 
     comps = policy.generate(OBS * 2, SamplingConfig(), budgets=[6] * 6)
     out = []

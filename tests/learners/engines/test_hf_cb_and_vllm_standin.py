@@ -111,8 +111,8 @@ def test_rollout_config_is_a_nested_flag_group_and_round_trips_through_yaml(tmp_
 
 def test_vllm_engine_without_vllm_is_a_one_line_error(tiny_path, tmp_path, monkeypatch, capsys):
     from learners import cli
+    from learners.policy.model_check import PreflightError
     from learners.training.loop import TrainConfig, train
-    from learners.training.preflight import PreflightError
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
     with pytest.raises(ImportError) as info:
@@ -460,7 +460,7 @@ def test_vllm_generate_honours_the_completion_contract(tiny_path, fake_vllm):
 
 
 def _transitions(comps, rewards):
-    from learners.rollout import Transition
+    from learners.types import Transition
 
     return [
         Transition(

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from learners.algorithms.trr import TRRConfig
+from learners.algorithms.pg_config import PGConfig
 from learners.evaluation import heldout
 from learners.training.loop import TrainConfig, train
 from learners.training.warmup import WarmupConfig
@@ -57,7 +57,7 @@ def test_train_scores_heldout_untouched_start_and_final(tiny_path, tmp_path, mon
         heldout="exec_heldout:3:4",
         warmup=WarmupConfig(steps=1, batch_size=1, num_demonstrations=4),
         env=EnvConfig(solver_samples=1, domains=("exec",)),
-        learner=TRRConfig(lr=1e-3, gradient_checkpointing=False),
+        learner=PGConfig(lr=1e-3, gradient_checkpointing=False),
         report_to="none",
     )
     with caplog.at_level(logging.INFO, logger="sage_env.train"):

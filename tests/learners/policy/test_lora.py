@@ -9,12 +9,13 @@ import torch
 
 from learners.algorithms.registry import register_learner
 from learners.cli import main
-from learners.algorithms.losses import token_logprobs
 from learners.policy import HFPolicy, LoRAConfig, SamplingConfig
-from learners.rollout import Transition
+from learners.policy.logprobs import token_logprobs
+from learners.types import Transition
 from learners.training.config import config_from_dict
 from learners.training.loop import TrainConfig, train
-from learners.algorithms.trr import TRRConfig, TRRLearner
+from learners.algorithms.pg_config import PGConfig
+from learners.algorithms.trr import TRRLearner
 from sage_env import EnvConfig
 
 LORA = LoRAConfig(r=4, alpha=16.0)
@@ -55,7 +56,7 @@ def test_lora_update_changes_only_adapter_weights(tiny_path):
     policy = HFPolicy(tiny_path, device="cpu", seed=0)
     base = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
     trs = _transitions(policy)
-    cfg = TRRConfig(lr=1e-2, kl_coef=0.1, gradient_checkpointing=True, lora=LORA)
+    cfg = PGConfig(lr=1e-2, kl_coef=0.1, gradient_checkpointing=True, lora=LORA)
     learner = TRRLearner(policy, cfg)
     assert policy.lora == LORA
     names = [n for n, p in policy.model.named_parameters() if p.requires_grad]
@@ -84,7 +85,7 @@ def test_kl_reference_is_the_base_with_adapters_disabled(tiny_path):
     n_base = sum(p.numel() for p in policy.model.parameters())
     trs = _transitions(policy)
     learner = TRRLearner(
-        policy, TRRConfig(lr=1e-2, kl_coef=0.1, gradient_checkpointing=False, lora=LORA)
+        policy, PGConfig(lr=1e-2, kl_coef=0.1, gradient_checkpointing=False, lora=LORA)
     )
     for _ in range(2):
         learner.observe(trs)
@@ -125,7 +126,7 @@ def _train_cfg(tiny_path, out, steps, **kw):
         max_new_tokens=8,
         device="cpu",
         env=EnvConfig(solver_samples=1, domains=("math",)),  # no sandbox: rewards exact
-        learner=TRRConfig(lr=1e-2, kl_coef=0.05, gradient_checkpointing=False, lora=LORA),
+        learner=PGConfig(lr=1e-2, kl_coef=0.05, gradient_checkpointing=False, lora=LORA),
         **kw,
     )
 
@@ -230,4 +231,4 @@ def test_adapter_checkpoint_needs_a_lora_policy(tiny_path, tmp_path):
     with pytest.raises(RuntimeError):
         other.load_weights(tmp_path / "adapter")
     with pytest.raises(ValueError, match="already has LoRA|asks for"):
-        TRRLearner(policy, TRRConfig(lora=LoRAConfig(r=8), gradient_checkpointing=False))
+        TRRLearner(policy, PGConfig(lora=LoRAConfig(r=8), gradient_checkpointing=False))

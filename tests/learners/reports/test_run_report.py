@@ -10,7 +10,8 @@ import pytest
 import sage_env
 from learners.cli import main
 from learners.policy import Completion, SamplingConfig
-from learners.reports.run_report import load_run, roc_curve, write_report
+from learners.reports.run_data import load_run, roc_curve
+from learners.reports.run_report import write_report
 from learners.rollout import RolloutDriver
 from learners.training.metrics import round_records, write_transcripts
 from sage_env.diagnostics.critic_probe import auc

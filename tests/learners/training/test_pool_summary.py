@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from learners.commands.train import pool_summary, train_command
-from learners.training.metrics import admitted_counts, admitted_line
+from learners.reports.run_data import admitted_counts, admitted_line
 from sage_env import Task
 from sage_env.tasks.exec_tasks import make_task
 from sage_env.tasks.task import write_jsonl

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from learners.policy import model_check
 from learners.training import preflight
 from learners.cli import main
 
@@ -66,7 +67,7 @@ def test_paper_preset_on_a_machine_without_gpu_or_cached_weights_is_one_line(tmp
 
 
 def test_missing_model_in_an_empty_offline_cache(offline_cache):
-    (problem,) = preflight.model_problems(QWEN7)
+    (problem,) = model_check.model_problems(QWEN7)
     assert problem.startswith(
         f"model {QWEN7} is not in the local Hugging Face cache ({offline_cache}) and "
         "HF_HUB_OFFLINE=1 forbids downloading: run `hf download"
@@ -76,7 +77,7 @@ def test_missing_model_in_an_empty_offline_cache(offline_cache):
 
 def test_cached_config_without_weights_names_the_missing_file(offline_cache):
     _cache_file(offline_cache, QWEN7, "config.json")
-    (problem,) = preflight.model_problems(QWEN7)
+    (problem,) = model_check.model_problems(QWEN7)
     assert f"the weights of {QWEN7} are not in the local Hugging Face cache" in problem
     assert "missing model.safetensors" in problem
 
@@ -87,10 +88,10 @@ def test_sharded_weights_must_all_be_cached(offline_cache):
     _cache_file(offline_cache, QWEN7, "config.json")
     _cache_file(offline_cache, QWEN7, "model.safetensors.index.json", index)
     _cache_file(offline_cache, QWEN7, shards[0])
-    (problem,) = preflight.model_problems(QWEN7)
+    (problem,) = model_check.model_problems(QWEN7)
     assert f"missing {shards[1]}" in problem
     _cache_file(offline_cache, QWEN7, shards[1])
-    assert preflight.model_problems(QWEN7) == []
+    assert model_check.model_problems(QWEN7) == []
 
 
 def test_unreachable_hub_online_is_one_problem_at_once(tmp_path, monkeypatch):
@@ -103,20 +104,20 @@ def test_unreachable_hub_online_is_one_problem_at_once(tmp_path, monkeypatch):
     # a closed local port: connection refused, as on a machine without a network
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
     start = time.monotonic()
-    (problem,) = preflight.model_problems(QWEN7)
+    (problem,) = model_check.model_problems(QWEN7)
     assert time.monotonic() - start < 5  # one request, not the hub client's 25 s of retries
     assert problem.startswith(f"model {QWEN7} is not in the local Hugging Face cache")
     assert "the hub is unreachable (ConnectError)" in problem
     assert f"hf download {QWEN7}" in problem
     _cache_file(tmp_path, QWEN7, "config.json")
     _cache_file(tmp_path, QWEN7, "model.safetensors")
-    assert preflight.model_problems(QWEN7) == []  # a cached copy serves without the hub
+    assert model_check.model_problems(QWEN7) == []  # a cached copy serves without the hub
 
 
 def test_local_models_and_the_default(tiny_path, tmp_path):
-    assert preflight.model_problems(tiny_path) == []
-    assert "does not exist" in preflight.model_problems(str(tmp_path / "nope" / "model"))[0]
-    assert "has no config.json" in preflight.model_problems(str(tmp_path))[0]
+    assert model_check.model_problems(tiny_path) == []
+    assert "does not exist" in model_check.model_problems(str(tmp_path / "nope" / "model"))[0]
+    assert "has no config.json" in model_check.model_problems(str(tmp_path))[0]
 
 
 def test_cuda_asked_for_on_a_machine_without_it(monkeypatch):
@@ -176,7 +177,7 @@ def test_everything_missing_is_reported_at_once(offline_cache, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
     cfg = PRESETS["paper-1gpu"]
     cfg = dataclasses.replace(cfg, report_to="wandb")
-    with pytest.raises(preflight.PreflightError) as info:
+    with pytest.raises(model_check.PreflightError) as info:
         preflight.check_train(cfg)
     assert len(info.value.problems) == 4  # CUDA, the weights, wandb, vllm
     assert "\n" not in str(info.value)

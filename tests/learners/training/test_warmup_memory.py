@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 import sage_env
-from learners.algorithms.trr import TRRConfig
+from learners.algorithms.pg_config import PGConfig
 from learners.training import build
 from learners.training.config import TrainConfig
 from learners.training.warmup import WarmupConfig
@@ -39,7 +39,7 @@ def test_warm_up_releases_the_engine_and_follows_the_learners_checkpointing(
     monkeypatch.setattr(build, "run_warmup", fake_warmup)
     cfg = TrainConfig(
         warmup=WarmupConfig(steps=3, num_demonstrations=4),
-        learner=TRRConfig(gradient_checkpointing=checkpointing),
+        learner=PGConfig(gradient_checkpointing=checkpointing),
     )
     seeds = sage_env.load_seeds()
     got = build._warm_up(cfg, tmp_path, [], policy, seeds, SimpleNamespace(task_ids=set()), False)

@@ -339,7 +339,7 @@ def test_sage_on_execution_tasks_passes_pettingzoo_api_test(order):
 
 def test_trr_normalises_each_mode_and_role_on_its_own():
     from learners.algorithms.advantages import group_normalised_advantages
-    from learners.rollout import Transition
+    from learners.types import Transition
 
     def tr(role, group, reward):
         return Transition(

@@ -140,7 +140,7 @@ def test_frozen_is_a_known_admission():
 
 
 def _tr(role, phase, task_id, details, domain="exec"):
-    from learners.rollout import Transition
+    from learners.types import Transition
 
     return Transition(
         agent=f"{role}_0",
@@ -157,8 +157,8 @@ def _tr(role, phase, task_id, details, domain="exec"):
 
 
 def test_pool_dynamics_metrics_count_proposals_difficulty_novelty_and_generated_rows():
-    from learners.rollout import RolloutResult
     from learners.training.metrics import pool_dynamics_metrics
+    from learners.types import RolloutResult
     from sage_env.tasks.exec_tasks import load_exec_seeds
 
     seeds = load_exec_seeds()

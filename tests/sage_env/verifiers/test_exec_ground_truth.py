@@ -29,6 +29,7 @@ import pytest
 
 from sage_env.tasks import exec_tasks
 from sage_env.verifiers import execution
+from sage_env.verifiers.program_checks import program_refusal
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -335,7 +336,7 @@ ESCAPES = {
 
 def test_allow_list_escapes_found_by_red_team_are_refused_before_anything_runs():
     for name, program in ESCAPES.items():
-        refusal = execution.program_refusal(program)
+        refusal = program_refusal(program)
         assert refusal is not None, name
         got = execution.validate_program(program, ["1"])
         assert (got.valid, got.check) == (False, "forbidden"), (name, got)
@@ -345,7 +346,7 @@ def test_allow_list_escapes_found_by_red_team_are_refused_before_anything_runs()
         "    def __lt__(self, other):\n        return self.x < other.x\n"
         "def f(a):\n    match P(a):\n        case P(x, y):\n            return x + y\n"
     )
-    assert execution.program_refusal(honest) is None
+    assert program_refusal(honest) is None
     assert execution.validate_program(honest, ["1"]).outputs == ["3"]
 
 

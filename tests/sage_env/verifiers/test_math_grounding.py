@@ -4,9 +4,9 @@ task's answer with the Challenger's own program instead of taking its claim."""
 import pytest
 
 import sage_env
-from learners.rollout import RolloutResult, Transition
 from learners.training.metrics import rollout_metrics
 from learners.training.presets import PRESETS
+from learners.types import RolloutResult, Transition
 from sage_env import EnvConfig, Outcome
 from sage_env.protocols import scripted
 from sage_env.protocols.demonstrations import answer_program, build_demonstrations

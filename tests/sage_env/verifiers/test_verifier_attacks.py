@@ -35,6 +35,7 @@ import sage_env
 from sage_env import EnvConfig
 from sage_env.verifiers import CodeVerifier
 from sage_env.verifiers import execution as ex
+from sage_env.verifiers.program_checks import safe_input_expression
 from tests.scripted import CODE_SEED, play_round
 
 
@@ -267,8 +268,8 @@ def test_humaneval_programs_cannot_redefine_the_prompts_helpers(task, completion
 def test_a_crux_input_cannot_rebind_what_f_calls():
     program = "def f(s):\n    return sorted(s)\n"
     forged = "(sorted := lambda s: ['x', 'y']) and 'q'"
-    assert ex.safe_input_expression(forged) is None
-    assert ex.safe_input_expression("[(y := 2) for _ in 'a']") is None
+    assert safe_input_expression(forged) is None
+    assert safe_input_expression("[(y := 2) for _ in 'a']") is None
     res = ex.check_abduction(forged, program, "['x', 'y']", expressions=True)
     assert (res.score, res.status) == (0.0, "invalid"), res
     honest = ex.check_abduction("'yx'", program, "['x', 'y']", expressions=True)

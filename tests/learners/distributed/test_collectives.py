@@ -1,4 +1,4 @@
-"""Data-parallel training (learners.distributed) on 2 CPU processes with gloo.
+"""Data-parallel training (learners.distributed.collectives) on 2 CPU processes with gloo.
 
 One spawn of two ranks (torch.multiprocessing, a file store) checks the update, the pool sync
 and the seeds; the CLI tests run ``torchrun --nproc_per_node 2 -m learners train`` itself.
@@ -20,11 +20,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from learners import distributed, parallel
 from learners.algorithms.advantages import group_normalised_advantages
+from learners.algorithms.pg_config import PGConfig
+from learners.algorithms.trr import TRRLearner
+from learners.distributed import collectives, data_parallel
 from learners.policy import HFPolicy, SamplingConfig
-from learners.rollout import Transition
-from learners.algorithms.trr import TRRConfig, TRRLearner
+from learners.types import Transition
 from sage_env import Task, TaskPool
 from tests.scripted import CODE_SEED, MATH_SEED
 
@@ -53,9 +54,9 @@ def _transitions(policy: HFPolicy) -> list[Transition]:
 
 def _update(policy: HFPolicy, batch: list[Transition], agg: str) -> tuple[dict, dict]:
     policy = copy.deepcopy(policy)
-    cfg = TRRConfig(lr=1e-4, gradient_checkpointing=False, micro_batch_size=2, loss_agg=agg)
+    cfg = PGConfig(lr=1e-4, gradient_checkpointing=False, micro_batch_size=2, loss_agg=agg)
     learner = TRRLearner(policy, cfg)
-    parallel.prepare(policy, learner)  # several ranks: DDP (the default strategy) sums
+    data_parallel.prepare(policy, learner)  # several ranks: DDP (the default strategy) sums
     learner.observe(batch)
     metrics = learner.update()
     return metrics, {n: p.detach().clone() for n, p in policy.model.named_parameters()}
@@ -68,7 +69,7 @@ def _gen(prompt: str, task_id: str) -> Task:
 def _worker(rank: int, store: str, tiny_path: str, data: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD)
     try:
-        result: dict = {"world": distributed.world_size(), "rank": distributed.rank()}
+        result: dict = {"world": collectives.world_size(), "rank": collectives.rank()}
         policy = HFPolicy(tiny_path, device="cpu", seed=0)
         batch = pickle.loads(Path(data).read_bytes())
         half = len(batch) // WORLD
@@ -89,10 +90,10 @@ def _worker(rank: int, store: str, tiny_path: str, data: str, out: str) -> None:
             accepted = ["How many edges does a cube have  in total", "what is seven squared"]
         for prompt in accepted:  # ids collide across ranks, as they do in a real step
             pool.add(_gen(prompt, pool.new_id()))
-        added = distributed.sync_pool(pool, snapshot)
+        added = collectives.sync_pool(pool, snapshot)
         result["pool"] = ([(t.task_id, t.prompt) for t in pool], pool.new_id(), added)
-        result["digest"] = distributed.pool_digest(pool)
-        result["seeds"] = distributed.rank_seeds(random.Random(5), ROUNDS)
+        result["digest"] = collectives.pool_digest(pool)
+        result["seeds"] = collectives.rank_seeds(random.Random(5), ROUNDS)
         Path(out, f"rank{rank}.pkl").write_bytes(pickle.dumps(result))
     finally:
         dist.destroy_process_group()
@@ -172,11 +173,11 @@ def test_env_seeds_are_rank_distinct_and_drawn_from_one_stream(ranks):
 
 
 def test_one_process_helpers_are_the_identity():
-    assert distributed.world_size() == 1 and distributed.is_main()
-    assert distributed.gather(3) == [3] and distributed.global_counts(4, 5) == (4, 5)
-    assert distributed.minibatches(list(range(7)), 3, 7) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert collectives.world_size() == 1 and collectives.is_main()
+    assert collectives.gather(3) == [3] and collectives.global_counts(4, 5) == (4, 5)
+    assert collectives.minibatches(list(range(7)), 3, 7) == [[0, 1, 2], [3, 4, 5], [6]]
     pool = TaskPool([MATH_SEED])
-    assert distributed.sync_pool(pool, pool.snapshot()) == 0
+    assert collectives.sync_pool(pool, pool.snapshot()) == 0
 
 
 # --- the real command: torchrun --nproc_per_node 2 -m learners train --------------------------
@@ -214,7 +215,7 @@ def _torchrun(tiny_path: str, out: Path, *extra: str) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     return {
         **os.environ,
         "PYTHONPATH": root,

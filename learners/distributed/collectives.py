@@ -1,4 +1,4 @@
-"""Data-parallel training: what SAGE reduces across ranks, on ``torch.distributed``.
+"""Collectives across ranks: what SAGE gathers, reduces and broadcasts, on ``torch.distributed``.
 
 Launch with ``torchrun --nproc_per_node N -m learners train ...`` (anywhere; gloo on CPU) or
 ``accelerate launch --num_processes N -m learners train ...`` (GPUs). :func:`init` lets
@@ -15,7 +15,7 @@ the identity, so a single-process run is unchanged. What is shared (``docs/guide
 - **Gradients**: each rank's loss is normalised by the *global* minibatch token (or sequence)
   count (:func:`global_counts`) and torch's own engine (DDP or FSDP2) sums the gradients over
   ranks: the wrapping, the per-pass gradient sync and the FSDP2 parameter gathering are
-  :mod:`learners.parallel`'s.
+  :mod:`learners.distributed.data_parallel`'s.
 - **Pool**: :func:`sync_pool` rolls each rank's pool back to the start of the step and adds
   every rank's accepted tasks in rank order, with ids reassigned in that order: pools are
   identical on every rank after every step.
@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from learners.rng_state import as_tuple as _as_tuple
-from learners.rollout import RolloutResult
+from learners.types import RolloutResult
 from sage_env import TaskPool
 
 T = TypeVar("T")

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from learners.cli import main
-from learners.reports.compare import CompareConfig, Stat, parse_arms, run_compare
+from learners.reports.compare_summary import Stat
 from learners.reports.plots import read_metrics
+from learners.training.compare import CompareConfig, parse_arms, run_compare
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY_YAML = (
@@ -357,8 +358,8 @@ def test_all_zero_held_out_figures_and_idle_arms_are_said_in_table_log_and_plot(
     tmp_path, monkeypatch, caplog, capsys
 ):
     import learners.training.loop
-    from learners.reports.compare import read_run
     from learners.reports.compare_summary import ALL_HELDOUT_ZERO, figure
+    from learners.training.compare import read_run
 
     monkeypatch.setattr(learners.training.loop, "train", _fake_train(zero=True))
     out = tmp_path / "c"
@@ -386,8 +387,8 @@ def test_all_zero_held_out_figures_and_idle_arms_are_said_in_table_log_and_plot(
 
 def test_a_run_that_trained_and_scored_gets_no_warning(tmp_path, monkeypatch, caplog, capsys):
     import learners.training.loop
-    from learners.reports.compare import read_run
     from learners.reports.compare_summary import ALL_HELDOUT_ZERO, figure
+    from learners.training.compare import read_run
 
     monkeypatch.setattr(learners.training.loop, "train", _fake_train(zero=False))
     out = tmp_path / "c"

@@ -49,11 +49,10 @@ from typing import Any
 import yaml
 
 from learners.policy.loading import DEFAULT_MODEL
-from learners.reports.compare_summary import (  # noqa: F401  (Stat: re-exported)
+from learners.reports.compare_summary import (
     ALL_HELDOUT_ZERO,
     Arm,
     RunResult,
-    Stat,
     all_heldout_zero,
     markdown,
     plot,
@@ -132,7 +131,7 @@ class CompareConfig:
     """Held-out accuracy every this many steps (a learning curve); 0 = before training and
     after the last step only. Must divide ``steps``."""
     out: str = "runs/compare"
-    """Output folder (see ``learners/reports/compare.py``)."""
+    """Output folder (see ``learners/training/compare.py``)."""
     overwrite: bool = False
     """Delete run folders already in ``out`` instead of stopping."""
     progress: bool = True

@@ -5,7 +5,8 @@ One spawn of two ranks (torch.multiprocessing, a file store) trains the tiny ran
 weights are compared with one process training on the whole batch; it also checks that
 FSDP2 trains LoRA adapters, that the rollout engine's weight push sees full weights, that the
 gradients are summed (not averaged) over ranks, and that a ``torch.distributed.checkpoint``
-checkpoint resumes exactly. ``tests/learners/test_distributed.py`` runs ``torchrun`` itself.
+checkpoint resumes exactly. ``tests/learners/distributed/test_collectives.py`` runs ``torchrun``
+itself.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from learners import distributed, parallel
-from learners.training.checkpoint import load_checkpoint, save_checkpoint
-from learners.parallel import DistributedConfig
+from learners.algorithms.pg_config import PGConfig
+from learners.algorithms.trr import TRRLearner
+from learners.distributed import collectives, data_parallel
+from learners.distributed.data_parallel import DistributedConfig
 from learners.engines import inference_weights
 from learners.policy import HFPolicy, LoRAConfig, SamplingConfig
-from learners.rollout import Transition
-from learners.algorithms.trr import TRRConfig, TRRLearner
+from learners.training.checkpoint import load_checkpoint, save_checkpoint
+from learners.types import Transition
 from sage_env import TaskPool
 from tests.scripted import CODE_SEED, MATH_SEED
 
@@ -51,11 +53,11 @@ def _transitions(policy: HFPolicy, n: int = 12) -> list[Transition]:
     return out
 
 
-def _config(lora: bool = False) -> TRRConfig:
+def _config(lora: bool = False) -> PGConfig:
     # micro-batches of 2: several backward passes per step, uneven between the ranks;
     # gradient checkpointing on, as the presets train (DDP and FSDP2 recompute in backward)
     lora_cfg = LoRAConfig(r=4, alpha=8, dropout=0.0) if lora else LoRAConfig()
-    return TRRConfig(lr=1e-4, gradient_checkpointing=True, micro_batch_size=2, lora=lora_cfg)
+    return PGConfig(lr=1e-4, gradient_checkpointing=True, micro_batch_size=2, lora=lora_cfg)
 
 
 def _weights(policy: HFPolicy) -> dict[str, torch.Tensor]:
@@ -73,7 +75,7 @@ def _train(
     torch.manual_seed(0)  # the same LoRA initialisation in every process
     learner = TRRLearner(policy, _config(lora))
     if strategy is not None:
-        parallel.prepare(policy, learner, DistributedConfig(strategy=strategy))
+        data_parallel.prepare(policy, learner, DistributedConfig(strategy=strategy))
     metrics = []
     for batch in batches:
         learner.observe(batch)
@@ -102,7 +104,7 @@ def _worker(rank: int, store: str, tiny_path: str, data: str, out: str) -> None:
                 # the engine push and save see full tensors outside the step
                 pushed = dict(inference_weights(policy.model))
                 result["push"] = {k: v.float().clone() for k, v in pushed.items()}
-                full = parallel.gathered_state_dict(policy.model)
+                full = data_parallel.gathered_state_dict(policy.model)
                 result["saved_keys"] = sorted(full)
                 # last: the model's own state dict reshards it (FSDP2's hook)
                 result["sharded"] = type(next(iter(policy.model.state_dict().values()))).__name__
@@ -127,13 +129,13 @@ def _worker(rank: int, store: str, tiny_path: str, data: str, out: str) -> None:
             straight = _weights(policy)
             fresh = copy.deepcopy(base)
             fresh_learner = TRRLearner(fresh, _config())
-            parallel.prepare(fresh, fresh_learner, DistributedConfig(strategy=strategy))
+            data_parallel.prepare(fresh, fresh_learner, DistributedConfig(strategy=strategy))
             step, _ = load_checkpoint(run / "checkpoints/step_000001", fresh, fresh_learner, rng)
             for _ in range(2):
                 fresh_learner.observe(mine)
                 fresh_learner.update()
             result[f"resume_{strategy}"] = (step, straight, _weights(fresh))
-            distributed.barrier()
+            collectives.barrier()
             if rank == 0:
                 files = sorted(p.name for p in (run / "checkpoints/step_000001").iterdir())
                 result[f"files_{strategy}"] = files

@@ -1,13 +1,13 @@
-"""Data-parallel training with torch's engines: DDP or FSDP2 wrapping of the policy's model.
+"""How the model trains over ranks: DDP or FSDP2 wrapping of the policy's model (torch's own).
 
-:mod:`learners.distributed` holds the process group, the collectives, the seeds and the pool
-sync; this module owns how the model is trained over ranks, chosen by
+:mod:`learners.distributed.collectives` holds the process group, the collectives, the seeds and
+the pool sync; this module owns how the model is trained over ranks, chosen by
 ``--distributed.strategy`` (:class:`DistributedConfig`, wrapped by :func:`prepare`):
 
 - **Gradients**: each rank's loss is normalised by the *global* minibatch count
-  (:func:`learners.distributed.global_counts`), and torch's engine *sums* the gradients over
-  ranks: ``ddp`` (``DistributedDataParallel`` with a sum comm hook instead of its default
-  mean) or ``fsdp2`` (``fully_shard`` with gradient divide factor 1), so one update from
+  (:func:`learners.distributed.collectives.global_counts`), and torch's engine *sums* the
+  gradients over ranks: ``ddp`` (``DistributedDataParallel`` with a sum comm hook instead of
+  its default mean) or ``fsdp2`` (``fully_shard`` with gradient divide factor 1), so one update from
   N ranks x R rounds is the one-process update on N*R rounds. Every rank runs the same number
   of forward/backward passes per optimiser step (:func:`num_passes`; a rank with fewer
   micro-batches runs :func:`idle_pass`), and only the last one reduces
@@ -32,7 +32,7 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 
-from learners.distributed import broadcast_parameters, comm_device, world_size
+from learners.distributed.collectives import broadcast_parameters, comm_device, world_size
 
 
 @dataclass
@@ -41,8 +41,8 @@ class DistributedConfig:
 
     ``--distributed.strategy ddp|fsdp2`` picks torch's engine. Both sum the gradients over
     ranks (each rank's loss is already normalised by the global count,
-    :func:`learners.distributed.global_counts`). accelerate opens the process group
-    (:func:`learners.distributed.init`), but the model is wrapped with torch directly
+    :func:`learners.distributed.collectives.global_counts`). accelerate opens the process group
+    (:func:`learners.distributed.collectives.init`), but the model is wrapped with torch directly
     (:func:`prepare`): accelerate 1.15 turns its FSDP plugin on only for GPU-like backends (not
     ``MULTI_CPU``/gloo, where the tests run), and its ``prepare`` would own the optimiser and
     the loss scaling that :mod:`learners.algorithms.pg` does itself.
@@ -80,7 +80,7 @@ def prepare(policy: Any, learner: Any, config: DistributedConfig | None = None) 
     """Wrap ``policy.model`` for data-parallel training; point the optimiser at its parameters.
 
     Collective: call on every rank, after every rank holds the same weights
-    (:func:`learners.distributed.broadcast_parameters`) and LoRA adapters are on (the
+    (:func:`learners.distributed.collectives.broadcast_parameters`) and LoRA adapters are on (the
     learner's constructor adds them), before a checkpoint is loaded. The optimiser's parameter
     groups are pointed at the wrapped parameters, by name (``fully_shard`` replaces them by
     sharded ``DTensor`` s), so it must not hold state yet. No-op on one process.
@@ -269,7 +269,7 @@ def require_prepared(policy: Any) -> None:
     ):
         raise RuntimeError(
             "several ranks but the model is neither DDP- nor FSDP2-wrapped: call "
-            "learners.parallel.prepare(policy, learner, config) before training"
+            "learners.distributed.data_parallel.prepare(policy, learner, config) before training"
         )
 
 
