@@ -88,3 +88,19 @@ def test_a_learner_without_estimator_or_group_must_override_advantages():
     for cls in (NoEstimator, NoGroup):
         with pytest.raises(NotImplementedError, match="set both or override advantages"):
             _learner(cls).advantages(_batch())
+
+
+def test_register_adv_est_registers_under_the_given_name():
+    """The decorator files the function under ``name`` (a name it ignored would leave the
+    estimator unreachable from an algorithm's ``advantage_estimator``)."""
+
+    @register_adv_est("test_constant_one")
+    def _ones(rewards, groups, eps):
+        return [1.0] * len(rewards)
+
+    try:
+        assert "test_constant_one" in ADVANTAGE_ESTIMATORS
+        assert ADVANTAGE_ESTIMATORS.get("test_constant_one") is _ones
+    finally:
+        ADVANTAGE_ESTIMATORS.unregister("test_constant_one")
+    assert "test_constant_one" not in ADVANTAGE_ESTIMATORS

@@ -288,3 +288,12 @@ def test_packed_one_token_completions_give_one_column():
     logp, mask = shared_prompt_logprobs(model, prompts, comps, PAD)
     assert logp.shape == mask.shape == (3, 1) and mask.sum() == 3
     torch.testing.assert_close(logp.double(), want, atol=1e-5, rtol=0)
+
+
+def test_shared_prompt_groups_never_shares_an_empty_prompt():
+    """Identical non-empty prompts share a group in first-seen order; each empty prompt is a
+    group of its own (its first token has no predicting position)."""
+    from learners.policy.logprobs import shared_prompt_groups
+
+    got = shared_prompt_groups([[1, 2], [], [1, 2], [], [3]])
+    assert got == [[0, 2], [1], [3], [4]]
