@@ -148,3 +148,15 @@ def test_warm_start_critic_reviews_add_exec_reviews_half_corrupted():
     assert not any(set(d.task_ids) & banned for d in extra)
     model = "smollm2-135m-instruct"
     assert cache_key(model, warmup, more) != cache_key(model, warmup, base)
+
+
+def test_critic_check_clean_probe_uses_programs_no_seed_or_demonstration_has():
+    """critic_check's clean probe draws from the held-out programs: exec tasks whose programs
+    no execution seed (hence no warm-up demonstration) holds."""
+    from experiments.self_evolution.critic_check import heldout_exec_tasks
+    from sage_env.tasks.exec_tasks import ExecSpec, load_exec_seeds
+
+    tasks = heldout_exec_tasks()
+    assert len(tasks) == 240 and {t.domain for t in tasks} == {"exec"}
+    seen = {ExecSpec.of(t).program for t in load_exec_seeds()}
+    assert not {ExecSpec.of(t).program for t in tasks} & seen
