@@ -72,6 +72,9 @@ class RolloutDriver:
             k: tuple(v) for k, v in (phase_stop_strings or {}).items() if v is not None
         }
         self.lookahead = lookahead
+        self.frozen_score_phases: frozenset[str] = frozenset()
+        """Review phases whose score distributions are read from the policy's frozen scorer
+        (``score_distribution(..., frozen=True)``; ``TrainConfig.gate_critic``)."""
         self._rows = 0
         self._calls = 0
 
@@ -230,7 +233,8 @@ class RolloutDriver:
         The environment sets ``info["score_probs"]`` on critic reviews under
         ``critic_score_estimate = "expected"``; a policy with ``score_distribution``
         (:meth:`HFPolicy.score_distribution <learners.policy.HFPolicy.score_distribution>`)
-        reads them in one batched forward pass. Returns ``{request index: probabilities}``;
+        reads them in one batched forward pass (the phases in :attr:`frozen_score_phases`
+        in a second, from its frozen scorer). Returns ``{request index: probabilities}``;
         empty when nothing asks or the policy cannot answer (the environment then uses the
         sampled score).
         """
@@ -238,12 +242,24 @@ class RolloutDriver:
         wanted = [j for j, (_i, _a, _o, info) in enumerate(requests) if info.get("score_probs")]
         if not wanted or not callable(read):
             return {}
-        probs = read(
-            [requests[j][2] for j in wanted],
-            temperature=self.sampling.temperature,
-            max_prompt_tokens=self.sampling.max_prompt_tokens,
-        )
-        return {j: p for j, p in zip(wanted, probs) if p is not None}
+        out: dict[int, tuple] = {}
+        for frozen in (False, True):
+            rows = [
+                j
+                for j in wanted
+                if (requests[j][3].get("phase") in self.frozen_score_phases) == frozen
+            ]
+            if not rows:
+                continue
+            kwargs = {"frozen": True} if frozen else {}
+            probs = read(
+                [requests[j][2] for j in rows],
+                temperature=self.sampling.temperature,
+                max_prompt_tokens=self.sampling.max_prompt_tokens,
+                **kwargs,
+            )
+            out.update({j: p for j, p in zip(rows, probs) if p is not None})
+        return out
 
     def _sample(
         self,

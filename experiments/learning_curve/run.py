@@ -144,6 +144,9 @@ class CurveConfig:
     gate_intact_pass: float | None = None
     """With ``gate_probe_size``: ``TrainConfig.gate_intact_pass``, the least share of the
     probe's intact seed questions the calibrated gate passes (``None``: the preset's)."""
+    gate_critic: str | None = None
+    """With ``gate_probe_size``: ``TrainConfig.gate_critic`` (``"warm_start"``: the gate reads
+    a critic frozen at step 0; ``None``: the preset's, ``"policy"``)."""
     gate_probe_size: int = 0
     """Critic probe items (intact and corrupted seed questions of the arm's domains) that
     calibrate the quality gate of every arm whose protocol reads critic scores, once before
@@ -337,6 +340,7 @@ def train_config(cfg: CurveConfig, protocol: str) -> Any:
         gate_intact_pass=(
             tcfg.gate_intact_pass if cfg.gate_intact_pass is None else cfg.gate_intact_pass
         ),
+        gate_critic=cfg.gate_critic if probe > 0 and cfg.gate_critic else tcfg.gate_critic,
         save_every=cfg.eval_every,
         keep_checkpoints=1,
         report_to="none",

@@ -151,6 +151,7 @@ SETTING_KEYS = (
     "gate_probe_size",
     "gate_probe_every",
     "gate_intact_pass",
+    "gate_critic",
     "warmup_critic_reviews",
     "precision",
 )

@@ -122,6 +122,11 @@ class EvolutionConfig:
     37-77% of them on the warm start's compressed critic scale (AUC 0.75-0.84, intact and
     corrupted mean q 0.01-0.02 apart), and a valid proposal's truth is already computed
     (issue 47; ``critic_check.py``). ``None``: Youden's threshold alone."""
+    gate_critic: str = "warm_start"
+    """With ``gate_probe_size``: which critic the gate reads (``TrainConfig.gate_critic``).
+    ``"warm_start"`` (default): the shared warm start, frozen; the training critic's
+    execution AUC fell 0.75 -> 0.70 -> 0.66 in 10 steps and the gate passed 10 of 23 valid
+    proposals (exec20 growth check; issue 47). ``"policy"``: the critic as it trains."""
     out: str = "runs/self_evolution"
     """Where the summary, table and plots go (default under the git-ignored ``runs/``; give
     ``benchmarks/results/self_evolution`` to publish)."""
@@ -170,6 +175,7 @@ class EvolutionConfig:
             gate_probe_size=self.gate_probe_size,
             gate_probe_every=self.gate_probe_every,
             gate_intact_pass=self.gate_intact_pass,
+            gate_critic=self.gate_critic,
             seed=seed,
             out=str(Path(self.out) / f"seed{seed}"),
             runs=str(Path(self.runs) / f"seed{seed}"),

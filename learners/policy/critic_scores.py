@@ -49,6 +49,7 @@ def score_distribution(
     temperature: float = 1.0,
     max_prompt_tokens: int = 2048,
     batch_size: int = 16,
+    model: Any = None,
 ) -> list[tuple[float, ...] | None]:
     """The policy's distribution over the score it would write right after the prefix.
 
@@ -68,6 +69,8 @@ def score_distribution(
         temperature: Sampling temperature (> 0); logits are divided by it.
         max_prompt_tokens: Prompt truncation, as in ``generate``.
         batch_size: Rows per forward pass.
+        model: The causal LM to read (default ``policy.model``; a frozen scorer, see
+            :meth:`~learners.policy.HFPolicy.freeze_scorer`), with ``policy``'s tokenizer.
 
     Returns:
         Per observation a tuple of ``len(SCORE_VALUES)`` probabilities, or ``None`` for all of
@@ -80,7 +83,7 @@ def score_distribution(
     pad = policy.tokenizer.pad_token_id
     pad = 0 if pad is None else pad
     out: list[tuple[float, ...] | None] = []
-    model = policy.model
+    model = policy.model if model is None else model
     was_training = model.training
     model.eval()
     try:
@@ -89,14 +92,20 @@ def score_distribution(
                 policy.encode_prompt(o, max_prompt_tokens) + [one]
                 for o in observations[start : start + batch_size]
             ]
-            out.extend(_batch_distribution(policy, rows, pad, first, zero, t))
+            out.extend(_batch_distribution(policy, model, rows, pad, first, zero, t))
     finally:
         model.train(was_training)
     return out
 
 
 def _batch_distribution(
-    policy: Any, rows: list[list[int]], pad: int, first: list[int], zero: int | None, t: float
+    policy: Any,
+    model: Any,
+    rows: list[list[int]],
+    pad: int,
+    first: list[int],
+    zero: int | None,
+    t: float,
 ) -> list[tuple[float, ...]]:
     """The score distribution of each prompt row (each already ending with ``"1"``'s id)."""
     width = max(len(r) for r in rows)
@@ -106,7 +115,7 @@ def _batch_distribution(
         ids[j, width - len(r) :] = torch.tensor(r)
         mask[j, width - len(r) :] = 1
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    logits = policy.model(
+    logits = model(
         input_ids=ids.to(policy.device),
         attention_mask=mask.to(policy.device),
         position_ids=positions.to(policy.device),

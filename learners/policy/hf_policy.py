@@ -79,6 +79,9 @@ class HFPolicy:
         self.lora: LoRAConfig | None = None
         """The adapters' config while LoRA is on, else ``None``."""
         self._reference: torch.nn.Module | None = None
+        self.scorer: torch.nn.Module | None = None
+        """A frozen copy of the weights that ``score_distribution(..., frozen=True)`` reads
+        (:meth:`freeze_scorer`); ``None`` until then."""
         self.share_prompts = False
         """Forward a prompt shared by several completions once in :meth:`token_logprobs`
         (:func:`learners.policy.logprobs.shared_prompt_logprobs`); set through
@@ -199,6 +202,18 @@ class HFPolicy:
         for p in self._reference.parameters():
             p.requires_grad_(False)
 
+    def freeze_scorer(self) -> None:
+        """Fix the current weights as the scorer of ``score_distribution(..., frozen=True)``.
+
+        A frozen deep copy (the weights once more in memory; with LoRA the adapters as they
+        are now), in eval mode and without gradients; later updates do not reach it. The
+        quality gate reads it under ``TrainConfig.gate_critic = "warm_start"``.
+        """
+        scorer = copy.deepcopy(self.model)
+        self.scorer = scorer.eval()
+        for p in self.scorer.parameters():
+            p.requires_grad_(False)
+
     @contextlib.contextmanager
     def _reference_model(self) -> Iterator[torch.nn.Module]:
         if self.lora is not None:
@@ -302,17 +317,30 @@ class HFPolicy:
         temperature: float = 1.0,
         max_prompt_tokens: int = 2048,
         batch_size: int = 16,
+        frozen: bool = False,
     ) -> list[tuple[float, ...] | None]:
         """The critic's distribution over the scores 1-10 it would write after the prefix.
 
         :func:`learners.policy.critic_scores.score_distribution` on this policy (one forward
         pass per batch, at ``temperature``, not renormalised); ``None`` per observation when
-        the tokenizer writes a score 1-9 as more than one token.
+        the tokenizer writes a score 1-9 as more than one token. ``frozen``: read the
+        weights :meth:`freeze_scorer` fixed instead of the current ones.
+
+        Raises:
+            RuntimeError: if ``frozen`` and :meth:`freeze_scorer` was not called.
         """
+        if frozen and self.scorer is None:
+            raise RuntimeError("no frozen scorer: call freeze_scorer() first")
         if getattr(self, "_score_tokens", False) is False:
             self._score_tokens = critic_scores.score_tokens(self.tokenizer)
         return critic_scores.score_distribution(
-            self, self._score_tokens, observations, temperature, max_prompt_tokens, batch_size
+            self,
+            self._score_tokens,
+            observations,
+            temperature,
+            max_prompt_tokens,
+            batch_size,
+            model=self.scorer if frozen else None,
         )
 
     def use_engine(self, config: RolloutConfig | str | None = None) -> None:

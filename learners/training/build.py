@@ -109,6 +109,7 @@ def build_run(
     heldout = _heldout_before_warm_up(cfg, out, existing, policy, progress)
     warm_metrics = _warm_up(cfg, out, existing, policy, seeds, probe, progress)
     collectives.broadcast_parameters(policy.model)  # every rank starts from rank 0's weights
+    _freeze_gate_critic(cfg, policy, existing)
     learner = make_learner(
         cfg.algorithm, policy, cfg.learner, temperature=cfg.temperature, seed=cfg.seed
     )
@@ -116,6 +117,12 @@ def build_run(
     # optimiser is pointed at the wrapped parameters (before a checkpoint fills it)
     data_parallel.prepare(policy, learner, cfg.distributed)
     start, pool = _resume(cfg, out, existing, policy, learner, rng, pool)
+    if cfg.gate_critic == "warm_start" and policy.scorer is None:
+        logger.warning(
+            "gate_critic = 'warm_start': this run resumed after a warm-up keeps no copy of its "
+            "step-0 weights; the gate reads the resumed weights, frozen from here"
+        )
+        policy.freeze_scorer()
     policy.sync_engine()  # the engine generates from the warmed / resumed / broadcast weights
     envs = []
     for _ in range(cfg.rounds_per_step):
@@ -132,6 +139,8 @@ def build_run(
         stack.callback(envs[-1].close)
     sampling = sampling_config(cfg)
     driver = RolloutDriver(envs, policy, sampling, cfg.phase_max_new_tokens, cfg.phase_stop_strings)
+    if cfg.gate_critic == "warm_start":  # the gate's question scores come from step 0's weights
+        driver.frozen_score_phases = frozenset({"review_question"})
     log = None
     if collectives.is_main():  # only rank 0 writes (accelerate logs on the main process only)
         config = plain(dataclasses.asdict(cfg))
@@ -240,6 +249,23 @@ def _heldout_before_warm_up(
         got["untouched"] = score(policy, sets, out / "heldout" / "untouched", progress)
         path.write_text(json.dumps(got), encoding="utf-8")
     return collectives.broadcast(got)
+
+
+def _freeze_gate_critic(cfg: TrainConfig, policy: HFPolicy, existing: list[Path]) -> None:
+    """``gate_critic = "warm_start"``: freeze the weights the gate reads, step 0's.
+
+    Called before a checkpoint is loaded: a fresh run's weights are then its warm start (after
+    the warm-up); a resumed run's are too when it had no warm-up (``cfg.model``) or trains
+    LoRA adapters (the warmed base, adapters at zero). A run resumed after a full-weight
+    warm-up holds the unwarmed model here, so it freezes later, at the resumed weights.
+    """
+    if cfg.gate_critic != "warm_start":
+        return
+    lora = getattr(cfg.learner, "lora", None)
+    lora_on = lora is not None and lora.enabled
+    if cfg.resume and existing and cfg.warmup.steps > 0 and not lora_on:
+        return  # frozen after the resume (build_run)
+    policy.freeze_scorer()
 
 
 def _resume(

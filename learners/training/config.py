@@ -207,6 +207,20 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     the probe's draw (issue 47; ``experiments/self_evolution/critic_check.py``). ``None``
     (default): Youden's threshold alone."""
 
+    gate_critic: Literal["policy", "warm_start"] = "policy"
+    """Which weights score questions for the quality gate (``critic_score_estimate =
+    "expected"``). ``"policy"`` (default): the shared model as it trains. ``"warm_start"``:
+    a frozen copy of the weights at step 0 (after the warm-up;
+    :meth:`learners.policy.HFPolicy.freeze_scorer`) reads every question review's score
+    distribution and the critic probe that calibrates alpha; the Critic still writes and
+    trains its reviews, and plan reviews still read the training weights. The Critic's RL
+    reward on a question review is its format alone, so nothing holds its ranking of
+    questions in place: in the exec20 growth check its execution AUC fell 0.75 -> 0.70 ->
+    0.66 at steps 0, 5, 10 and the gate passed 10 of 23 valid proposals (issue 47). A frozen
+    gate keeps the ranking measured at the start. Costs the weights once more in memory; a
+    run resumed from a checkpoint freezes the resumed weights unless it has no warm-up
+    (``warmup.steps = 0``: the model it loads is the warm start, which is then re-read)."""
+
     def __post_init__(self) -> None:
         for name in (
             "steps",
@@ -236,6 +250,14 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
         share = self.gate_intact_pass
         if share is not None and not 0.0 < share <= 1.0:
             raise ValueError(f"gate_intact_pass must be in (0, 1] or None, got {share}")
+        if self.gate_critic not in ("policy", "warm_start"):
+            raise ValueError(f"gate_critic must be 'policy' or 'warm_start', got {self.gate_critic!r}")
+        if self.gate_critic == "warm_start" and self.env.rewards.critic_score_estimate != "expected":
+            raise ValueError(
+                "gate_critic = 'warm_start' reads score distributions: it needs "
+                "env.rewards.critic_score_estimate = 'expected', got "
+                f"{self.env.rewards.critic_score_estimate!r}"
+            )
         check_report_to(self.report_to)
         parse_heldout(self.heldout)  # a bad entry fails here, before anything loads
         if self.gate_calibration and self.critic_probe_size == 1:

@@ -120,6 +120,9 @@ class CriticProbe:
     def _distributions(self, policy: HFPolicy) -> list | None:
         """Every item's score distribution, :attr:`BATCH` items a call, under the progress bar.
 
+        Under ``gate_critic = "warm_start"`` from the policy's frozen scorer (the weights the
+        gate reads), so ``critic/*`` then measures the gate, not the training Critic.
+
         ``None`` when the policy cannot read one (the probe then samples replies).
         """
         read = getattr(policy, "score_distribution", None)
@@ -135,10 +138,12 @@ class CriticProbe:
         ) as bar:
             for i in range(0, len(self.items), self.BATCH):
                 chunk = self.items[i : i + self.BATCH]
+                frozen = {"frozen": True} if self.cfg.gate_critic == "warm_start" else {}
                 probs += read(
                     [it.observation for it in chunk],
                     temperature=self.cfg.temperature,
                     max_prompt_tokens=self.cfg.max_prompt_tokens,
+                    **frozen,
                 )
                 bar.update(len(chunk))
         return probs

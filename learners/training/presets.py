@@ -10,12 +10,8 @@ from learners.training.warmup import WarmupConfig
 from sage_env import EnvConfig, RewardConfig
 
 DEMO_BUDGETS = {
-    "challenge": 160,
-    "challenge/code": 192,
-    "challenge/math": 192,
-    "propose": 160,
-    "propose/code": 192,
-    "propose/math": 192,
+    "challenge": 192,
+    "propose": 192,
     "review_question": 40,
     "review_plan": 40,
     "judge_question": 40,
@@ -26,8 +22,9 @@ DEMO_BUDGETS = {
 }
 """Per-phase token budgets of the ``demo`` preset: a code proposal needs room for tests and a
 solution, a math proposal for its answer program (``math_grounding="program"``: the warm-up's
-math targets are a median 112 tokens, at most 175, against 65 without one); a critic reply is
-a score and one sentence."""
+math targets are a median 112 tokens, at most 175, against 65 without one), an execution
+proposal for a program and its input (at 160, 6 of 80 in the exec20 growth check were cut
+before their input block); a critic reply is a score and one sentence."""
 
 DEMO_STOPS: dict[str, tuple[str, ...]] = {
     "challenge": ("</answer>", "</solution>"),

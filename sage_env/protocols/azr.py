@@ -399,8 +399,9 @@ class AZRProtocol(Protocol):
     def prefix(self, phase: str, task: Task) -> str:
         """The opening of the answer block the mode asks for (``````python``, ``````input``...)."""
         mode = exec_mode(task) or "deduction"
-        table = exec_tasks.PROPOSER_PREFIX if phase == "propose" else exec_tasks.SOLVER_PREFIX
-        return table[mode]
+        if phase == "propose":
+            return exec_tasks.proposer_prefix(mode, task)
+        return exec_tasks.SOLVER_PREFIX[mode]
 
     # ------------------------------------------------------------------ proposer
     def _vet(self, env: ProtocolEnv, text: str) -> tuple[bool, bool, str, Task | None, dict]:

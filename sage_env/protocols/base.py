@@ -172,7 +172,7 @@ class Protocol:
         Default: :data:`DEFAULT_PREFIXES` by phase name; ``probe``/``solve`` get
         :data:`CODE_PREFIX` on code tasks; on ``exec`` tasks the proposing and solving phases
         open the fenced block of the task's mode (:data:`sage_env.tasks.exec_tasks.SOLVER_PREFIX`,
-        :data:`~sage_env.tasks.exec_tasks.PROPOSER_PREFIX`); any other phase ``""``. Override it (or
+        :func:`~sage_env.tasks.exec_tasks.proposer_prefix`); any other phase ``""``. Override it (or
         put ``"prefix"`` into the observation passed to ``env.select``) for other phases.
         """
         if task.domain == "exec":  # AZR's execution tasks: open the block the mode asks for
@@ -182,7 +182,7 @@ class Protocol:
             if phase in ("probe", "solve"):
                 return exec_tasks.SOLVER_PREFIX[mode]
             if phase in ("challenge", "propose"):
-                return exec_tasks.PROPOSER_PREFIX[mode]
+                return exec_tasks.proposer_prefix(mode, task)
         if phase in ("probe", "solve"):
             return CODE_PREFIX if task.domain == "code" else ""
         return DEFAULT_PREFIXES.get(phase, "")

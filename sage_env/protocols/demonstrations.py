@@ -409,8 +409,9 @@ def _exec_proposer(
 
     Deduction/abduction: the references are K buffer tasks, the target one seed program and its
     first input. Induction: the program is ``target_task``'s, the target its inputs (all of
-    them, up to ``n_inputs``) in numbered blocks (the prefix opens ```` ```input 1 ````, then
-    ```` ```input 2 ```` ...; :data:`~sage_env.tasks.exec_tasks.PROPOSER_PREFIX`) and its message.
+    them, up to ``n_inputs``) in numbered blocks and its message; the prefix
+    (:func:`~sage_env.tasks.exec_tasks.proposer_prefix`) holds the first input and opens
+    ```` ```input 2 ````, so the target starts with the second.
     """
     spec = exec_tasks.ExecSpec.of(target_task)
     if mode == "induction":
@@ -427,10 +428,11 @@ def _exec_proposer(
             task_id=target_task.task_id,
         )
         obs = dict(exec_tasks.proposer_prompt("induction", [view], banned, n_inputs))
-        obs["prefix"] = exec_tasks.PROPOSER_PREFIX["induction"]
-        # the prefix opened the first input block
-        target = f"{inputs[0]}\n```\n" + "".join(
-            f"```input {k}\n{i}\n```\n" for k, i in enumerate(inputs[1:], 2)
+        obs["prefix"] = exec_tasks.proposer_prefix("induction", view)
+        # the prefix holds the first input and opened the second block (or only opened the first)
+        first = 2 if obs["prefix"].endswith("```input 2\n") else 1
+        target = f"{inputs[first - 1]}\n```\n" + "".join(
+            f"```input {k}\n{i}\n```\n" for k, i in enumerate(inputs[first:], first + 1)
         )
         target += f"```message\n{spec.message}\n```"
         return Demonstration("challenger", obs, target, (target_task.task_id,))

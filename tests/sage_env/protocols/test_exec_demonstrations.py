@@ -217,7 +217,10 @@ def test_induction_proposals_number_their_input_blocks():
     ind = [d for d in demos if _mode(d) == "induction"]
     assert ind
     for d in ind:
-        assert d.observation["prefix"] == exec_tasks.PROPOSER_PREFIX["induction"] == "```input 1\n"
+        seed = exec_tasks.ExecSpec.of(EXEC[d.task_ids[0]])
+        # the prefix holds the seed's first input and opens the second block
+        assert d.observation["prefix"] == f"```input 1\n{seed.inputs[0]}\n```\n```input 2\n"
+        assert not d.target.startswith(seed.inputs[0] + "\n```")
         assert "```input 1, ```input 2" in d.observation["user"]
         reply = d.observation["prefix"] + d.target
         inputs = parsing.fenced(reply, "input")

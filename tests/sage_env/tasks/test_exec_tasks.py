@@ -267,6 +267,50 @@ def test_azr_induction_round_checks_the_solvers_program_by_running_it():
     assert prop["valid"] and prop["reward"] == 0.5
 
 
+def _induction_round(completion):
+    """One azr induction round whose proposer replies prefix + ``completion`` (``None``: the
+    prefix alone); returns (the proposer's prefix, its reference's inputs, its last info)."""
+    seen = {}
+
+    def script(agent, info, obs):
+        if agent == "proposer_0":
+            seen.setdefault("prefix", obs["prefix"])
+            return obs["prefix"] + (completion or "")
+        return "```python\ndef f(*a):\n    return 0\n```"
+
+    got = _credits(_env("induction", k=1), script)
+    return seen["prefix"], [last for a, p, r, last in got if a == "proposer_0"][-1]
+
+
+def test_induction_proposer_starts_from_its_programs_first_input():
+    prefix, _ = _induction_round(None)
+    first = prefix.split("```input 1\n", 1)[1].split("\n```", 1)[0]
+    assert prefix == f"```input 1\n{first}\n```\n```input 2\n"
+    assert first  # a literal the pool holds: the reference program's first input
+
+
+def test_induction_proposal_needs_a_second_distinct_input_of_its_own():
+    prefix, _ = _induction_round(None)
+    first = prefix.split("```input 1\n", 1)[1].split("\n```", 1)[0]
+    # the prefix alone, or the prefix's input repeated, is one distinct input: refused
+    for completion in (None, f"{first}\n```\n```message\nx\n```"):
+        _, last = _induction_round(completion)
+        assert not last["valid"] and "fewer than 2 distinct" in last["reason"]
+
+
+def test_induction_prefix_leaves_a_long_or_fenced_input_out():
+    from sage_env.tasks.exec_tasks import SHOWN_INPUT_CHARS, proposer_prefix
+
+    long_input = repr("x" * SHOWN_INPUT_CHARS)
+    for first in (long_input, "'```'"):
+        view = make_task("induction", "def f(a):\n    return a", [first, "1"], [first, "1"], task_id="t")
+        assert proposer_prefix("induction", view) == "```input 1\n"
+    view = make_task("induction", "def f(a):\n    return a", ["7", "1"], ["7", "1"], task_id="t")
+    assert proposer_prefix("induction", view) == "```input 1\n7\n```\n```input 2\n"
+    assert proposer_prefix("deduction", view) == "```python\n"
+    assert proposer_prefix("induction") == "```input 1\n"
+
+
 def test_azr_groups_advantages_per_mode_and_role_and_play_shows_each_mode():
     seen = {}
     env = sage_env.env(EnvConfig(protocol="azr", solver_samples=1), render_mode="ansi")
