@@ -129,6 +129,7 @@ def test_committed_plan_pins_the_grid_of_issue_47():
     assert cfg.warmup_steps == 24 and cfg.lr == 1e-5
     assert cfg.gate_probe_size == 96  # sage's gate is calibrated per domain, as the demo's
     assert cfg.gate_intact_pass == 0.75 and cfg.warmup_critic_reviews == 0
+    assert cfg.gate_critic == "warm_start"  # the gate reads the warm start, frozen
 
 
 def test_status_lists_done_missing_and_stale_with_minutes(tmp_path):
