@@ -89,12 +89,13 @@ PRESETS: dict[str, TrainConfig] = {
             # truth the executor computes): execution tasks are what the default model
             # learned in the learning curve (docs/write-ups/learning.md, "Learning curve")
             domains=("math", "code", "exec"),
-            # two rounds in three (and their share of the warm-up's demonstrations) on exec:
-            # the 135M Challenger's math and code proposals were valid 0 of 19 in each of the
-            # last two demo runs (claims that disagree with their own program, code failing its
-            # own tests) against 6 and 11 of 29 exec proposals, whose truth the sandbox
-            # computes (docs/write-ups/demo-run.md, "Self-made tasks in the pool")
-            domain_weights={"exec": 4.0},
+            # four rounds in five (and their share of the warm-up's demonstrations) on exec:
+            # the 135M Challenger's math and code proposals were valid 0 of 19 in each of
+            # three demo runs at two in three (claims that disagree with their own program,
+            # code failing its own tests) against 6, 11 and 9 of about 29 exec proposals,
+            # whose truth the sandbox computes (docs/write-ups/demo-run.md, "Self-made tasks
+            # in the pool"); the pool's growth (issue 47 item 8) needs the exec rounds
+            domain_weights={"exec": 8.0},
             solver_samples=2,
             # the round's two halves alternate, so a step's rounds make 3 generate calls of
             # up to 2, 2 and 4 rows a round instead of 6 narrower ones (docs/guide/training.md,
