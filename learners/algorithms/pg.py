@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
@@ -28,6 +28,7 @@ from learners.algorithms.losses import clipped_policy_loss, kl_penalty
 from learners.algorithms.micro_batches import shared_prompt_units, token_chunks
 from learners.algorithms.optimizers import make_optimizer
 from learners.algorithms.pg_config import PGConfig
+from learners.algorithms.update_records import LossInputs, ScoredBatch
 from learners.distributed import collectives, data_parallel
 from learners.policy.protocols import TrainablePolicy
 from learners.rng_state import as_tuple as _as_tuple
@@ -41,39 +42,6 @@ ADVANTAGE_GROUPS: dict[str, Callable[[Transition], Hashable]] = {
 ``role_domain`` is TRR++'s task-relative group (role, domain), or (role, ``exec/<mode>``) on
 execution tasks (:attr:`learners.types.Transition.group_key`); ``role_prompt`` is GRPO's
 (role, prompt token ids), the k samples of one prompt."""
-
-
-@dataclass
-class LossInputs:
-    """One micro-batch as the loss hook (:meth:`PolicyGradientLearner.loss`) sees it.
-
-    Tensors are ``[B, T]`` (B sequences of the micro-batch, T its longest completion, on the
-    model's device) unless noted; padding positions are 0 in every log-prob tensor.
-
-    Attributes:
-        logp: Log-probs of the sampled completion tokens under the current model (with grad).
-        old_logp: Their sampling log-probs (no grad; the PPO ratio's denominator).
-        advantages: ``[B, 1]``, one advantage per sequence.
-        mask: 1.0 on real completion tokens, 0.0 on padding.
-        ref_logp: Log-probs under the reference (initial) model, or ``None`` when
-            ``kl_coef = 0`` (no reference forward pass is made).
-        num_tokens: Completion tokens of the whole minibatch (``token_mean``'s normaliser),
-            summed over ranks in a multi-process run (``learners.distributed``).
-        num_sequences: Sequences of the whole minibatch (``seq_mean``'s normaliser), also
-            summed over ranks.
-        tis_weight: Per-token truncated importance weights ``min(p_learner / p_engine, C)``
-            (no grad) with ``tis_cap`` C > 0 (``old_logp`` is then the learner's re-scored
-            log-prob), else ``None``.
-    """
-
-    logp: torch.Tensor
-    old_logp: torch.Tensor
-    advantages: torch.Tensor
-    mask: torch.Tensor
-    ref_logp: torch.Tensor | None
-    num_tokens: int
-    num_sequences: int
-    tis_weight: torch.Tensor | None = None
 
 
 class PolicyGradientLearner:
@@ -91,11 +59,11 @@ class PolicyGradientLearner:
     Args:
         policy: The policy to train (its weights are updated in place).
         config: Hyperparameters.
+        temperature: Sampling temperature used for the rollouts (log-probs use the same).
+        seed: Seed of minibatch shuffling.
 
     Raises:
         ValueError: if the policy already has LoRA adapters other than ``config.lora``.
-        temperature: Sampling temperature used for the rollouts (log-probs use the same).
-        seed: Seed of minibatch shuffling.
     """
 
     config_cls: type = PGConfig
@@ -191,9 +159,10 @@ class PolicyGradientLearner:
     def update(self) -> dict[str, float]:
         """One update on the buffered transitions; clears the buffer.
 
-        Truncated actions are handled by ``config.truncation`` first (``zero``: reward 0
-        before the advantages; ``mask``: advantages computed with them, then they leave the
-        batch, so they carry no loss and no share of the normaliser).
+        The stages, each testable alone: :meth:`prepare_batch` (``truncation = "zero"``),
+        :meth:`compute_advantages` (over every rank's batch; ``truncation = "mask"`` then
+        drops the cut actions, so they carry no loss and no share of the normaliser),
+        :meth:`trim_prompts`, :meth:`rescore` (TIS's no-grad pass) and :meth:`run_epochs`.
 
         Returns:
             Metrics: ``loss``, ``pg_loss``, ``kl``, ``clip_frac``, ``grad_norm``,
@@ -205,48 +174,166 @@ class PolicyGradientLearner:
             learner's log-probs of the same tokens under the same weights, as veRL and TRL
             report it: over every token with ``tis_cap`` > 0, else over the tokens the first
             optimiser step forwards), ``tis_weight_mean`` (with ``tis_cap``), plus what
-            :meth:`loss` returns.
+            :meth:`loss` returns. An empty batch (on every rank, or after ``mask``) gives
+            ``num_sequences`` 0 (and ``truncated_share``) and no step.
+
+        Raises:
+            ValueError: from :meth:`compute_advantages` (bad advantages or rewards) or
+                :meth:`run_epochs` (a bad :meth:`loss` result).
         """
         batch, self.buffer = self.buffer, []
-        cfg = self.config
-        if cfg.truncation == "zero":
-            batch = [replace(t, reward=0.0) if t.truncated else t for t in batch]
+        scored = self.compute_advantages(self.prepare_batch(batch))
+        if not scored.everyone:
+            if scored.truncated_share is None:
+                return {"num_sequences": 0.0}
+            return {"num_sequences": 0.0, "truncated_share": scored.truncated_share}
+        batch = self.trim_prompts(scored.batch)
+        self.policy.train()
+        self._gap = [0.0, 0.0, 0]  # sum, max, tokens of |engine - learner| log-probs
+        rescored = self.rescore(batch)
+        metrics = self.run_epochs(batch, scored.advantages, rescored, len(scored.everyone))
+        gap_sum, gap_max, gap_n = self._gap
+        if gap_n:
+            metrics.update(logprob_gap_mean=gap_sum / gap_n, logprob_gap_max=gap_max)
+        metrics.update(
+            num_sequences=float(len(scored.everyone)),
+            num_tokens=float(sum(len(t.completion_ids) for t in scored.everyone)),
+            adv_abs_mean=sum(abs(a) for a in scored.all_advantages) / len(scored.all_advantages),
+            truncated_share=scored.truncated_share,
+        )
+        return metrics
+
+    def prepare_batch(self, batch: list[Transition]) -> list[Transition]:
+        """Stage 1: the rewards the advantages see; ``truncation = "zero"`` zeroes cut actions.
+
+        Args:
+            batch: This rank's transitions (length n); they are not modified.
+
+        Returns:
+            ``batch`` itself, or with ``zero`` a new list in which each truncated transition
+            is a copy with reward 0.
+        """
+        if self.config.truncation == "zero":
+            return [replace(t, reward=0.0) if t.truncated else t for t in batch]
+        return batch
+
+    def compute_advantages(self, batch: list[Transition]) -> ScoredBatch:
+        """Stage 2: :meth:`advantages` over every rank's batch, then ``mask``'s filtering.
+
+        The estimator runs on the concatenation of all ranks' batches
+        (:func:`learners.distributed.collectives.global_advantages`; one process: ``batch``),
+        so group statistics are the global batch's. ``truncated_share`` is taken over that
+        batch; with ``truncation = "mask"`` the truncated transitions then leave both the
+        local and the global lists (their rewards stayed in the statistics).
+
+        Args:
+            batch: This rank's transitions, after :meth:`prepare_batch` (length n).
+
+        Returns:
+            The :class:`ScoredBatch`; ``everyone`` is empty when no rank had a transition
+            (``truncated_share`` ``None``) or ``mask`` removed them all.
+
+        Raises:
+            ValueError: if :meth:`advantages` does not give one finite float per transition
+                (:func:`~learners.algorithms.loss_result.check_advantages`) or a reward is not.
+            NotImplementedError: from :meth:`advantages` when the class names no estimator.
+        """
         # several ranks: statistics over every rank's batch (learners.distributed.collectives)
         adv, everyone, adv_all = collectives.global_advantages(self._checked_advantages, batch)
         if not everyone:
-            return {"num_sequences": 0.0}
+            return ScoredBatch(batch, adv, everyone, adv_all, None)
         truncated_share = sum(t.truncated for t in everyone) / len(everyone)
-        if cfg.truncation == "mask":
+        if self.config.truncation == "mask":
             keep = [i for i, t in enumerate(batch) if not t.truncated]
             batch, adv = [batch[i] for i in keep], [adv[i] for i in keep]
             kept = [i for i, t in enumerate(everyone) if not t.truncated]
             everyone, adv_all = [everyone[i] for i in kept], [adv_all[i] for i in kept]
-            if not everyone:
-                return {"num_sequences": 0.0, "truncated_share": truncated_share}
+        return ScoredBatch(batch, adv, everyone, adv_all, truncated_share)
+
+    def trim_prompts(self, batch: list[Transition]) -> list[Transition]:
+        """Stage 3: fit each sequence into ``config.max_seq_tokens`` by cutting its prompt.
+
+        A transition k tokens over the limit becomes a copy without its first k prompt tokens
+        (the caller's keeps its ids); the completion is never cut. Runs after the advantages,
+        so a prompt-keyed group (``role_prompt``) sees the whole prompt.
+
+        Args:
+            batch: Transitions (length n).
+
+        Returns:
+            n transitions, each ``<= max_seq_tokens`` long unless its completion alone is.
+        """
         trimmed = []
         for t in batch:  # keep the tail of overlong prompts (a copy: callers keep theirs)
-            overflow = len(t.prompt_ids) + len(t.completion_ids) - cfg.max_seq_tokens
+            overflow = len(t.prompt_ids) + len(t.completion_ids) - self.config.max_seq_tokens
             trimmed.append(replace(t, prompt_ids=t.prompt_ids[overflow:]) if overflow > 0 else t)
-        batch = trimmed
-        self.policy.train()
-        self._gap = [0.0, 0.0, 0]  # sum, max, tokens of |engine - learner| log-probs
-        rescored: list[list[float] | None] = [None] * len(batch)
+        return trimmed
+
+    def rescore(self, batch: list[Transition]) -> list[list[float] | None]:
+        """Stage 4: the learner's log-probs of the sampled tokens before any step (TIS).
+
+        Truncated importance sampling needs, at every optimiser step, the learner's log-prob
+        of each token under the weights that sampled it. With ``tis_cap > 0`` and more than
+        one step (``ppo_epochs`` or ``num_minibatches`` > 1) one no-grad pass computes them
+        and adds every token's engine/learner gap to ``logprob_gap_*``; otherwise nothing is
+        forwarded and the first step's own log-probs serve (:meth:`_micro_batch`).
+
+        Args:
+            batch: Transitions after :meth:`trim_prompts` (length n).
+
+        Returns:
+            n lists of floats (length C_i each, nats, at ``self.temperature``), or n
+            ``None`` when no pass is needed.
+        """
+        cfg = self.config
         single_step = cfg.ppo_epochs == 1 and cfg.num_minibatches == 1
-        if cfg.tis_cap > 0 and not single_step:  # later steps need the sampling weights' view
-            rescored = self._rescore(batch)
-            for t, vals in zip(batch, rescored):
-                n = len(t.completion_ids)
-                self._record_gap(
-                    torch.tensor(vals or [0.0] * n)[:n],
-                    torch.tensor(t.logprobs[:n] + [0.0] * (n - len(t.logprobs[:n]))),
-                    torch.ones(n),
-                )
+        if cfg.tis_cap <= 0 or single_step:  # the first step's own log-probs serve
+            return [None] * len(batch)
+        rescored = self._rescore(batch)
+        for t, vals in zip(batch, rescored):
+            n = len(t.completion_ids)
+            self._record_gap(
+                torch.tensor(vals or [0.0] * n)[:n],
+                torch.tensor(t.logprobs[:n] + [0.0] * (n - len(t.logprobs[:n]))),
+                torch.ones(n),
+            )
+        return rescored
+
+    def run_epochs(
+        self,
+        batch: list[Transition],
+        adv: list[float],
+        rescored: list[list[float] | None],
+        global_size: int,
+    ) -> dict[str, float]:
+        """Stage 5: ``ppo_epochs`` passes of ``num_minibatches`` optimiser steps each.
+
+        Each epoch shuffles the row order with the learner's RNG (``seed``; one
+        ``shuffle`` per epoch, the order carried over from the last), cuts it into
+        minibatches (:func:`learners.distributed.collectives.minibatches`) and takes one
+        clipped policy-gradient step on each (:meth:`_step`).
+
+        Args:
+            batch: This rank's transitions that carry loss (length n).
+            adv: One advantage per transition (length n).
+            rescored: :meth:`rescore`'s output (length n).
+            global_size: Transitions of the global batch (n on one process).
+
+        Returns:
+            Each step metric (``loss``, ``grad_norm``, ``skipped_share``, what :meth:`loss`
+            returns, ``tis_weight_mean`` with TIS) averaged over the optimiser steps.
+
+        Raises:
+            ValueError: from :meth:`loss`'s result
+                (:func:`~learners.algorithms.loss_result.check_loss_result`).
+        """
+        cfg = self.config
         totals = defaultdict(float)
         n_steps = 0
         order = list(range(len(batch)))
         for _ in range(cfg.ppo_epochs):
             self.rng.shuffle(order)
-            for mb in collectives.minibatches(order, cfg.num_minibatches, len(everyone)):
+            for mb in collectives.minibatches(order, cfg.num_minibatches, global_size):
                 stats = self._step(
                     [batch[i] for i in mb],
                     [adv[i] for i in mb],
@@ -256,17 +343,7 @@ class PolicyGradientLearner:
                 for k, v in stats.items():
                     totals[k] += v
                 n_steps += 1
-        metrics = {k: v / max(n_steps, 1) for k, v in totals.items()}
-        gap_sum, gap_max, gap_n = self._gap
-        if gap_n:
-            metrics.update(logprob_gap_mean=gap_sum / gap_n, logprob_gap_max=gap_max)
-        metrics.update(
-            num_sequences=float(len(everyone)),
-            num_tokens=float(sum(len(t.completion_ids) for t in everyone)),
-            adv_abs_mean=sum(abs(a) for a in adv_all) / len(adv_all),
-            truncated_share=truncated_share,
-        )
-        return metrics
+        return {k: v / max(n_steps, 1) for k, v in totals.items()}
 
     def loss(self, inputs: LossInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor | float]]:
         """The loss hook: one micro-batch's share of its minibatch's loss, and metrics.

