@@ -75,9 +75,10 @@ def test_play_azr_shows_each_modes_observation_before_reading_input(mode, monkey
     # the proposer's observation, its mode's prompt and its prefix, then nothing read yet
     assert "proposer_0 [propose]" in before_proposer and PROPOSER[mode] in before_proposer
     assert "[solve]" not in before_proposer
-    assert before_proposer.rstrip().endswith(
-        "```python" if mode != "induction" else "```input 1"
-    )
+    # induction's prefix holds its program's first input and opens the second block
+    assert before_proposer.rstrip().endswith("```python" if mode != "induction" else "```input 2")
+    if mode == "induction":
+        assert "```input 1\n" in before_proposer[before_proposer.rindex("your reply") :]
     # the solver's observation of the same mode is complete before its reply is read
     solver_part = before_solver[before_solver.rindex("solver_0 [solve]") :]
     question, prefix = SOLVER[mode]

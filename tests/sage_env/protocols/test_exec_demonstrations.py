@@ -62,7 +62,9 @@ def test_proposer_demonstrations_are_valid_proposals_for_the_executor():
     for d in demos:
         mode = _mode(d)
         task = EXEC[d.task_ids[0]]
-        assert d.observation["prefix"] == exec_tasks.PROPOSER_PREFIX[mode]
+        # the prefix the environment gives this proposer on this task (induction: with the
+        # program's first input)
+        assert d.observation["prefix"] == exec_tasks.proposer_prefix(mode, task)
         refs = [EXEC[i] for i in d.task_ids[1:]] or [task]
         formatted, valid, reason, new, _ = vet_exec_proposal(
             env, mode, d.observation["prefix"] + d.target, task, refs, AZRConfig()
