@@ -178,6 +178,12 @@ def vet_exec_proposal(
         fields: dict = {"inputs": blocks, "message": message}
         if not blocks:
             return False, False, "no ```input blocks", None, fields
+        # the first block may be the environment's (exec_tasks.proposer_prefix): a reply that
+        # adds no block of its own is not formatted, as a reply holding only the prefix is not
+        prefix = exec_tasks.proposer_prefix("induction", reference)
+        given = len(parsing.fenced(prefix, "input")) if text.startswith(prefix) else 0
+        if len(blocks) <= given:
+            return False, False, "no ```input block of its own", None, fields
         kept = execution.distinct_inputs(blocks)  # by value: ``1`` and ``True`` are one input
         if len(kept) < 2:
             return True, False, "fewer than 2 distinct literal inputs", None, fields

@@ -292,10 +292,13 @@ def test_induction_proposer_starts_from_its_programs_first_input():
 def test_induction_proposal_needs_a_second_distinct_input_of_its_own():
     prefix, _ = _induction_round(None)
     first = prefix.split("```input 1\n", 1)[1].split("\n```", 1)[0]
-    # the prefix alone, or the prefix's input repeated, is one distinct input: refused
-    for completion in (None, f"{first}\n```\n```message\nx\n```"):
-        _, last = _induction_round(completion)
-        assert not last["valid"] and "fewer than 2 distinct" in last["reason"]
+    # the prefix alone adds no block: not even formatted (no format credit for the prefix)
+    _, last = _induction_round(None)
+    assert not last["valid"] and "of its own" in last["reason"] and last["reward"] == -1.0
+    # the prefix's input repeated is one distinct input: formatted, refused
+    _, last = _induction_round(f"{first}\n```\n```message\nx\n```")
+    assert not last["valid"] and "fewer than 2 distinct" in last["reason"]
+    assert last["reward"] == -0.5
 
 
 def test_induction_prefix_leaves_a_long_or_fenced_input_out():
