@@ -198,9 +198,7 @@ class HFPolicy:
         if self.lora is not None:
             self._reference = None
             return
-        self._reference = copy.deepcopy(self.model).eval()
-        for p in self._reference.parameters():
-            p.requires_grad_(False)
+        self._reference = self._frozen_copy()
 
     def freeze_scorer(self) -> None:
         """Fix the current weights as the scorer of ``score_distribution(..., frozen=True)``.
@@ -209,10 +207,14 @@ class HFPolicy:
         are now), in eval mode and without gradients; later updates do not reach it. The
         quality gate reads it under ``TrainConfig.gate_critic = "warm_start"``.
         """
-        scorer = copy.deepcopy(self.model)
-        self.scorer = scorer.eval()
-        for p in self.scorer.parameters():
+        self.scorer = self._frozen_copy()
+
+    def _frozen_copy(self) -> torch.nn.Module:
+        """A deep copy of the model in eval mode, without gradients."""
+        frozen = copy.deepcopy(self.model).eval()
+        for p in frozen.parameters():
             p.requires_grad_(False)
+        return frozen
 
     @contextlib.contextmanager
     def _reference_model(self) -> Iterator[torch.nn.Module]:
