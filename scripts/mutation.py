@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import ast
 import fnmatch
+import hashlib
 import json
 import os
 import shutil
@@ -204,6 +205,28 @@ TARGETS: dict[str, Target] = {
             "pairs whose Jaccard (<= small / big) cannot reach t; with small * big it skips "
             "just the empty set's, and computing the others gives the same answer",
         },
+    ),
+    "math_guards": Target(
+        source="sage_env/verifiers/math_guards.py",
+        # the guards around math-verify: mixed numbers rewritten, exact rationals, the
+        # relative tolerance of other numbers (each row of the module's table is a test there)
+        tests=(
+            "tests/sage_env/verifiers/test_peer_grader_reward_hacks.py",
+            "tests/sage_env/verifiers/test_math_strict_values.py",
+        ),
+        time_limit_s=1800,
+        equivalent={},
+    ),
+    "math_verifier": Target(
+        source="sage_env/verifiers/math_verifier.py",
+        tests=(
+            "tests/sage_env/verifiers/test_math_and_code_verifiers.py",
+            "tests/sage_env/verifiers/test_math_strict_values.py",
+            "tests/sage_env/verifiers/test_peer_grader_reward_hacks.py",
+            "tests/sage_env/verifiers/test_math_verifier_warmup.py",
+        ),
+        time_limit_s=3600,
+        equivalent={},
     ),
 }
 
@@ -384,6 +407,11 @@ def run(
             "wall_s": None if summarise_only else round(wall),
             "finished": rc is not None,
             "resumed": resume is not None,
+            # what these figures describe: each mutated function's text (the CI check,
+            # ``--check``, mutates the functions whose text differs from these)
+            "function_sha": function_shas(
+                (work / target.source).read_text(), target.source, functions
+            ),
             "survivors": _diffs(work, survived + by_status.get("no_tests", [])),
         }
     finally:
@@ -416,6 +444,44 @@ def _functions_of(source: str) -> dict[str, str]:
     return out
 
 
+def _module_name(source: str) -> str:
+    return source.removesuffix(".py").replace("/", ".")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def function_shas(text: str, source: str, functions: tuple[str, ...] = ()) -> dict[str, str]:
+    """``{mutmut name of each function of ``text`` (within ``functions``): 16 hex digits of
+    the SHA-256 of its source text}``: what a result file's figures describe."""
+    module = _module_name(source)
+    return {
+        f"{module}.{fn}": _sha(body)
+        for fn, body in _functions_of(text).items()
+        if _selected(f"{module}.{fn}__mutmut_0", functions)
+    }
+
+
+def stale_functions(name: str) -> tuple[tuple[str, ...], str]:
+    """The functions of ``TARGETS[name]`` whose text differs from what its committed result
+    file describes (``function_sha``), and why; every function when there is no result file.
+
+    Returns:
+        ``(mutmut function names, reason)``; an empty tuple when the results are current.
+    """
+    target = TARGETS[name]
+    path = RESULTS / f"{name}.json"
+    now = function_shas((ROOT / target.source).read_text(), target.source, target.functions)
+    if not path.exists():
+        return tuple(now), f"no committed results ({path.relative_to(ROOT)})"
+    recorded = json.loads(path.read_text()).get("function_sha")
+    if recorded is None:
+        return tuple(now), f"{path.relative_to(ROOT)} records no function_sha"
+    changed = tuple(fn for fn, sha in now.items() if recorded.get(fn) != sha)
+    return changed, f"{len(changed)} of {len(now)} functions differ from the committed results"
+
+
 def changed_functions(ref: str) -> dict[str, tuple[str, ...]]:
     """Per target: the functions (mutmut names, within its ``functions``) of its source that
     differ from ``ref`` (the working tree against that commit; a new file: all of them)."""
@@ -427,7 +493,7 @@ def changed_functions(ref: str) -> dict[str, tuple[str, ...]]:
             ["git", "show", f"{ref}:{target.source}"], cwd=ROOT, capture_output=True, text=True
         )
         before = _functions_of(old.stdout) if old.returncode == 0 else {}
-        module = target.source.removesuffix(".py").replace("/", ".")
+        module = _module_name(target.source)
         changed = tuple(
             f"{module}.{fn}"
             for fn, text in _functions_of(now).items()
@@ -458,6 +524,32 @@ def check_changed(ref: str, max_minutes: float, workers: int = 1) -> int:
     if not todo:
         print(f"mutation check: no critical-path function changed since {ref}")
         return 0
+    return _check(todo, max_minutes, workers)
+
+
+def check_committed(max_minutes: float, workers: int = 1) -> int:
+    """The CI check without a ref (any clone, shallow ones too): per target, the functions
+    whose text differs from what its committed result file describes (:func:`stale_functions`);
+    0 when none or when none of their mutants survives that the results do not list, 1 when
+    one does, when the bound leaves mutants unchecked or when a target has no result file."""
+    todo = {}
+    missing = []
+    for name in TARGETS:
+        changed, why = stale_functions(name)
+        if changed and not (RESULTS / f"{name}.json").exists():
+            missing.append(f"{name}: {why}: run `python scripts/mutation.py {name}`")
+        elif changed:
+            print(f"mutation check: {name}: {why}")
+            todo[name] = changed
+    for line in missing:
+        print(f"mutation check: {line}")
+    if not todo:
+        print("mutation check: every critical function is as its committed results describe")
+        return 1 if missing else 0
+    return max(_check(todo, max_minutes, workers), 1 if missing else 0)
+
+
+def _check(todo: dict[str, tuple[str, ...]], max_minutes: float, workers: int) -> int:
     deadline = time.monotonic() + max_minutes * 60
     failed = False
     for module, functions in todo.items():
@@ -503,14 +595,23 @@ def main() -> None:
         "--changed-since", metavar="REF", help="CI: only the critical functions changed since REF"
     )
     parser.add_argument(
-        "--max-minutes", type=float, default=5.0, help="with --changed-since: the time bound"
+        "--check",
+        action="store_true",
+        help="CI: only the critical functions that differ from their committed results",
+    )
+    parser.add_argument(
+        "--max-minutes", type=float, default=5.0, help="with --changed-since/--check: the bound"
     )
     args = parser.parse_args()
+    if args.check:
+        sys.exit(check_committed(args.max_minutes, args.workers))
     if args.changed_since:
         sys.exit(check_changed(args.changed_since, args.max_minutes, args.workers))
     if args.list or not args.module:
         for name, t in TARGETS.items():
-            print(f"{name:12s} {t.source}  <- {', '.join(t.tests)}")
+            changed, why = stale_functions(name)
+            state = "current" if not changed else why
+            print(f"{name:13s} {t.source}  <- {', '.join(t.tests)}\n{'':13s} results: {state}")
         return
     s = run(
         args.module,

@@ -102,3 +102,60 @@ def test_the_ci_check_fails_on_a_new_survivor_only(monkeypatch, tmp_path):
         assert MUTATION.check_changed("HEAD", 5) == 0
     monkeypatch.setattr(MUTATION, "run", fake_run({f"{module}.x_f__mutmut_2": "-    x = 1\n+    x = 3\n"}))
     assert MUTATION.check_changed("HEAD", 5) == 1
+
+
+def test_a_result_file_records_what_its_figures_describe():
+    source = "def f(x):\n    return x\n\ndef g(x):\n    return -x\n"
+    shas = MUTATION.function_shas(source, "pkg/mod.py")
+    assert set(shas) == {"pkg.mod.x_f", "pkg.mod.x_g"}
+    assert all(len(s) == 16 for s in shas.values())
+    # a restricted target records only its functions; an edit changes only that function's sha
+    assert set(MUTATION.function_shas(source, "pkg/mod.py", ("pkg.mod.x_g",))) == {"pkg.mod.x_g"}
+    edited = MUTATION.function_shas(source.replace("-x", "x - 1"), "pkg/mod.py")
+    assert edited["pkg.mod.x_f"] == shas["pkg.mod.x_f"]
+    assert edited["pkg.mod.x_g"] != shas["pkg.mod.x_g"]
+
+
+def _fake_target(monkeypatch, tmp_path, source: str):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text(source)
+    results = tmp_path / "results"
+    results.mkdir()
+    monkeypatch.setattr(MUTATION, "ROOT", tmp_path)
+    monkeypatch.setattr(MUTATION, "RESULTS", results)
+    monkeypatch.setattr(MUTATION, "TARGETS", {"mod": MUTATION.Target("pkg/mod.py", ())})
+    return results
+
+
+def test_the_committed_check_mutates_only_functions_edited_since_the_results(monkeypatch, tmp_path):
+    source = "def f(x):\n    return x\n\ndef g(x):\n    return -x\n"
+    results = _fake_target(monkeypatch, tmp_path, source)
+    # no result file: every function is stale and the check fails without running anything
+    assert MUTATION.stale_functions("mod")[0] == ("pkg.mod.x_f", "pkg.mod.x_g")
+    monkeypatch.setattr(MUTATION, "run", lambda *a, **k: pytest.fail("nothing to run"))
+    assert MUTATION.check_committed(5) == 1
+    # results that describe the source: nothing stale, exit 0 at once
+    shas = MUTATION.function_shas(source, "pkg/mod.py")
+    (results / "mod.json").write_text(json.dumps({"function_sha": shas, "survivors": {}}))
+    assert MUTATION.stale_functions("mod")[0] == ()
+    assert MUTATION.check_committed(5) == 0
+    # g edited: only g's mutants run; a survivor of it fails the check, none passes it
+    (tmp_path / "pkg" / "mod.py").write_text(source.replace("-x", "x - 1"))
+    assert MUTATION.stale_functions("mod")[0] == ("pkg.mod.x_g",)
+    for survivors, code in (({}, 0), ({"pkg.mod.x_g__mutmut_1": "-    a\n+    b\n"}, 1)):
+        def run(name, limit, functions, workers, write, survivors=survivors):
+            assert (name, functions, write) == ("mod", ("pkg.mod.x_g",), False)
+            return {"mutants": 2, "killed": 2 - len(survivors), "timeouts": 0,
+                    "survived": len(survivors), "not_checked": 0, "survivors": survivors}
+
+        monkeypatch.setattr(MUTATION, "run", run)
+        assert MUTATION.check_committed(5) == code
+
+
+def test_every_committed_result_records_its_functions():
+    for path in sorted((ROOT / "benchmarks" / "results" / "mutation").glob("*.json")):
+        shas = json.loads(path.read_text()).get("function_sha")
+        assert shas, f"{path.name} records no function_sha"
+        target = MUTATION.TARGETS[path.stem]
+        module = target.source.removesuffix(".py").replace("/", ".")
+        assert all(fn.startswith(module + ".") for fn in shas), path.name
