@@ -10,12 +10,14 @@ each survivor's diff.
     python scripts/mutation.py --list
     nice -n 19 python scripts/mutation.py rewards
     nice -n 19 python scripts/mutation.py advantages --time-limit 600
+    nice -n 19 python scripts/mutation.py --check --max-minutes 10
     nice -n 19 python scripts/mutation.py --changed-since origin/main --max-minutes 5
 
-The last form is the bounded CI check: it mutates only the functions of critical modules that
-differ from the given ref and fails when one of their mutants survives that the committed
-results do not already list (as a survivor or an equivalent mutant); nothing critical
-changed: it exits 0 at once.
+The last two are the bounded CI check (``.ci/run`` runs ``--check``): they mutate only the
+functions of critical modules whose text differs from what the committed results describe
+(each result file's ``function_sha``), or from the given ref, and fail when one of their
+mutants survives that the committed results do not already list (as a survivor or an
+equivalent mutant); nothing differs: they exit 0 at once.
 
 A mutant is marked equivalent only in ``TARGETS`` below, with a one-line reason; the way to
 deal with any other survivor is a test that kills it. docs/reference/testing.md quotes the
