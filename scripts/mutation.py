@@ -217,7 +217,22 @@ TARGETS: dict[str, Target] = {
             "tests/sage_env/verifiers/test_math_strict_values.py",
         ),
         time_limit_s=1800,
-        equivalent={},
+        equivalent={
+            f"sage_env.verifiers.math_guards.x__number__mutmut_{n}": "getattr's default only "
+            "feeds the and of an if: None is as falsy as False"
+            for n in (5, 14)
+        }
+        | {
+            f"sage_env.verifiers.math_guards.x_numbers_disagree__mutmut_{n}": "51 instead of "
+            "50 digits: only a number within 1e-51 relative of the tolerance edge tells them "
+            "apart (measured: 10^-51 and 10^-52 do), a precision no answer check claims"
+            for n in (17, 25, 28)
+        }
+        | {
+            "sage_env.verifiers.math_guards.x_numbers_disagree__mutmut_30": "scale == 1 never "
+            "holds: evalf gives a Float for every nonzero number, and SymPy 1.14's Float(1) "
+            "!= Integer(1) (an exact zero stays Zero, so scale == 0 can)",
+        },
     ),
     "math_verifier": Target(
         source="sage_env/verifiers/math_verifier.py",

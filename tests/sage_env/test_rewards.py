@@ -308,3 +308,15 @@ def test_gate_alpha_and_quality_gate_per_domain():
     assert gate_alpha(cfg, "code") == 1.0 and type(gate_alpha(cfg, "code")) is float
     assert quality_gate(0.45, cfg, "exec") and not quality_gate(0.45, cfg, "math")
     assert not quality_gate(0.45, cfg)
+
+
+def test_solved_by_any_counts_only_a_full_pass_as_evidence():
+    """Issue 46 item 5: only an attempt that scores 1 shows a task can be solved; a partial
+    pass of code tests (0.2, 0.99) is no evidence, and no attempt is none."""
+    from sage_env.rewards import solved_by_any
+
+    assert solved_by_any([1.0]) is True
+    assert solved_by_any([0.0, 0.2, 1.0]) is True
+    assert solved_by_any([0.2, 0.99]) is False
+    assert solved_by_any([]) is False
+    assert solved_by_any((s for s in [0.5, 1.0])) is True  # any iterable of scores

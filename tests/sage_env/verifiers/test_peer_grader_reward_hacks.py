@@ -87,6 +87,9 @@ def test_meaningless_answer_is_not_accepted_and_earns_less_than_honest(answer):
         ("7 3 / 8 cups", "\\frac{59}{8} cups"),
         ("4 10/3", "\\text{not a mixed number}"),  # PR #81: improper part, no fragment
         ("1 2/0", "\\text{not a mixed number}"),
+        # the edges of "proper": N = D is not a mixed number, N = 0 with D = 1 is one
+        ("4 3/3", "\\text{not a mixed number}"),
+        ("2 0/1", "\\frac{2}{1}"),
         ("x_1 1/2", "x_1 1/2"),  # a subscript, not a whole part
         ("1.5 1/2", "1.5 1/2"),
         ("3/4", "3/4"),
@@ -121,6 +124,61 @@ def test_numbers_disagree(gold, pred, disagree):
     from sage_env.verifiers.math_verifier import _parse_gold
 
     assert numbers_disagree(_parse_gold(gold)[0], _parse_gold(pred)[0]) is disagree
+
+
+class _Only:
+    """A parsed item that has only the given SymPy-style attributes (others are missing)."""
+
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+
+def test_numbers_disagree_reads_the_first_value_only_when_it_is_a_finite_number():
+    """Only a finite number is a number here: infinity, a symbol declared finite, and items
+    missing either attribute leave math-verify's verdict standing (False), never raise; a
+    leading string (math-verify's text half) is skipped, not taken as the end of the parse."""
+    import sympy
+
+    from sage_env.verifiers.math_guards import numbers_disagree
+
+    five = [sympy.Integer(5)]
+    assert numbers_disagree([sympy.oo], five) is False  # is_number, not is_finite
+    assert numbers_disagree([sympy.Symbol("x", finite=True)], five) is False  # finite, no number
+    for item in (object(), _Only(is_finite=True), _Only(is_number=True)):
+        assert numbers_disagree([item], five) is False
+        assert numbers_disagree(five, [item]) is False
+    # the first value decides; a string before it is skipped
+    assert numbers_disagree(["5", sympy.Integer(5)], ["6", sympy.Integer(6)]) is True
+    assert numbers_disagree(["5", sympy.Integer(5)], ["5", sympy.Integer(5)]) is False
+    assert numbers_disagree([sympy.FiniteSet(1, 2), sympy.Integer(1)], [sympy.Integer(2)]) is False
+
+
+def test_numbers_disagree_at_the_edges_of_the_tolerance():
+    """Numbers that are not both rational are compared at 50 digits (a 15-digit float would
+    round these differences away), the tolerance band's edge is "agree" (strictly more than
+    ``rel_tol`` of the larger magnitude disagrees), and two zeros agree."""
+    import sympy as S
+
+    from sage_env.verifiers.math_guards import numbers_disagree
+
+    def both_ways(a, b, **kw):
+        one, other = numbers_disagree([a], [b], **kw), numbers_disagree([b], [a], **kw)
+        assert one is other, (a, b)
+        return one
+
+    tiny = S.pi * S.Integer(10) ** -30
+    # |2 - (1 - tiny)| = 1 + tiny > 0.5 * 2: disagree, though 1 + tiny is 1.0 as a float
+    assert both_ways(S.Integer(2), 1 - tiny, rel_tol=0.5) is True
+    # the larger magnitude 2 - tiny: half of it is 1 - tiny/2 < 1 - tiny/4, the difference
+    assert both_ways(1 - S.Rational(3, 4) * tiny, 2 - tiny, rel_tol=0.5) is True
+    assert both_ways(1 - S.Rational(1, 4) * tiny, 2 - tiny, rel_tol=0.5) is False
+    # exactly at the edge: agree; just past it: disagree
+    assert both_ways(S.Float(2), S.Float(1), rel_tol=0.5) is False
+    assert both_ways(S.Float(2), S.Float(0.99), rel_tol=0.5) is True
+    # a larger magnitude of exactly 1 is a scale like any other
+    assert both_ways(S.Integer(1), 1 / S.sqrt(2)) is True
+    assert both_ways(S.Float(0), S.Float(0)) is False
+    assert both_ways(S.Float(0), S.sqrt(2)) is True
 
 
 def test_rationals_compare_exactly_whatever_the_tolerance():
