@@ -66,11 +66,11 @@ logger = logging.getLogger("sage_env.self_evolution.cells")
 SCHEMA = 1
 """Version of the cell file's layout."""
 
-CODE_PATHS = ("sage_env", "learners", "experiments/learning_curve/run.py")
+CODE_PATHS = ("sage_env", "learners", "experiments/learning_curve/run.py", "experiments/common")
 """The code a cell's result depends on (its code key hashes their git trees and edits); the
 orchestration in this folder is left out, so editing the aggregation leaves cells fresh. A path
-a revision lacks is left out of its key, so a path added here leaves the keys of older commits
-unchanged."""
+a revision lacks is left out of its key (``experiments/common`` is younger than the commits
+the first plans pinned), so a path added here leaves the keys of older commits unchanged."""
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -929,7 +929,7 @@ def aggregate(plan: Plan) -> dict[str, Any]:
         The summary, with ``plan``, ``settings_key``, ``cells`` (accepted ``seed/arm`` names),
         ``missing`` and ``refused`` (``{"seed", "arm", "file", "reason"}``) added.
     """
-    from experiments.learning_curve import run as lc
+    from experiments.common.stats import set_summary
     from experiments.self_evolution import run as se
 
     ok, refused = accepted_cells(plan)
@@ -951,7 +951,7 @@ def aggregate(plan: Plan) -> dict[str, Any]:
             "sha256": prov.get("warm_start_sha256"),
         }
         per_seed.setdefault(seed, {"protocols": {}})["protocols"][arm] = {
-            "sets": {name: lc.set_summary(c) for name, c in curves.items()},
+            "sets": {name: set_summary(c) for name, c in curves.items()},
             "budget": rec["budget"],
             "seconds_per_step": rec.get("seconds_per_step"),
             "step_log": rec.get("step_log", []),
