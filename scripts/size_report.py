@@ -8,7 +8,7 @@ enforce are in ``tests/repo/test_layout.py``: no import cycle, no torch on ``imp
 
 Usage::
 
-    python scripts/size_report.py                       # sage_env/ and learners/, default limits
+    python scripts/size_report.py                       # every folder of PATHS, default limits
     python scripts/size_report.py --file-lines 400 --function-lines 60 sage_env/sandbox
     python scripts/size_report.py --json > sizes.json   # machine-readable
 """
@@ -27,6 +27,9 @@ FILE_LINES = 500
 """Review threshold for a file, in lines."""
 FUNCTION_LINES = 80
 """Review threshold for a function or method (``def`` to its last line), in lines."""
+PATHS = ("sage_env", "learners", "experiments", "perf")
+"""Folders scanned when none is given: the packages, the experiments and the speed and memory
+measurements."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def report(
 def main(argv: list[str] | None = None) -> int:
     """Print the report; exit status 0 whatever it finds (it informs, it does not gate)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("paths", nargs="*", type=Path, default=[ROOT / "sage_env", ROOT / "learners"])
+    ap.add_argument("paths", nargs="*", type=Path, default=[ROOT / p for p in PATHS])
     ap.add_argument("--file-lines", type=int, default=FILE_LINES)
     ap.add_argument("--function-lines", type=int, default=FUNCTION_LINES)
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -13,7 +13,8 @@ resumes the last checkpoint); after each chunk its rollout tokens (``rollout/tok
 reaches ``token_budget`` (or at ``max_steps``). ``token_budget = 0`` makes the budget
 ``max_steps`` steps for every arm instead. Steps, tokens and seconds are reported per arm.
 
-**Held-out sets**, scored at step 0 (the shared base model) and after every chunk, greedy:
+**Held-out sets**, scored at step 0 (the shared base model) and after every chunk, greedy
+(:func:`experiments.common.scoring.evaluate`):
 
 - ``exec_heldout``: the held-out execution tasks (``sage_env/data/exec_heldout.jsonl``,
   deduction, disjoint from the seeds and CRUXEval), ``sage-env eval``'s loop;
@@ -24,7 +25,8 @@ reaches ``token_budget`` (or at ``max_steps``). ``token_budget = 0`` makes the b
 
 **Statistics.** Accuracy with its Wilson score interval at 95% (Wilson 1927; the interval
 recommended by Brown, Cai & DasGupta 2001); final against base on the same items with the
-exact McNemar test (two-sided binomial test on the discordant pairs, McNemar 1947).
+exact McNemar test (two-sided binomial test on the discordant pairs, McNemar 1947):
+:mod:`experiments.common.stats`.
 
 Writes ``OUT/summary.json`` (per arm and held-out set: ``base``, ``final``, ``ci95`` =
 ``{"base": [lo, hi], "final": [lo, hi]}``, ``items``, ``steps``, ``p_value``, ``gained``,
@@ -51,46 +53,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from learners.evaluation.heldout import Z95, mcnemar_exact, wilson  # noqa: F401 (re-used)
+from experiments.common.arms import VARIANT, parse_curve_arms, split_arm, split_variant
+from experiments.common.run_metrics import read_totals, step_log
+from experiments.common.scoring import SETS, evaluate, keep_completions
+from experiments.common.stats import set_summary, variant_pairs
 
 logger = logging.getLogger("sage_env.learning_curve")
-
-SETS = ("exec_heldout", "cruxeval_o", "cruxeval_i", "validation")
-"""Held-out sets this benchmark knows."""
-
-
-# --------------------------------------------------------------------------- statistics
-def set_summary(curve: list[tuple[int, list[bool]]]) -> dict[str, Any]:
-    """One arm on one held-out set, from ``[(step, per-item correctness), ...]`` (step 0 first).
-
-    Returns:
-        ``{"base", "final", "ci95": {"base": [lo, hi], "final": [lo, hi]}, "items", "steps",
-        "p_value", "gained", "lost", "gained_items", "lost_items" (indices of the items that
-        turned right / wrong), "curve": [{"step", "accuracy", "ci95"}, ...]}``.
-    """
-    (_, base), (last, final) = curve[0], curve[-1]
-    n = len(base)
-
-    def acc(xs: list[bool]) -> float:
-        return sum(xs) / len(xs) if xs else 0.0
-
-    gained, lost, p = mcnemar_exact(base, final)
-    return {
-        "base": acc(base),
-        "final": acc(final),
-        "ci95": {"base": list(wilson(sum(base), n)), "final": list(wilson(sum(final), n))},
-        "items": n,
-        "steps": last,
-        "p_value": p,
-        "gained": gained,
-        "lost": lost,
-        "gained_items": [i for i, (b, f) in enumerate(zip(base, final)) if f and not b],
-        "lost_items": [i for i, (b, f) in enumerate(zip(base, final)) if b and not f],
-        "curve": [
-            {"step": s, "accuracy": acc(xs), "ci95": list(wilson(sum(xs), len(xs)))}
-            for s, xs in curve
-        ],
-    }
 
 
 # --------------------------------------------------------------------------- config
@@ -228,57 +196,6 @@ class CurveConfig:
         return wanted or names
 
 
-FROZEN_POOL = ":frozen"
-"""Suffix of an arm that trains under the frozen-pool ablation (``azr:frozen``:
-``EnvConfig.pool_admission = "frozen"``; docs/reference/rewards.md, "Frozen pool")."""
-
-
-VARIANT = "@"
-"""Separator of an arm's named training setting (``rlvr@bf16``: :attr:`CurveConfig.variants`)."""
-
-
-def split_variant(arm: str) -> tuple[str, str | None]:
-    """``("rlvr", "bf16")`` for ``"rlvr@bf16"``, ``("azr:frozen", None)`` for ``"azr:frozen"``."""
-    base, sep, variant = arm.partition(VARIANT)
-    return base, (variant if sep else None)
-
-
-def split_arm(arm: str) -> tuple[str, bool]:
-    """``("azr", True)`` for ``"azr:frozen"`` (and ``"azr:frozen@bf16"``), ``("azr", False)``
-    for ``"azr"``."""
-    arm = split_variant(arm)[0]
-    if arm.endswith(FROZEN_POOL):
-        return arm[: -len(FROZEN_POOL)], True
-    return arm, False
-
-
-def parse_curve_arms(spec: str, variants: dict[str, list[str]] | None = None) -> list[str]:
-    """Arm names from ``"sage,sage:frozen,azr,rlvr,rlvr@bf16"``, checked against the protocol
-    registry and ``variants`` (:meth:`CurveConfig.parsed_variants`).
-
-    Raises:
-        ValueError: on an empty or repeated arm, an unknown protocol or variant, or
-            ``rlvr:frozen`` (RLVR proposes nothing: its pool never grows).
-    """
-    from learners.training.compare import parse_arms
-
-    names = [a.strip() for a in spec.split(",") if a.strip()]
-    if len(set(names)) != len(names):
-        raise ValueError(f"--protocols repeats an arm: {names}")
-    plain = [split_arm(n)[0] for n in names]
-    parse_arms(",".join(dict.fromkeys(plain)))  # unknown protocols, empty list
-    for name, protocol in zip(names, plain):
-        if split_variant(name)[0].endswith(FROZEN_POOL) and protocol == "rlvr":
-            raise ValueError("rlvr:frozen is rlvr: its pool never grows")
-        variant = split_variant(name)[1]
-        if variant is not None and variant not in (variants or {}):
-            raise ValueError(
-                f"arm {name!r} names variant {variant!r}, not in --variants "
-                f"({sorted(variants or {})})"
-            )
-    return names
-
-
 def train_config(cfg: CurveConfig, protocol: str) -> Any:
     """The arm's :class:`~learners.training.config.TrainConfig` (``sage-env compare``'s, then ours).
 
@@ -374,118 +291,7 @@ def apply_flags(tcfg: Any, flags: list[str]) -> Any:
         raise ValueError(f"variant flags {flags}: {err.getvalue().strip()[-400:]}") from exc
 
 
-# --------------------------------------------------------------------------- evaluation
-def evaluate(model: str, sets: list[tuple[str, int, int]], cfg: CurveConfig, out: Path) -> dict:
-    """Per-item greedy correctness of ``model`` on every held-out set, ``{set: [bool]}``.
-
-    Benchmarks run through ``sage-env eval``'s :func:`~learners.evaluation.run_eval` (its
-    files land in ``out/<set>``); ``validation`` prompts each task as the solver role and
-    scores it with the math verifier, as training's validation does.
-    """
-    from learners.engines.config import RolloutConfig
-    from learners.evaluation.run import EvalConfig, run_eval
-    from learners.policy.hf_policy import HFPolicy
-    from learners.types import SamplingConfig, action_text
-    from sage_env import load_validation
-    from sage_env.text import prompts
-    from sage_env.verifiers import MathVerifier
-
-    policy = HFPolicy(
-        model, device="cpu", seed=cfg.seed, rollout=RolloutConfig(engine=cfg.eval_engine)
-    )
-    got: dict[str, list[bool]] = {}
-    try:
-        for name, n, tokens in sets:
-            if name == "validation":
-                tasks = load_validation(n)
-                sampling = SamplingConfig(
-                    max_new_tokens=tokens, do_sample=False, batch_size=cfg.eval_batch
-                )
-                comps = policy.generate([prompts.solver(t) for t in tasks], sampling)
-                with MathVerifier() as mv:
-                    got[name] = [
-                        mv.verify(action_text(c), t.answer or "").score >= 1.0
-                        for c, t in zip(comps, tasks)
-                    ]
-                continue
-            ecfg = EvalConfig(
-                model=model,
-                benchmarks=name,
-                limit=n,
-                max_new_tokens=tokens,
-                batch_size=cfg.eval_batch,
-                out=str(out / name),
-                device="cpu",
-            )
-            (result,) = run_eval(ecfg, policy=policy, progress=False)
-            got[name] = [bool(r["correct"][0]) for r in result.records]
-    finally:
-        policy.close()
-    return got
-
-
 # --------------------------------------------------------------------------- the run
-STEP_KEYS = (
-    "solver/accuracy",
-    "rollout/tokens",
-    "time/step_s",
-    "pool/size",
-    "pool/generated",
-    "solver/trained_rows",
-    "solver/judging_rows",
-    "solver/generated_share",
-)
-"""Per-step metrics kept in ``summary.json`` (with every ``<role>/parse_rate``,
-``valid_rate`` and ``accept_rate`` and every ``pool/accepted*``, ``pool/proposals`` and
-``pool/valid``: the pool dynamics of :func:`learners.training.metrics.pool_dynamics_metrics`),
-so a run's proposals and pool survive its folder."""
-
-
-def step_log(run: Path) -> list[dict[str, Any]]:
-    """One row per training step of a run's ``metrics.jsonl``: ``step``, :data:`STEP_KEYS` and
-    each proposing role's parse/valid/accept rates (missing keys are left out; steps < 1,
-    such as a warm-up row, are skipped)."""
-    wanted = ("/parse_rate", "/valid_rate", "/accept_rate")
-    pool_keys = ("pool/accepted", "pool/proposals", "pool/valid")
-    out: dict[int, dict[str, Any]] = {}
-    for x in (run / "metrics.jsonl").read_text().splitlines():
-        r = json.loads(x) if x.strip() else {}
-        step = r.get("step", 0)
-        if not isinstance(step, int) or step < 1:
-            continue
-        row = out.setdefault(step, {"step": step})
-        row.update(
-            {
-                k: v
-                for k, v in r.items()
-                if k in STEP_KEYS or k.endswith(wanted) or k.startswith(pool_keys)
-            }
-        )
-    return [out[s] for s in sorted(out)]
-
-
-def read_totals(run: Path) -> dict[str, float]:
-    """Steps, rollout tokens and step seconds summed over a run's ``metrics.jsonl``."""
-    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    rows = [r for r in rows if r.get("step", 0) > 0]
-    return {
-        "steps": max((r["step"] for r in rows), default=0),
-        "rollout_tokens": float(sum(r.get("rollout/tokens") or 0.0 for r in rows)),
-        "train_seconds": float(sum(r.get("time/step_s") or 0.0 for r in rows)),
-    }
-
-
-def keep_completions(src: Path, dst: Path) -> None:
-    """Copy the per-item completion files (``*.jsonl``) an evaluation wrote under ``src`` to
-    ``dst`` (flat), so that the items an arm gained or lost can be read after its run folder
-    is deleted."""
-    files = sorted(src.rglob("*.jsonl")) if src.exists() else []
-    if files:
-        dst.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        shutil.copyfile(f, dst / f.name)
-
-
 def run_curve(
     cfg: CurveConfig,
     train_fn: Callable[[Any], Any] | None = None,
@@ -678,48 +484,6 @@ def _write_atomic(path: Path, data: Any) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)
-
-
-def final_items(base: list[bool], s: dict[str, Any]) -> list[bool]:
-    """An arm's per-item correctness at its last step on one set, from the base model's and the
-    arm's ``gained_items`` / ``lost_items`` (:func:`set_summary`)."""
-    gained, lost = set(s["gained_items"]), set(s["lost_items"])
-    return [(b and i not in lost) or i in gained for i, b in enumerate(base)]
-
-
-def variant_pairs(
-    per_arm: dict[str, Any], base: dict[str, list[bool]] | None
-) -> dict[str, dict[str, Any]]:
-    """Every ``PROTOCOL@NAME`` arm against its plain ``PROTOCOL`` arm, final against final on the
-    same items: ``{"rlvr@bf16 vs rlvr": {set: {"variant", "plain", "items", "variant_only",
-    "plain_only", "p_value"}}}`` (exact McNemar, two-sided; ``variant_only``: items only the
-    variant's final model solves). Arms whose plain arm is absent are left out."""
-    pairs: dict[str, dict[str, Any]] = {}
-    if not base:
-        return pairs
-    for arm, result in per_arm.items():
-        plain, variant = split_variant(arm)
-        if variant is None or plain not in per_arm:
-            continue
-        rows = {}
-        for name, s in result["sets"].items():
-            other = per_arm[plain]["sets"].get(name)
-            if other is None or name not in base or s["steps"] != other["steps"]:
-                continue
-            mine, theirs = final_items(base[name], s), final_items(base[name], other)
-            only_mine, only_theirs, p = mcnemar_exact(theirs, mine)
-            rows[name] = {
-                "variant": s["final"],
-                "plain": other["final"],
-                "items": len(mine),
-                "steps": s["steps"],
-                "variant_only": only_mine,
-                "plain_only": only_theirs,
-                "p_value": p,
-            }
-        if rows:
-            pairs[f"{arm} vs {plain}"] = rows
-    return pairs
 
 
 def write_summary(

@@ -66,9 +66,11 @@ logger = logging.getLogger("sage_env.self_evolution.cells")
 SCHEMA = 1
 """Version of the cell file's layout."""
 
-CODE_PATHS = ("sage_env", "learners", "experiments/learning_curve/run.py")
+CODE_PATHS = ("sage_env", "learners", "experiments/learning_curve/run.py", "experiments/common")
 """The code a cell's result depends on (its code key hashes their git trees and edits); the
-orchestration in this folder is left out, so editing the aggregation leaves cells fresh."""
+orchestration in this folder is left out, so editing the aggregation leaves cells fresh. A path
+a revision lacks is left out of its key (``experiments/common`` is younger than the commits
+the first plans pinned), so a path added here leaves the keys of older commits unchanged."""
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -235,6 +237,23 @@ def resolve_commit(rev: str, root: Path = REPO) -> str | None:
     return got.strip()
 
 
+def code_trees(root: Path = REPO, rev: str = "HEAD") -> str | None:
+    """The git object ids of :data:`CODE_PATHS` at ``rev``, one a line in CODE_PATHS order,
+    each line ending in a newline, those ``rev`` lacks left out (what ``git rev-parse
+    REV:PATH...`` prints when every path is there); None when git fails or ``rev`` has none
+    of them."""
+    listing = _git(root, "ls-tree", "-z", "--full-tree", rev, "--", *CODE_PATHS)
+    if listing is None:
+        return None
+    ids: dict[str, str] = {}
+    for entry in listing.split("\0"):
+        meta, tab, path = entry.partition("\t")
+        if tab:
+            ids[path] = meta.split()[2]
+    got = [ids[p] for p in CODE_PATHS if p in ids]
+    return "".join(f"{x}\n" for x in got) if got else None
+
+
 def code_key(root: Path = REPO, rev: str = "HEAD") -> dict[str, Any]:
     """The code a cell depends on (:data:`CODE_PATHS`) at ``rev``, without importing it.
 
@@ -243,13 +262,14 @@ def code_key(root: Path = REPO, rev: str = "HEAD") -> dict[str, Any]:
     checkout of that commit.
 
     Returns:
-        ``{"key": 16 hex digits (SHA-256 of the git tree ids of CODE_PATHS at ``rev`` and, at
-        HEAD, of ``git diff HEAD`` on them), "git_commit": the commit's full sha, "dirty":
-        whether the diff term is non-empty (False off HEAD)}``; ``key`` (and ``dirty``) is None
-        outside git or when ``rev`` or one of CODE_PATHS is not found there.
+        ``{"key": 16 hex digits (SHA-256 of the git object ids of CODE_PATHS at ``rev``, one a
+        line in CODE_PATHS order, those ``rev`` lacks left out, and, at HEAD, of ``git diff
+        HEAD`` on them), "git_commit": the commit's full sha, "dirty": whether the diff term is
+        non-empty (False off HEAD)}``; ``key`` (and ``dirty``) is None outside git, when
+        ``rev`` is not found, or when it has none of CODE_PATHS.
     """
     commit = resolve_commit(rev, root)
-    trees = _git(root, "rev-parse", *(f"{rev}:{p}" for p in CODE_PATHS))
+    trees = code_trees(root, rev)
     if rev == "HEAD":
         diff = _git(root, "diff", "HEAD", "--no-ext-diff", "--binary", "--", *CODE_PATHS)
     else:
@@ -909,7 +929,7 @@ def aggregate(plan: Plan) -> dict[str, Any]:
         The summary, with ``plan``, ``settings_key``, ``cells`` (accepted ``seed/arm`` names),
         ``missing`` and ``refused`` (``{"seed", "arm", "file", "reason"}``) added.
     """
-    from experiments.learning_curve import run as lc
+    from experiments.common.stats import set_summary
     from experiments.self_evolution import run as se
 
     ok, refused = accepted_cells(plan)
@@ -931,7 +951,7 @@ def aggregate(plan: Plan) -> dict[str, Any]:
             "sha256": prov.get("warm_start_sha256"),
         }
         per_seed.setdefault(seed, {"protocols": {}})["protocols"][arm] = {
-            "sets": {name: lc.set_summary(c) for name, c in curves.items()},
+            "sets": {name: set_summary(c) for name, c in curves.items()},
             "budget": rec["budget"],
             "seconds_per_step": rec.get("seconds_per_step"),
             "step_log": rec.get("step_log", []),

@@ -52,7 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.learning_curve import run as lc  # noqa: E402
+from experiments.common.arms import FROZEN_POOL, parse_curve_arms, split_arm
+from experiments.common.scoring import evaluate
+from experiments.learning_curve.run import CurveConfig, run_curve
+from learners.evaluation.heldout import Z95, mcnemar_exact, wilson
 
 logger = logging.getLogger("sage_env.self_evolution")
 
@@ -99,7 +102,7 @@ class EvolutionConfig:
     solver_samples: int = 8
     """k: the solver's attempts per task (the advantage group)."""
     sets: str = "exec_heldout:240:16,cruxeval_o:200:64,cruxeval_i:200:64"
-    """``name:items:max_new_tokens`` per held-out set (:data:`learning_curve.SETS`)."""
+    """``name:items:max_new_tokens`` per held-out set (:data:`experiments.common.scoring.SETS`)."""
     curve_sets: str = "exec_heldout"
     """Sets scored after every chunk; the others at the warmed start and the end only."""
     engine: str = "ct2"
@@ -156,9 +159,9 @@ class EvolutionConfig:
             raise ValueError(f"--seeds must list distinct seeds, got {self.seeds!r}")
         return seeds
 
-    def curve_config(self, model: str, seed: int) -> lc.CurveConfig:
+    def curve_config(self, model: str, seed: int) -> CurveConfig:
         """The :class:`learning_curve.CurveConfig` of one seed (warm-up off: ``model`` is warm)."""
-        return lc.CurveConfig(
+        return CurveConfig(
             protocols=self.arms,
             model=model,
             domains=self.domains,
@@ -289,7 +292,7 @@ def mean_interval(xs: list[float]) -> dict[str, Any]:
     if n < 2:
         return {"mean": mean, "ci95": None, "n": n}
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    half = T975.get(n - 1, lc.Z95) * sd / math.sqrt(n)
+    half = T975.get(n - 1, Z95) * sd / math.sqrt(n)
     return {"mean": mean, "ci95": [mean - half, mean + half], "n": n}
 
 
@@ -305,7 +308,7 @@ def paired(a: dict[int, list[bool]], b: dict[int, list[bool]]) -> dict[str, Any]
     diffs = [sum(a[s]) / len(a[s]) - sum(b[s]) / len(b[s]) for s in seeds]
     xs = [x for s in seeds for x in b[s]]
     ys = [y for s in seeds for y in a[s]]
-    a_better, b_better, p = lc.mcnemar_exact(xs, ys)
+    a_better, b_better, p = mcnemar_exact(xs, ys)
     return {
         **mean_interval(diffs),
         "per_seed": diffs,
@@ -316,7 +319,7 @@ def paired(a: dict[int, list[bool]], b: dict[int, list[bool]]) -> dict[str, Any]
 # --------------------------------------------------------------------------- the run
 def final_items(base: list[bool], set_summary: dict[str, Any]) -> list[bool]:
     """Per-item final correctness of a run, from the warmed start's items and the run's
-    ``gained_items`` / ``lost_items`` (:func:`learning_curve.set_summary`)."""
+    ``gained_items`` / ``lost_items`` (:func:`experiments.common.stats.set_summary`)."""
     flipped = set(set_summary["gained_items"]) | set(set_summary["lost_items"])
     return [(not b) if i in flipped else b for i, b in enumerate(base)]
 
@@ -347,13 +350,13 @@ def run(cfg: EvolutionConfig, **stand_ins: Any) -> dict[str, Any]:
         ValueError: on bad arms, seeds or sets.
     """
     seeds = cfg.seed_list()
-    lc.parse_curve_arms(cfg.arms)
+    parse_curve_arms(cfg.arms)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    sets = lc.CurveConfig(sets=cfg.sets).parsed_sets()
+    sets = CurveConfig(sets=cfg.sets).parsed_sets()
     t0 = time.perf_counter()
     warm, warm_facts = stand_ins.pop("warm_fn", warm_start)(cfg)
-    evaluate_fn = stand_ins.get("evaluate_fn") or lc.evaluate
+    evaluate_fn = stand_ins.get("evaluate_fn") or evaluate
     untouched_file = out / "untouched_items.json"
     key = {"model": cfg.model, "sets": sets, "engine": cfg.engine}
     cached = json.loads(untouched_file.read_text()) if untouched_file.exists() else {}
@@ -371,7 +374,7 @@ def run(cfg: EvolutionConfig, **stand_ins: Any) -> dict[str, Any]:
         seed_out.mkdir(parents=True, exist_ok=True)
         if first_base is not None and not (seed_out / "base_items.json").exists():
             shutil.copyfile(first_base, seed_out / "base_items.json")  # one warmed-model score
-        per_seed[seed] = lc.run_curve(ccfg, **stand_ins)
+        per_seed[seed] = run_curve(ccfg, **stand_ins)
         first_base = first_base or seed_out / "base_items.json"
     warmed = json.loads((out / f"seed{seeds[0]}" / "base_items.json").read_text())["correct"]
     summary = summarise(cfg, warm_facts, untouched, warmed, per_seed, out)
@@ -383,7 +386,7 @@ def run(cfg: EvolutionConfig, **stand_ins: Any) -> dict[str, Any]:
 def _point(xs: list[bool]) -> dict[str, Any]:
     return {
         "accuracy": sum(xs) / len(xs),
-        "ci95": list(lc.wilson(sum(xs), len(xs))),
+        "ci95": list(wilson(sum(xs), len(xs))),
         "items": len(xs),
     }
 
@@ -408,7 +411,7 @@ def summarise(
     for name in warmed:
         start[name] = {"warmed": _point(warmed[name])}
         if name in untouched:
-            g, l_, p = lc.mcnemar_exact(untouched[name], warmed[name])
+            g, l_, p = mcnemar_exact(untouched[name], warmed[name])
             start[name].update(
                 untouched=_point(untouched[name]), warm_up_gained=g, warm_up_lost=l_, p_value=p
             )
@@ -448,11 +451,11 @@ def summarise(
         by_arm[arm] = entry
     comparisons: dict[str, Any] = {}
     for arm in arms:
-        protocol, frozen = lc.split_arm(arm)
+        protocol, frozen = split_arm(arm)
         if frozen or protocol == "rlvr":
             continue
         for other, label in (
-            (f"{protocol}{lc.FROZEN_POOL}", "growing - frozen"),
+            (f"{protocol}{FROZEN_POOL}", "growing - frozen"),
             ("rlvr", "vs rlvr"),
         ):
             if other in finals and arm in finals:
@@ -542,7 +545,7 @@ def plot(summary: dict[str, Any], out: Path) -> None:
                 sum(c[j]["accuracy"] for c in curves if j < len(c)) / len(curves)
                 for j in range(len(steps))
             ]
-            style = "--" if arm.endswith(lc.FROZEN_POOL) else "-"
+            style = "--" if arm.endswith(FROZEN_POOL) else "-"
             ax.plot(steps, ys, style, marker="o", color=f"C{i % 10}", label=arm)
         if "untouched" in summary["start"][name]:
             u = summary["start"][name]["untouched"]["accuracy"]
@@ -562,7 +565,7 @@ def plot(summary: dict[str, Any], out: Path) -> None:
             for x in acc:
                 total += x or 0.0
                 cum.append(total)
-            style = "--" if arm.endswith(lc.FROZEN_POOL) else "-"
+            style = "--" if arm.endswith(FROZEN_POOL) else "-"
             if cum:
                 a1.plot(p["steps"], cum, style, color=f"C{i % 10}", label=arm)
             share = p["series"].get("solver/generated_share")

@@ -10,7 +10,8 @@ figures in ``metrics.jsonl`` (``heldout/<set>/...``) and prints one line per set
 
 Statistics: the Wilson score interval at 95% (Wilson 1927; recommended by Brown, Cai &
 DasGupta 2001) per point, and the exact McNemar test (McNemar 1947) of final against a
-start on the same items. ``experiments/learning_curve/run.py`` uses the same functions.
+start on the same items. The experiments' statistics (``experiments/common/stats.py``) use the
+same functions.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""experiments/learning_curve/run.py: its statistics and summary, on a scripted run (no model)."""
+"""experiments/learning_curve/run.py on a scripted run (no model): summary, statistics, plot."""
 
 import dataclasses
 import json
@@ -7,50 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.learning_curve import run as lc  # noqa: E402
-
-
-@pytest.mark.parametrize(
-    "k, n, low, high",
-    [
-        # values worked by hand from the closed form (p = k/n, z = 1.96)
-        (0, 10, 0.0, 0.27753),
-        (5, 10, 0.23659, 0.76341),
-        (10, 10, 0.72247, 1.0),
-        (30, 200, 0.10714, 0.20606),
-    ],
-)
-def test_wilson_interval_matches_the_closed_form(k, n, low, high):
-    lo, hi = lc.wilson(k, n)
-    assert lo == pytest.approx(low, abs=1e-5) and hi == pytest.approx(high, abs=1e-5)
-
-
-def test_wilson_edge_cases():
-    assert lc.wilson(0, 0) == (0.0, 1.0)
-    with pytest.raises(ValueError):
-        lc.wilson(3, 2)
-
-
-@pytest.mark.parametrize(
-    "gained, lost, p",
-    [
-        (6, 0, 2 * 0.5**6),  # 0.03125
-        (9, 1, 2 * 11 / 1024),  # 2 P(X <= 1), X ~ Bin(10, 1/2)
-        (3, 3, 1.0),
-        (0, 0, 1.0),
-        (1, 4, 2 * 6 / 32),
-    ],
-)
-def test_mcnemar_exact_is_the_two_sided_binomial_on_discordant_pairs(gained, lost, p):
-    base = [False] * gained + [True] * lost + [True] * 5 + [False] * 7
-    final = [True] * gained + [False] * lost + [True] * 5 + [False] * 7
-    g, l_, pv = lc.mcnemar_exact(base, final)
-    assert (g, l_) == (gained, lost) and pv == pytest.approx(p)
-
-
-def test_mcnemar_refuses_unpaired_lists():
-    with pytest.raises(ValueError, match="paired"):
-        lc.mcnemar_exact([True], [True, False])
+from experiments.common.stats import final_items, set_summary
+from experiments.learning_curve import run as lc
+from learners.evaluation.heldout import wilson
 
 
 def test_sets_are_parsed_and_checked():
@@ -136,7 +95,7 @@ def test_summary_schema_and_values_on_a_scripted_run(tmp_path):
     # 4/20 -> 13/20: 9 gained, 0 lost
     assert (azr["base"], azr["final"], azr["gained"], azr["lost"]) == (0.2, 0.65, 9, 0)
     assert azr["p_value"] == pytest.approx(2 * 0.5**9)
-    assert azr["ci95"]["final"] == pytest.approx(list(lc.wilson(13, 20)))
+    assert azr["ci95"]["final"] == pytest.approx(list(wilson(13, 20)))
     assert azr["gained_items"] == list(range(4, 13)) and azr["lost_items"] == []
     rlvr = on_disk["protocols"]["rlvr"]["sets"]["validation"]
     assert rlvr["p_value"] == 1.0 and rlvr["final"] == rlvr["base"] == 0.2
@@ -208,9 +167,9 @@ def test_arm_config_applies_k_lr_and_domains_to_every_protocol():
 
 def test_wilson_is_exact_at_the_edges_and_a_zero_accuracy_set_plots(tmp_path):
     # a set with 0 right (CRUXEval-I at base) crashed the plot: the low bound was 1e-18, not 0
-    assert lc.wilson(0, 200)[0] == 0.0 and lc.wilson(200, 200)[1] == 1.0
-    lo, hi = lc.wilson(0, 200)
-    curve = [{"step": 0, "accuracy": 0.0, "ci95": [lo, hi]}, {"step": 3, "accuracy": 0.085, "ci95": list(lc.wilson(17, 200))}]
+    assert wilson(0, 200)[0] == 0.0 and wilson(200, 200)[1] == 1.0
+    lo, hi = wilson(0, 200)
+    curve = [{"step": 0, "accuracy": 0.0, "ci95": [lo, hi]}, {"step": 3, "accuracy": 0.085, "ci95": list(wilson(17, 200))}]
     summary = {"protocols": {"azr": {"sets": {"cruxeval_i": {"items": 200, "curve": curve}}}}}
     path = lc.plot(summary, tmp_path / "c.png")
     assert path.exists() and path.stat().st_size > 1000
@@ -305,8 +264,8 @@ def test_variant_arm_is_compared_with_its_plain_arm_on_the_same_items(tmp_path):
 
 def test_final_items_rebuilds_an_arms_last_scores_from_base_and_changes():
     base = [True, True, False, False, True]
-    s = lc.set_summary([(0, base), (3, [True, False, True, False, True])])
-    assert lc.final_items(base, s) == [True, False, True, False, True]
+    s = set_summary([(0, base), (3, [True, False, True, False, True])])
+    assert final_items(base, s) == [True, False, True, False, True]
 
 
 def test_pool_seeds_sums_discordant_pairs_over_seeds(tmp_path):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.common.arms import parse_curve_arms
 from experiments.learning_curve import run as lc  # noqa: E402
 from experiments.self_evolution import run as se  # noqa: E402
 
@@ -111,9 +112,9 @@ def test_bad_seeds_and_arms_are_clear_errors():
     with pytest.raises(ValueError, match="seeds"):
         se.EvolutionConfig(seeds="a").seed_list()
     with pytest.raises(ValueError, match="rlvr:frozen"):
-        lc.parse_curve_arms("rlvr:frozen")
+        parse_curve_arms("rlvr:frozen")
     with pytest.raises(ValueError):
-        lc.parse_curve_arms("nosuch")
+        parse_curve_arms("nosuch")
 
 
 def test_frozen_arm_trains_with_a_frozen_pool():

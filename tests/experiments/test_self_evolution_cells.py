@@ -1,6 +1,7 @@
 """experiments/self_evolution/cells.py: plans, status, run order and budget, aggregation from cell
 files alone, a reproducible warm start, and cells pinned to a commit (run in its worktree)."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -504,6 +505,41 @@ def test_code_key_at_a_revision_covers_its_trees_and_head_adds_the_edits(tmp_pat
     (root / "README.md").write_text("two\n")  # outside CODE_PATHS: no change
     assert ec.code_key(root)["key"] == edited["key"]
     assert ec.code_key(root, "nosuch") == {"key": None, "git_commit": None, "dirty": None}
+
+
+def test_code_key_leaves_out_a_path_a_revision_lacks(tmp_path, monkeypatch):
+    """A path added to CODE_PATHS after a commit leaves that commit's key as it was: the hash
+    of the trees it has, as ``git rev-parse REV:PATH...`` listed them."""
+    root, one, two = _code_repo(tmp_path)
+    older = tuple(p for p in ec.CODE_PATHS if (root / p).exists())  # what the repo has
+    trees = _git(root, "rev-parse", *(f"{one}:{p}" for p in older)) + "\n"
+    before = hashlib.sha256((trees + "\0").encode()).hexdigest()[:16]
+    assert ec.code_trees(root, one) == trees and ec.code_key(root, one)["key"] == before
+    monkeypatch.setattr(ec, "CODE_PATHS", (*older, "experiments/shared"))
+    assert ec.code_trees(root, one) == trees  # the new path is absent there: left out
+    assert ec.code_key(root, one)["key"] == before
+    (root / "experiments/shared").mkdir()
+    (root / "experiments/shared/__init__.py").write_text('"""shared"""\n')
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "three")
+    three = _git(root, "rev-parse", "HEAD")
+    every = _git(root, "rev-parse", *(f"{three}:{p}" for p in (*older, "experiments/shared")))
+    every += "\n"
+    assert ec.code_trees(root, three) == every  # every path there: in CODE_PATHS order
+    assert ec.code_key(root, three)["key"] not in (before, ec.code_key(root, two)["key"])
+    (root / "experiments/shared/__init__.py").write_text('"""edited"""\n')
+    edited = ec.code_key(root)
+    assert edited["dirty"] is True and edited["key"] != ec.code_key(root, three)["key"]
+    assert ec.code_trees(root, "nosuch") is None
+
+
+def test_every_code_path_exists_here_and_the_pinned_commit_keeps_its_recorded_key():
+    # a path missing here would drop out of this checkout's key silently
+    assert [p for p in ec.CODE_PATHS if not (REPO / p).exists()] == []
+    plan = ec.load_plan(REPO / "experiments/self_evolution/plans/exec20.toml")
+    if ec.resolve_commit(plan.commit, REPO) is None:
+        pytest.skip(f"this clone lacks the pinned commit {plan.commit[:12]}")
+    assert ec.code_key(REPO, plan.commit)["key"] == plan.code_key
 
 
 def test_plan_reads_the_pinned_commit(tmp_path):
