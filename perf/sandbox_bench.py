@@ -145,12 +145,12 @@ _VALIDATE_ROUND = """
 import json, sys, time
 sys.path[:0] = [sys.argv[1]]
 from sage_env.tasks import exec_tasks
-from sage_env.verifiers import execution
+from sage_env.verifiers import executor
 specs = [exec_tasks.ExecSpec.of(t) for t in exec_tasks.load_exec_seeds()
          if exec_tasks.exec_mode(t) == "deduction"][:60]
-execution.validate_program(specs[0].program, list(specs[0].inputs))  # start the pools
+executor.validate_program(specs[0].program, list(specs[0].inputs))  # start the pools
 t = time.perf_counter()
-valid = sum(execution.validate_program(s.program, list(s.inputs)).valid for s in specs)
+valid = sum(executor.validate_program(s.program, list(s.inputs)).valid for s in specs)
 print(json.dumps({"rate": len(specs) / (time.perf_counter() - t), "passed": valid}))
 """
 

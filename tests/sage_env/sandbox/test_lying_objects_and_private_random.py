@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pytest
 
-from sage_env.verifiers import execution as ex
+from sage_env.verifiers import executor
 from sage_env.verifiers.program_checks import escape_hatch
 from tests.sage_env.verifiers.test_verifier_attacks import _challenge_info, _verify
 
@@ -277,11 +277,11 @@ def test_the_program_keeps_its_own_random_module():
 )
 def test_escape_hatch_sees_attribute_reads_by_name(program):
     assert escape_hatch(program) is not None
-    res = ex.validate_program(program, ["1"])
+    res = executor.validate_program(program, ["1"])
     assert (res.valid, res.check) == (False, "forbidden"), res
     honest = "import operator\ndef f(x):\n    return operator.itemgetter(0)([x, 2])\n"
     assert escape_hatch(honest) is None
-    assert ex.validate_program(honest, ["1"]).valid
+    assert executor.validate_program(honest, ["1"]).valid
 
 
 # -- the judge's channels: linear buffering, reference values kept as lines --------------------
