@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from sage_env import sandbox  # noqa: E402
-from sage_env.sandbox import launch  # noqa: E402
+from sage_env.sandbox.host import launch  # noqa: E402
 from sage_env.verifiers import CodeVerifier  # noqa: E402
 
 DATA = Path(os.environ.get("SAGE_ENV_DATA") or HERE.parent / "learners/data/benchmarks") / "code"
@@ -223,7 +223,7 @@ def main():
     # Per-job overhead of a trivial program: a fresh sandbox per job vs the steady state.
     fresh_cfg = sandbox.SandboxConfig()
     trivial = {"mode": "run", "setup": "", "program": "pass", "tests": []}
-    fresh_s = _per_job_s(lambda: launch._Harness(fresh_cfg).run(trivial))
+    fresh_s = _per_job_s(lambda: launch.HarnessProcess(fresh_cfg).run(trivial))
     steady_s = _per_job_s(lambda: sandbox.run("pass"))
 
     ours_rates, theirs_rates = [], []
