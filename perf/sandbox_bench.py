@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from sage_env import sandbox  # noqa: E402
-from sage_env.sandbox import launch  # noqa: E402
+from sage_env.sandbox.host import launch  # noqa: E402
 from sage_env.verifiers import CodeVerifier  # noqa: E402
 
 DATA = Path(os.environ.get("SAGE_ENV_DATA") or HERE.parent / "learners/data/benchmarks") / "code"
@@ -145,12 +145,12 @@ _VALIDATE_ROUND = """
 import json, sys, time
 sys.path[:0] = [sys.argv[1]]
 from sage_env.tasks import exec_tasks
-from sage_env.verifiers import execution
+from sage_env.verifiers import executor
 specs = [exec_tasks.ExecSpec.of(t) for t in exec_tasks.load_exec_seeds()
          if exec_tasks.exec_mode(t) == "deduction"][:60]
-execution.validate_program(specs[0].program, list(specs[0].inputs))  # start the pools
+executor.validate_program(specs[0].program, list(specs[0].inputs))  # start the pools
 t = time.perf_counter()
-valid = sum(execution.validate_program(s.program, list(s.inputs)).valid for s in specs)
+valid = sum(executor.validate_program(s.program, list(s.inputs)).valid for s in specs)
 print(json.dumps({"rate": len(specs) / (time.perf_counter() - t), "passed": valid}))
 """
 
@@ -223,7 +223,7 @@ def main():
     # Per-job overhead of a trivial program: a fresh sandbox per job vs the steady state.
     fresh_cfg = sandbox.SandboxConfig()
     trivial = {"mode": "run", "setup": "", "program": "pass", "tests": []}
-    fresh_s = _per_job_s(lambda: launch._Harness(fresh_cfg).run(trivial))
+    fresh_s = _per_job_s(lambda: launch.HarnessProcess(fresh_cfg).run(trivial))
     steady_s = _per_job_s(lambda: sandbox.run("pass"))
 
     ours_rates, theirs_rates = [], []

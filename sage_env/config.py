@@ -254,7 +254,7 @@ class EnvConfig(Generic[ProtocolConfigT]):
     out of the pool under the default ``"learnability"``. ``"program"`` (ours,
     ``docs/reference/rewards.md``, "Math grounding"): the Challenger also writes
     ``<program>`` defining ``def answer():``, which the sandbox runs under the execution
-    tasks' rules (:func:`sage_env.verifiers.execution.compute_answer`: allow-listed modules
+    tasks' rules (:func:`sage_env.verifiers.executor.compute_answer`: allow-listed modules
     and builtins, the stored run and check runs under drawn hash seeds must agree); the task
     is refused unless the program's value and the stated answer agree under math-verify, and
     the stored answer is the program's value. Seeds keep their gold either way."""

@@ -362,7 +362,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
 
         Reseeded by ``reset(seed=...)`` from the seed, apart from :attr:`rng`, so that drawing
         them never moves a task draw. See
-        :func:`sage_env.verifiers.execution.draw_check_variants`.
+        :func:`sage_env.verifiers.executor.draw_check_variants`.
         """
         return self._check_rng
 

@@ -128,7 +128,7 @@ def verify_exec(
         parsed, else 0; ``verdict["format"]`` says which in one line.
     """
     from sage_env.tasks import exec_tasks
-    from sage_env.verifiers import execution
+    from sage_env.verifiers import answer_checks
 
     spec = exec_tasks.ExecSpec.of(task)
     limits = {
@@ -137,14 +137,14 @@ def verify_exec(
         "check_rng": check_rng,
     }
     if spec.mode == "deduction":
-        res = execution.check_deduction(last_fenced(text, "output"), spec.outputs[0])
+        res = answer_checks.check_deduction(last_fenced(text, "output"), spec.outputs[0])
     elif spec.mode == "abduction":
-        res = execution.check_abduction(
+        res = answer_checks.check_abduction(
             last_fenced(text, "input"), spec.program, spec.outputs[0], **limits
         )
     else:
         inputs, outputs = spec.held_out()
-        res = execution.check_induction(last_fenced(text, "python"), inputs, outputs, **limits)
+        res = answer_checks.check_induction(last_fenced(text, "python"), inputs, outputs, **limits)
     verdict = {
         "status": res.status,
         "reason": res.reason,

@@ -3,7 +3,7 @@
 Short programs (one or two lines of arithmetic, string or list code) drawn from the templates
 below with ``random.Random(SEED)``: a template fixes the operation, the generator draws its
 constants and the input. Every output is the sandboxed executor's
-(:func:`sage_env.verifiers.execution.validate_program`: parses, no forbidden module, runs
+(:func:`sage_env.verifiers.executor.validate_program`: parses, no forbidden module, runs
 within the limits, deterministic over two runs, literal input and output that round-trip),
 never a value written here. A program is kept only when its text differs from every bundled
 execution seed's (``sage_env/data/exec_seeds.jsonl``, the AZR buffers' seeds) and from every
@@ -32,7 +32,7 @@ import string
 from collections.abc import Callable
 from pathlib import Path
 
-from sage_env.verifiers.execution import validate_program
+from sage_env.verifiers.executor import validate_program
 
 SEED = 20261202
 """Seed of every draw."""

@@ -7,7 +7,7 @@ Each code seed of ``sage_env/data/seeds.jsonl`` (HumanEval, MBPP train) gives on
   :data:`sage_env.verifiers.program_checks.AZR_BANNED_MODULES`;
 * its tests call the entry point with literal arguments (``candidate(1, [2])``); up to 6
   distinct such argument lists are kept, in test order;
-* :func:`sage_env.verifiers.execution.validate_program` accepts the renamed program on those
+* :func:`sage_env.verifiers.executor.validate_program` accepts the renamed program on those
   inputs (runs in the sandbox, deterministic over two runs, literal outputs that round-trip).
 
 The outputs stored are the sandboxed executor's, never the test's expected values. The
@@ -29,7 +29,8 @@ import re
 from pathlib import Path
 
 from sage_env.tasks.task import load_seeds
-from sage_env.verifiers.execution import format_args, validate_program
+from sage_env.verifiers.executor import validate_program
+from sage_env.verifiers.literals import format_args
 from sage_env.verifiers.program_checks import forbidden_import
 
 MAX_INPUTS = 6

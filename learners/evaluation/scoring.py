@@ -85,7 +85,7 @@ def score_execution(item: EvalItem, completion: str, timeout_s: float = 10.0) ->
     ``f(<input>) == <output>``); its output must equal the gold output.
     """
     from sage_env.text.parsing import last_fenced
-    from sage_env.verifiers import execution
+    from sage_env.verifiers import answer_checks
 
     def block(tag: str) -> str | None:
         found = last_fenced(completion, tag)
@@ -93,12 +93,12 @@ def score_execution(item: EvalItem, completion: str, timeout_s: float = 10.0) ->
 
     if item.benchmark == "cruxeval_i":
         # CRUXEval's own rule, ``f(<input>) == <output>``: Python's ``==``, one run
-        res = execution.check_abduction(
+        res = answer_checks.check_abduction(
             block("input"), item.program, item.answer or "", timeout_s=timeout_s,
             expressions=True, strict_types=False, verdict_runs=1,
         )  # fmt: skip
     else:
-        res = execution.check_deduction(block("output"), item.answer or "", strict_types=False)
+        res = answer_checks.check_deduction(block("output"), item.answer or "", strict_types=False)
     return res.score >= 1.0, {"status": res.status, "reason": res.reason}
 
 

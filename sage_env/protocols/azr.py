@@ -6,7 +6,7 @@ One round, on one of AZR's three modes (drawn uniformly from ``AZRConfig.modes``
    and one input, conditioned on K reference triplets drawn from that mode's buffer.
    Induction: N inputs and a message for a program drawn from the deduction and abduction
    buffers.
-2. The executor validates it (Sec. 3.3.3, :func:`~sage_env.verifiers.execution.validate_program`:
+2. The executor validates it (Sec. 3.3.3, :func:`~sage_env.verifiers.executor.validate_program`:
    parses, defines ``f``, no forbidden module, runs within the limits, deterministic over two
    runs, literal inputs and outputs) and computes the outputs. The ground truth is the
    executor's output, never the proposer's. A valid task joins its mode's buffer (the pool).
@@ -50,7 +50,7 @@ from sage_env.protocols.registry import register_protocol
 from sage_env.tasks import exec_tasks
 from sage_env.tasks.exec_tasks import MODES, ExecSpec, exec_mode
 from sage_env.text import parsing
-from sage_env.verifiers import execution
+from sage_env.verifiers import executor, literals
 from sage_env.verifiers.program_checks import AZR_BANNED_MODULES
 
 if TYPE_CHECKING:
@@ -91,10 +91,10 @@ class AZRConfig:
     ``os``, ``sys``, ``shutil``, none of which is on it). A program imports only modules of
     ``program_checks.ALLOWED_MODULES``; the proposer's prompt names those not in this list,
     and a refusal that reaches one of these names it (``tempfile._os`` is ``'os'``)."""
-    determinism_runs: int = execution.DETERMINISM_RUNS
+    determinism_runs: int = executor.DETERMINISM_RUNS
     """Runs whose outputs must be equal (exact types): the stored run and check runs, each
     under a hash seed, generator seed and time zone drawn per check from ``env.check_rng``,
-    in an interpreter of its own (:func:`~sage_env.verifiers.execution.draw_check_variants`).
+    in an interpreter of its own (:func:`~sage_env.verifiers.executor.draw_check_variants`).
     AZR Sec. 3.3.3 uses 2 runs; 6 (ours) let one bit of hash noise through 1 time in 32
     instead of 1 in 2."""
     seed_programs: bool = True
@@ -184,10 +184,10 @@ def vet_exec_proposal(
         given = len(parsing.fenced(prefix, "input")) if text.startswith(prefix) else 0
         if len(blocks) <= given:
             return False, False, "no ```input block of its own", None, fields
-        kept = execution.distinct_inputs(blocks)  # by value: ``1`` and ``True`` are one input
+        kept = literals.distinct_inputs(blocks)  # by value: ``1`` and ``True`` are one input
         if len(kept) < 2:
             return True, False, "fewer than 2 distinct literal inputs", None, fields
-        check = execution.validate_program(program, kept, **limits)
+        check = executor.validate_program(program, kept, **limits)
         fields["validation"] = check.check or "valid"
         if not check.valid:
             return True, False, check.reason, None, fields
@@ -207,7 +207,7 @@ def vet_exec_proposal(
     fields = {"program": program, "input": given}
     if program is None or given is None:
         return False, False, "needs a ```python block and an ```input block", None, fields
-    check = execution.validate_program(program, [given], **limits)
+    check = executor.validate_program(program, [given], **limits)
     fields["validation"] = check.check or "valid"
     if not check.valid:
         return True, False, check.reason, None, fields

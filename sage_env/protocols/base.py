@@ -18,7 +18,8 @@ to the environment only through its *protocol API*:
 - ``env.draw_reference()``, ``env.pool``, ``env.rng``, ``env.config``, ``env.soft(...)``,
   ``env.new_task(...)``;
 - ``env.check_rng``: the generator of the sandbox's check runs (``check_rng=`` of
-  :mod:`sage_env.verifiers.execution`'s checks), apart from ``env.rng``;
+  :mod:`sage_env.verifiers.executor`'s and
+  :mod:`sage_env.verifiers.answer_checks`' checks), apart from ``env.rng``;
 - ``env.config.protocol_config``: the protocol's own settings, an instance of its
   :attr:`Protocol.config_cls` (``None`` when it has none).
 

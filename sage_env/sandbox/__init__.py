@@ -32,22 +32,25 @@ Layers (see ``docs/reference/sandbox.md`` for the threat model):
   removed afterwards, a Python audit hook that refuses IPv4/IPv6 socket connects and binds
   (a policy layer reporting ``blocked``; the namespace is the boundary).
 
-Modules: :mod:`~sage_env.sandbox.probe` (isolation level, interpreter),
-:mod:`~sage_env.sandbox.cgroups`, :mod:`~sage_env.sandbox.launch` (one sandboxed harness per
-job), :mod:`~sage_env.sandbox.zygote`, :mod:`~sage_env.sandbox.pool`,
-:mod:`~sage_env.sandbox.runner` (:func:`run`) on the host; the harness itself, which runs inside
-the sandbox, is :mod:`~sage_env.sandbox.harness` with :mod:`~sage_env.sandbox.judge`,
-:mod:`~sage_env.sandbox.worker` (its confinement steps) with
-:mod:`~sage_env.sandbox.testproc` and :mod:`~sage_env.sandbox.shield`,
-:mod:`~sage_env.sandbox.rewrite`,
-:mod:`~sage_env.sandbox.confine` and the wire format :mod:`~sage_env.sandbox.report` (shared
-with the host).
+Two packages, so that the boundary is a folder: :mod:`sage_env.sandbox.host` runs in the
+trusted process (:mod:`~sage_env.sandbox.host.probe` (isolation level, interpreter),
+:mod:`~sage_env.sandbox.host.cgroups`, :mod:`~sage_env.sandbox.host.launch` (one sandboxed
+harness per job), :mod:`~sage_env.sandbox.host.zygote`, :mod:`~sage_env.sandbox.host.pool`,
+:mod:`~sage_env.sandbox.host.runner` (:func:`run`), :mod:`~sage_env.sandbox.host.config`);
+:mod:`sage_env.sandbox.harness` runs inside the sandbox (:mod:`~sage_env.sandbox.harness.entry`
+with :mod:`~sage_env.sandbox.harness.judge`, :mod:`~sage_env.sandbox.harness.worker` (its
+confinement steps) with :mod:`~sage_env.sandbox.harness.testproc` and
+:mod:`~sage_env.sandbox.harness.shield`, :mod:`~sage_env.sandbox.harness.rewrite`,
+:mod:`~sage_env.sandbox.harness.compare`, :mod:`~sage_env.sandbox.harness.confine` and the
+wire format :mod:`~sage_env.sandbox.harness.report`, shared with the host). This module is the
+public API.
 
 This package imports only the standard library.
 """
 
-from sage_env.sandbox.cgroups import cgroups_available
-from sage_env.sandbox.config import (
+from sage_env.sandbox.harness.report import REFERENCE_MARKER, parse_report
+from sage_env.sandbox.host.cgroups import cgroups_available
+from sage_env.sandbox.host.config import (
     BLOCKED_ERRNOS,
     HARNESS_UID,
     ISOLATION_LEVELS,
@@ -57,12 +60,11 @@ from sage_env.sandbox.config import (
     RawRun,
     SandboxConfig,
 )
-from sage_env.sandbox.launch import HARNESS_MODULES, harness_argv
-from sage_env.sandbox.pool import SandboxPool, close_pools
-from sage_env.sandbox.probe import default_python, isolation_level
-from sage_env.sandbox.report import REFERENCE_MARKER, parse_report
-from sage_env.sandbox.runner import SandboxResult, describe_event, is_blocked, run
-from sage_env.sandbox.zygote import zygotes_available
+from sage_env.sandbox.host.launch import HARNESS_MODULES, harness_argv
+from sage_env.sandbox.host.pool import SandboxPool, close_pools
+from sage_env.sandbox.host.probe import default_python, isolation_level
+from sage_env.sandbox.host.runner import SandboxResult, describe_event, is_blocked, run
+from sage_env.sandbox.host.zygote import zygotes_available
 
 __all__ = [
     "BLOCKED_ERRNOS",

@@ -1,7 +1,7 @@
 r"""Execution tasks: AZR's deduction, abduction and induction (arXiv 2505.03335, Sec. 3.2).
 
 A task of domain ``"exec"`` is built from a program ``p`` (entry function ``f``) and inputs
-whose outputs the sandboxed executor computed (:mod:`sage_env.verifiers.execution`); the
+whose outputs the sandboxed executor computed (:mod:`sage_env.verifiers.executor`); the
 ground truth is never a model's claim. Its :class:`~sage_env.tasks.task.Task` keeps the program in
 ``reference_solution`` and everything else in ``meta["exec"]``::
 
@@ -85,10 +85,10 @@ class ExecSpec:
         A held-out input equal by value (Python's ``==``: ``1``, ``True``, ``1.0``) to a
         shown input or to an earlier held-out one is dropped with its output, so a lookup
         table of the shown pairs scores nothing (the proposal check already keeps inputs
-        distinct by value, :func:`sage_env.verifiers.execution.distinct_inputs`; this holds
+        distinct by value, :func:`sage_env.verifiers.literals.distinct_inputs`; this holds
         for any stored task too).
         """
-        from sage_env.verifiers.execution import distinct_inputs
+        from sage_env.verifiers.literals import distinct_inputs
 
         shown = distinct_inputs(self.inputs[: self.shown])
         inputs: list[str] = []

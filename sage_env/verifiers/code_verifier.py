@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sage_env import sandbox
-from sage_env.sandbox.compare import PLUS_TASK_CAP_S, REFERENCE_CPU_S
-from sage_env.sandbox.config import WALL_FACTOR, WALL_SLACK_S
+from sage_env.sandbox.harness.compare import PLUS_TASK_CAP_S, REFERENCE_CPU_S
+from sage_env.sandbox.host.config import WALL_FACTOR, WALL_SLACK_S
 from sage_env.text.parsing import as_text
 from sage_env.verifiers.result import VerifierResult
 

@@ -4,7 +4,7 @@ In SAGE (arXiv 2603.15255) a generated math task's answer is the Challenger's cl
 Challenger that proposes "What is 2+2?" with answer 5 earns d = 1 (no solver matches 5) and
 its task joins the pool. Under ``EnvConfig.math_grounding = "program"`` the Challenger also
 writes a program defining ``def answer():``; :func:`ground_answer` runs it in the sandbox
-under the execution tasks' rules (:func:`sage_env.verifiers.execution.compute_answer`: the
+under the execution tasks' rules (:func:`sage_env.verifiers.executor.compute_answer`: the
 static allow-list of modules and builtins; the stored run and check runs under hash seeds and
 time zones drawn per check must return the same value, with exact types) and compares its
 value with the stated answer under math-verify. The task stands
@@ -25,7 +25,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sage_env.verifiers.execution import compute_answer, parse_literal
+from sage_env.verifiers.executor import compute_answer
+from sage_env.verifiers.literals import parse_literal
 
 MAX_PROGRAM_CHARS = 4000
 """An answer program longer than this is refused unrun."""
@@ -307,7 +308,7 @@ def ground_answer(
     r"""Run a math proposal's answer program and compare its value with the stated answer.
 
     In order: there is a program (at most :data:`MAX_PROGRAM_CHARS`); it passes
-    :func:`~sage_env.verifiers.execution.compute_answer` (parses, defines ``answer``, uses
+    :func:`~sage_env.verifiers.executor.compute_answer` (parses, defines ``answer``, uses
     only allowed modules and builtins, runs within the limits, returns a literal, the same
     with exact types in the stored run and the check runs drawn from ``check_rng``); its
     value renders (:func:`render_value`) to grounded math

@@ -7,7 +7,7 @@ builtins of :data:`ALLOWED_BUILTINS`, and attributes that lead to no interpreter
 and :func:`forbidden_import` are views of it. Also :func:`defines_f`, the literal size limit
 :data:`MAX_LITERAL_CHARS` and :func:`safe_input_expression`. Parsed with :mod:`ast` (and
 :mod:`symtable` when a refused builtin's name occurs, to see whether the program bound it);
-:mod:`sage_env.verifiers.execution` runs the programs and re-exports these names. The
+:mod:`sage_env.verifiers.executor` runs the programs (import these names from here). The
 argument why the list is pure, and how it was derived, is in ``docs/reference/protocols/azr.md``
 ("The allow-list").
 """

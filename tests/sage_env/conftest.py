@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from sage_env import sandbox
-from sage_env.sandbox import probe
+from sage_env.sandbox.host import probe
 
 #: The isolation levels a ``level`` test runs at unless it says otherwise: each level with and
 #: without the zygote fast path (``-zygote``). A module that wants other ones parametrizes

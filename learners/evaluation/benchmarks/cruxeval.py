@@ -15,7 +15,7 @@ def _cruxeval(name: str, rows: list[dict], **_: object) -> list[EvalItem]:
     The question is the execution-task solver's (:func:`sage_env.tasks.exec_tasks.solver_question`,
     deduction for O, abduction for I), and the completion continues the solver's response
     prefix (`````output`` / `````input``) as the execution solver's does in training, so
-    an answer is one short fenced literal; scoring is :mod:`sage_env.verifiers.execution`'s.
+    an answer is one short fenced literal; scoring is :mod:`sage_env.verifiers.answer_checks`'.
     CRUXEval's own harness prompts few-shot with ``assert f(...) == ??`` instead.
     """
     from sage_env.tasks.exec_tasks import SOLVER_PREFIX, ExecSpec, solver_question

@@ -129,7 +129,7 @@ def plus_tests(row: dict, plus_limit: int | None) -> tuple[str, list[str]]:
     values (any other type fails; an ``int``/``list`` subclass is read through its base type,
     so an overridden ``__eq__`` is never called), and the judge, out of the program's reach,
     compares them with the reference's by EvalPlus's type-aware rule
-    (:func:`sage_env.sandbox.compare.plus_equal`: exact, else the same type and
+    (:func:`sage_env.sandbox.harness.compare.plus_equal`: exact, else the same type and
     ``np.allclose``-style ``atol`` + ``rtol=1e-07``; ``atol`` 1e-6 for float outputs when the
     task gives none). No name the program binds, builtin it patches or object it returns
     decides the verdict.

@@ -12,7 +12,7 @@ from learners.evaluation.benchmarks import BENCHMARKS, load_benchmark
 from learners.evaluation.run import EvalConfig, run_eval
 from learners.evaluation.scoring import score_execution
 from sage_env.tasks.exec_tasks import IDENTITY_PROGRAM
-from sage_env.verifiers import execution
+from sage_env.verifiers import executor, literals
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -52,8 +52,8 @@ def test_disjoint_from_every_buffer_seed_and_from_cruxeval():
 def test_outputs_are_the_executors():
     sample = RECORDS[::24]  # 10 records, every family
     for r in sample:
-        args = execution.parse_args(r["input"])
-        run = execution.execute(r["program"], [args])
+        args = literals.parse_args(r["input"])
+        run = executor.execute(r["program"], [args])
         assert run.outputs == (r["output"],), r["id"]
 
 

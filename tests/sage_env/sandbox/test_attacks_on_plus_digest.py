@@ -23,7 +23,7 @@ import array
 import pytest
 
 from learners.evaluation import plus_tests
-from sage_env.sandbox.report import HUGE_ITEMS, digest_value, is_huge
+from sage_env.sandbox.harness.report import HUGE_ITEMS, digest_value, is_huge
 from sage_env.verifiers import CodeVerifier
 from tests.sage_env.sandbox.test_plus_huge_outputs import HONEST as HONEST_PAIRS
 from tests.sage_env.sandbox.test_plus_huge_outputs import ROWS as HUGE_ROWS

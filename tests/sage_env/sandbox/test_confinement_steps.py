@@ -1,7 +1,7 @@
 """The sandbox worker's confinement steps, each alone (issue 36 item 5).
 
-``sage_env.sandbox.worker.WORKER_STEPS`` (the worker W) and
-``sage_env.sandbox.testproc.TEST_STEPS`` (each test's process) are applied in the order
+``sage_env.sandbox.harness.worker.WORKER_STEPS`` (the worker W) and
+``sage_env.sandbox.harness.testproc.TEST_STEPS`` (each test's process) are applied in the order
 docs/reference/sandbox.md gives ("Confinement steps"); these tests pin that order to the
 document and check what single steps leave behind. A step that cannot be undone (a uid drop,
 a seccomp filter, an audit hook, closed descriptors) runs in a fresh interpreter of its own.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from sage_env.sandbox import testproc, worker
-from sage_env.sandbox.report import REFERENCE_MARKER
+from sage_env.sandbox.harness import testproc, worker
+from sage_env.sandbox.harness.report import REFERENCE_MARKER
 
 ROOT = Path(__file__).resolve().parents[3]
 _REAL_STEPS = worker.WORKER_STEPS
@@ -77,7 +77,7 @@ def _child(body: str, stdin: bytes = b"") -> dict:
     WorkerState and ``out``, a dict printed as JSON at the end); return ``out``."""
     code = (
         "import json, os, sys\n"
-        "from sage_env.sandbox import worker, testproc\n"
+        "from sage_env.sandbox.harness import worker, testproc\n"
         "st = worker.WorkerState(-1, -1, -1, -1)\n"
         "out = {}\n" + body + "\nprint(json.dumps(out))\n"
     )

@@ -194,7 +194,7 @@ VARIANTS = {
     # check itself reports, and hands the test, what this test wants instead of the 3 returned.
     "adaptive_forger_patching_the_harness_modules": FORGE + ADAPTIVE + "def f(x):\n"
     "    hooks, run, want = _harness()\n"
-    "    testproc = sys.modules['sage_env.sandbox.testproc']\n"
+    "    testproc = sys.modules['sage_env.sandbox.harness.testproc']\n"
     "    assert hooks['__sage_v__'].__globals__ is testproc.__dict__\n"
     "    testproc.plain = lambda v, depth=0: want\n"
     "    return 3\n",

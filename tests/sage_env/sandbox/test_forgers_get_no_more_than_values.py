@@ -6,9 +6,9 @@ the harness's event format on every descriptor it holds, then leaves with ``os._
 before the real assertion reports. Two kinds of forger are tried at every isolation level this
 machine has (bubblewrap ones skip without bwrap; ``unshare`` needs root):
 
-* blind forgers know the wire format (``sage_env/sandbox/report.py``, the judge's source) but
-  not the run: they score 0 on every test shape, because the judge reads only events that
-  carry the run's tag and computes every outcome from values itself;
+* blind forgers know the wire format (``sage_env/sandbox/harness/report.py``, the judge's
+  source) but not the run: they score 0 on every test shape, because the judge reads only
+  events that carry the run's tag and computes every outcome from values itself;
 * forgers that read the harness's memory (they call the test's own reporting functions) can
   send any value, in order, and stop after it: they score 0 wherever no returned value could
   pass (every site required, literal-blind identical tests must agree, values in order), and

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import ast
+import os
 
 import pytest
 
+import sage_env
 from sage_env import sandbox
-from sage_env.sandbox import report
-from sage_env.sandbox.launch import HARNESS_MODULES, harness_argv
-from sage_env.sandbox.rewrite import rewrite_asserts
+from sage_env.sandbox.harness import report
+from sage_env.sandbox.harness.rewrite import rewrite_asserts
+from sage_env.sandbox.host import config, probe
+from sage_env.sandbox.host.launch import HARNESS_MODULES, harness_argv
 
 
 def test_literal_assert_keeps_the_expected_value_out_of_the_rewritten_test():
@@ -77,7 +80,7 @@ def test_nested_asserts_are_numbered_in_order():
     ],
 )
 def test_the_judge_evaluates_templates_pulling_holes_in_order(template, values, result):
-    from sage_env.sandbox.rewrite import evaluate
+    from sage_env.sandbox.harness.rewrite import evaluate
 
     pulled = []
 
@@ -90,7 +93,7 @@ def test_the_judge_evaluates_templates_pulling_holes_in_order(template, values, 
 
 
 def test_the_judge_refuses_results_too_large_to_build():
-    from sage_env.sandbox.rewrite import evaluate
+    from sage_env.sandbox.harness.rewrite import evaluate
 
     with pytest.raises(OverflowError):
         evaluate(("b", "**", ("h", 0), ("c", 10**9)), lambda j: 3)
@@ -163,7 +166,7 @@ def test_harness_sources_travel_in_argv_so_no_file_must_be_readable():
 
 
 def _judge(tests):
-    from sage_env.sandbox.judge import Judge
+    from sage_env.sandbox.harness.judge import Judge
 
     rewritten, sites = zip(*(rewrite_asserts(t) for t in tests))
     out = []
@@ -298,7 +301,7 @@ def test_judge_fails_identical_tests_that_disagree():
 
 
 def test_the_zygotes_warm_up_judges_its_trusted_sample_and_it_passes():
-    from sage_env.sandbox.judge import warm
+    from sage_env.sandbox.harness.judge import warm
 
     out = warm()  # the zygote runs this before freezing (docs/reference/sandbox.md, Performance)
     assert {"ev": "test", "i": 0, "ok": True} in out
@@ -334,7 +337,7 @@ def test_the_rewriter_keeps_sites_in_every_kind_of_statement_block():
 
 
 def test_the_program_is_parsed_only_for_tests_its_names_can_change():
-    from sage_env.sandbox.rewrite import needs_program_names
+    from sage_env.sandbox.harness.rewrite import needs_program_names
 
     plain = "def check(c):\n    assert c(1) == [2]  # no builtin of the judge's here\ncheck(f)\n"
     assert not needs_program_names(plain)
@@ -376,7 +379,7 @@ def test_plus_asserts_send_the_value_and_keep_the_tolerance():
     ],
 )
 def test_plus_equal_follows_evalplus(out, exp, atol, equal):
-    from sage_env.sandbox.compare import plus_equal
+    from sage_env.sandbox.harness.compare import plus_equal
 
     assert plus_equal(out, exp, atol) is equal
 
@@ -391,3 +394,14 @@ def test_an_interpreter_without_dash_p_gets_the_harness_without_it(tmp_path):
     argv = harness_argv(str(fake), ["-1", "-1", "3"])
     assert argv[:3] == [str(fake), "-s", "-c"]
     assert harness_argv(sys.executable, [])[:4] == [sys.executable, "-s", "-P", "-c"]
+
+
+def test_the_host_finds_the_harness_sources_and_hides_the_package_data():
+    # the harness's sources are read from their folder, and the unshare probe reads confine.py
+    # from it too; the gold the sandbox hides is the package's own data (issue 50: the move to
+    # sandbox/host/ once made both paths point one folder too deep)
+    package = os.path.dirname(os.path.realpath(sage_env.__file__))
+    assert config.PACKAGE_DIR == package
+    for name in HARNESS_MODULES:
+        assert os.path.isfile(os.path.join(config.HARNESS_DIR, name + ".py")), name
+    assert os.path.join(package, "data") in probe.gold_paths()

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from sage_env import sandbox
-from sage_env.sandbox import launch
+from sage_env.sandbox.host import launch
 from sage_env.verifiers import CodeVerifier
 from tests.data_paths import RAW_DATA
 
@@ -670,7 +670,7 @@ def test_a_pre_started_harness_outlives_the_thread_that_started_it():
     started = []
 
     def start():
-        started.append(launch._Harness(sandbox.SandboxConfig(timeout_s=5.0)))
+        started.append(launch.HarnessProcess(sandbox.SandboxConfig(timeout_s=5.0)))
         time.sleep(0.3)  # long enough for bwrap to arm its parent-death signal
 
     worker = threading.Thread(target=start)

@@ -1,7 +1,7 @@
 """Red team, round 5: new attacks on the classes round 4 left open (issue 20).
 
-Each class is closed in the harness (``sage_env/sandbox/shield.py``, ``testproc.py``), not per
-case:
+Each class is closed in the harness (``sage_env/sandbox/harness/shield.py``, ``testproc.py``),
+not per case:
 
 * **lying objects outside assert templates.** Test code never operates on an object of the
   program: a name the program binds, what a call of it returns and an attribute of one of its
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pytest
 
-from sage_env.verifiers import execution as ex
+from sage_env.verifiers import executor
 from sage_env.verifiers.program_checks import escape_hatch
 from tests.sage_env.verifiers.test_verifier_attacks import _challenge_info, _verify
 
@@ -277,18 +277,18 @@ def test_the_program_keeps_its_own_random_module():
 )
 def test_escape_hatch_sees_attribute_reads_by_name(program):
     assert escape_hatch(program) is not None
-    res = ex.validate_program(program, ["1"])
+    res = executor.validate_program(program, ["1"])
     assert (res.valid, res.check) == (False, "forbidden"), res
     honest = "import operator\ndef f(x):\n    return operator.itemgetter(0)([x, 2])\n"
     assert escape_hatch(honest) is None
-    assert ex.validate_program(honest, ["1"]).valid
+    assert executor.validate_program(honest, ["1"]).valid
 
 
 # -- the judge's channels: linear buffering, reference values kept as lines --------------------
 
 
 def test_split_lines_joins_a_long_line_from_many_chunks():
-    from sage_env.sandbox.report import split_lines
+    from sage_env.sandbox.harness.report import split_lines
 
     pending = bytearray()
     got = []
@@ -301,9 +301,9 @@ def test_split_lines_joins_a_long_line_from_many_chunks():
 
 @pytest.mark.parametrize("got, ok", [([["I", 1], ["I", 2]], True), ([["I", 1], ["I", 3]], False)])
 def test_the_judge_decodes_a_reference_line_only_when_its_test_is_judged(got, ok):
-    from sage_env.sandbox.judge import _SITE_PREFIX, Judge
-    from sage_env.sandbox.report import encode_line
-    from sage_env.sandbox.rewrite import rewrite_asserts
+    from sage_env.sandbox.harness.judge import _SITE_PREFIX, Judge
+    from sage_env.sandbox.harness.report import encode_line
+    from sage_env.sandbox.harness.rewrite import rewrite_asserts
 
     src, sites = rewrite_asserts("assert __sage_plus__(f(1), 0)")
     out = []

@@ -1,7 +1,7 @@
 """Plus tests with huge outputs (MBPP+'s Mbpp/255): the value crosses to the judge as a digest.
 
 A plus site's output of more than ``HUGE_ITEMS`` items is compared by the SHA-256 of its exact
-serialisation (``sage_env.sandbox.report.digest_value``). These tests check that an honest
+serialisation (``sage_env.sandbox.harness.report.digest_value``). These tests check that an honest
 program passes, that every near miss (one item off, lists for tuples, a lying item type, a
 shorter list) fails, at every isolation level, and that the digest is exact, independent of
 object identity, and not used where EvalPlus's float tolerance applies.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from learners.evaluation import plus_tests
-from sage_env.sandbox.report import HUGE_ITEMS, Digest, decode_value, digest_value, is_huge
+from sage_env.sandbox.harness.report import HUGE_ITEMS, Digest, decode_value, digest_value, is_huge
 from sage_env.verifiers import CodeVerifier
 
 N = HUGE_ITEMS // 2 + 5000  # pairs in the reference's output: 2 N items, over the threshold

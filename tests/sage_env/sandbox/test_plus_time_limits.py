@@ -8,7 +8,7 @@ import time
 import pytest
 
 from learners.evaluation import BenchmarkResult, EvalConfig, markdown_table, plus_tests
-from sage_env.sandbox.compare import PLUS_MIN_TIME_S, PLUS_TIME_FACTOR, plus_time_limit
+from sage_env.sandbox.harness.compare import PLUS_MIN_TIME_S, PLUS_TIME_FACTOR, plus_time_limit
 from sage_env.verifiers import CodeVerifier
 
 LOOP = "    s = 0\n    for i in range(n):\n        s += i % 3\n    return s\n"

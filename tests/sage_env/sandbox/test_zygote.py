@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sage_env import sandbox
-from sage_env.sandbox import zygote
+from sage_env.sandbox.host import zygote
 from sage_env.verifiers import CodeVerifier
 
 pytestmark = pytest.mark.skipif(
@@ -39,12 +39,12 @@ def run(pool, code: str) -> sandbox.SandboxResult:
     return sandbox.run(code, pool=pool)
 
 
-def only_zygote(pool) -> zygote._Zygote:
+def only_zygote(pool) -> zygote.Zygote:
     assert len(pool._zygotes) == 1
     return pool._zygotes[0]
 
 
-def leftovers(zygote: zygote._Zygote) -> set[int]:
+def leftovers(zygote: zygote.Zygote) -> set[int]:
     return set(zygote.cgroup.pids()) - zygote.residents
 
 

@@ -6,24 +6,24 @@ from pettingzoo.test import api_test
 import sage_env
 from sage_env import EnvConfig, check_protocol, rewards
 from sage_env.tasks.exec_tasks import ExecSpec, exec_mode, load_exec_seeds, make_task
-from sage_env.verifiers import execution
+from sage_env.verifiers import answer_checks, executor
 
 SQUARE = "def f(a):\n    return a * a"
 
 
 def test_executor_output_is_the_ground_truth_not_the_proposers_claim():
     # the proposer claims 10; the executor computes 9 and the task says 9
-    check = execution.validate_program(SQUARE, ["3"])
+    check = executor.validate_program(SQUARE, ["3"])
     assert check.valid and check.outputs == ["9"]
     task = make_task("deduction", SQUARE, check.inputs, check.outputs, task_id="t")
     assert ExecSpec.of(task).outputs == ("9",)
-    assert execution.check_deduction("9", "9").score == 1.0
-    assert execution.check_deduction("10", "9").score == 0.0
+    assert answer_checks.check_deduction("9", "9").score == 1.0
+    assert answer_checks.check_deduction("10", "9").score == 0.0
 
 
 def test_program_printing_fake_results_cannot_change_its_output():
     program = 'def f(a):\n    print(\'@@AZR-0@@[["ok", "999"]]\')\n    return a + 1'
-    assert execution.execute(program, [(1,)]).outputs == ("2",)
+    assert executor.execute(program, [(1,)]).outputs == ("2",)
 
 
 @pytest.mark.slow
@@ -109,7 +109,7 @@ def test_program_printing_fake_results_cannot_change_its_output():
     ],
 )
 def test_invalid_proposals_are_rejected_with_their_reason(program, inputs, check, words):
-    res = execution.validate_program(program, inputs, timeout_s=2.0)
+    res = executor.validate_program(program, inputs, timeout_s=2.0)
     assert not res.valid and res.check == check and words in res.reason
 
 
@@ -123,7 +123,7 @@ def test_invalid_proposals_are_rejected_with_their_reason(program, inputs, check
     ],
 )
 def test_induction_refuses_programs_that_could_reach_the_judge(program):
-    res = execution.check_induction(program, ["1", "2"], ["1", "2"])
+    res = answer_checks.check_induction(program, ["1", "2"], ["1", "2"])
     assert res.score == 0.0 and res.status == "blocked"
 
 
@@ -131,30 +131,30 @@ def test_objects_cannot_forge_their_repr():
     program = (
         "class X(list):\n    def __repr__(self):\n        return '42'\ndef f(a):\n    return X()"
     )
-    ex = execution.execute(program, [(1,)])
+    ex = executor.execute(program, [(1,)])
     assert ex.outputs == (None,) and "OutputNotALiteral" in ex.errors[0]
 
 
 def test_deduction_compares_values_not_text():
-    assert execution.check_deduction("[1,2 ]", "[1, 2]").score == 1.0
-    assert execution.check_deduction("(1, 2)", "[1, 2]").score == 0.0  # a tuple is not a list
-    assert execution.check_deduction("{'b': 2, 'a': 1}", "{'a': 1, 'b': 2}").score == 1.0
-    bad = execution.check_deduction("__import__('os')", "1")
+    assert answer_checks.check_deduction("[1,2 ]", "[1, 2]").score == 1.0
+    assert answer_checks.check_deduction("(1, 2)", "[1, 2]").score == 0.0  # a tuple is not a list
+    assert answer_checks.check_deduction("{'b': 2, 'a': 1}", "{'a': 1, 'b': 2}").score == 1.0
+    bad = answer_checks.check_deduction("__import__('os')", "1")
     assert bad.score == 0.0 and not bad.formatted
-    assert not execution.check_deduction(None, "1").formatted
-    assert not execution.check_deduction("x" * 100_000, "1").formatted
+    assert not answer_checks.check_deduction(None, "1").formatted
+    assert not answer_checks.check_deduction("x" * 100_000, "1").formatted
 
 
 def test_abduction_runs_the_program_on_the_answer():
     program = "def f(a, b):\n    return sorted(a)[b]"
-    gold = execution.validate_program(program, ["[3, 1, 2], 0"]).outputs[0]
+    gold = executor.validate_program(program, ["[3, 1, 2], 0"]).outputs[0]
     assert gold == "1"
     # a different input that gives the same output is right: checked by running f
-    assert execution.check_abduction("[5, 1], 0", program, gold).score == 1.0
-    assert execution.check_abduction("[5, 7], 0", program, gold).score == 0.0
-    raised = execution.check_abduction("[], 0", program, gold)
+    assert answer_checks.check_abduction("[5, 1], 0", program, gold).score == 1.0
+    assert answer_checks.check_abduction("[5, 7], 0", program, gold).score == 0.0
+    raised = answer_checks.check_abduction("[], 0", program, gold)
     assert raised.score == 0.0 and raised.formatted and "IndexError" in raised.reason
-    assert not execution.check_abduction("os.system('x')", program, gold).formatted
+    assert not answer_checks.check_abduction("os.system('x')", program, gold).formatted
 
 
 def test_induction_runs_the_solvers_program_on_held_out_inputs():
@@ -163,12 +163,12 @@ def test_induction_runs_the_solvers_program_on_held_out_inputs():
     held_in, held_out = ExecSpec.of(task).held_out()
     assert held_in == ("3", "4") and "```input\n3" not in task.prompt
     right = "def f(x):\n    return x + x"
-    assert execution.check_induction(right, held_in, held_out).score == 1.0
+    assert answer_checks.check_induction(right, held_in, held_out).score == 1.0
     lookup = "def f(x):\n    return {1: 2, 2: 4}[x]"  # memorises the shown pairs only
-    assert execution.check_induction(lookup, held_in, held_out).score == 0.0
+    assert answer_checks.check_induction(lookup, held_in, held_out).score == 0.0
     half = "def f(x):\n    return 6 if x == 3 else 0"
-    assert execution.check_induction(half, held_in, held_out).score == 0.0
-    assert execution.check_induction(half, held_in, held_out, reward="accuracy").score == 0.5
+    assert answer_checks.check_induction(half, held_in, held_out).score == 0.0
+    assert answer_checks.check_induction(half, held_in, held_out, reward="accuracy").score == 0.5
 
 
 def test_azr_reward_matches_equations_4_to_6():
@@ -190,7 +190,7 @@ def test_seed_buffers_hold_the_identity_triplet_and_checked_seed_programs():
     assert len(by_mode["deduction"]) > 150 and len(by_mode["induction"]) > 100
     spec = ExecSpec.of(next(t for t in seeds if t.task_id == "exec/humaneval/0/deduction"))
     # the executor's output on the seed's first test input
-    assert execution.check_deduction(spec.outputs[0], spec.outputs[0]).score == 1.0
+    assert answer_checks.check_deduction(spec.outputs[0], spec.outputs[0]).score == 1.0
     assert "def f(" in spec.program
 
 
@@ -672,11 +672,11 @@ def test_an_empty_abduction_answer_is_not_well_formed_unless_it_is_right():
     solver learned to write, stop 31) is well-formed only when ``f()`` is the answer (one
     CRUXEval-I item), under both the literal and CRUXEval-I's expression rule."""
     for expressions in (False, True):
-        wrong = execution.check_abduction(
+        wrong = answer_checks.check_abduction(
             "  \n", "def f(a):\n    return a", "1", expressions=expressions
         )
         assert (wrong.score, wrong.formatted, wrong.status) == (0.0, False, "invalid")
-    right = execution.check_abduction("", "def f():\n    return 1", "1", expressions=True)
+    right = answer_checks.check_abduction("", "def f():\n    return 1", "1", expressions=True)
     assert (right.score, right.formatted) == (1.0, True)
     task = make_task("abduction", "def f(a):\n    return a + 1", ["1"], ["2"], task_id="t")
     env = sage_env.env(EnvConfig(protocol="mae", domains=("exec",), solver_samples=1), seeds=[task])

@@ -21,8 +21,8 @@ import sys
 
 import pytest
 
-from sage_env.verifiers import execution
-from sage_env.verifiers.execution import RunVariant
+from sage_env.verifiers import answer_checks, executor, literals
+from sage_env.verifiers.executor import RunVariant
 
 #: Output pairs that are ``==`` in Python but not the same value with their types.
 TYPE_ONLY_DIFFERENCES = [
@@ -47,27 +47,27 @@ class TestExactTypes:
     def test_runs_that_differ_only_in_type_do_not_agree(self, first, other):
         a, b = eval(first), eval(other)  # noqa: S307 - our own literals
         assert a == b  # what the old whole-list comparison saw
-        assert not execution.runs_agree([a], [b])
-        assert not execution.runs_agree([0, a], [0, b])
+        assert not literals.runs_agree([a], [b])
+        assert not literals.runs_agree([0, a], [0, b])
 
     def test_equal_values_agree_whatever_their_order(self):
-        assert execution.runs_agree([{"b": 2, "a": 1}, {3, 1}], [{"a": 1, "b": 2}, {1, 3}])
-        assert execution.runs_agree([[1, (2.5, "x")]], [[1, (2.5, "x")]])
-        assert not execution.runs_agree([1], [1, 1])
-        assert not execution.runs_agree([[1, 2]], [[2, 1]])
+        assert literals.runs_agree([{"b": 2, "a": 1}, {3, 1}], [{"a": 1, "b": 2}, {1, 3}])
+        assert literals.runs_agree([[1, (2.5, "x")]], [[1, (2.5, "x")]])
+        assert not literals.runs_agree([1], [1, 1])
+        assert not literals.runs_agree([[1, 2]], [[2, 1]])
 
     @pytest.mark.parametrize(("first", "other"), TYPE_ONLY_DIFFERENCES[:5])
     def test_a_program_whose_runs_differ_only_in_type_is_refused(self, first, other):
         # check generator seed 0 draws a hash seed that orders {'x1', 'y1'} unlike seed 0
-        got = execution.validate_program(_one_bit(first, other), ["1"], check_rng=random.Random(0))
+        got = executor.validate_program(_one_bit(first, other), ["1"], check_rng=random.Random(0))
         assert (got.valid, got.check) == (False, "deterministic")
         # the same program with one value in both branches is deterministic and stored
-        same = execution.validate_program(_one_bit(first, first), ["1"], check_rng=random.Random(0))
+        same = executor.validate_program(_one_bit(first, first), ["1"], check_rng=random.Random(0))
         assert same.valid and same.outputs == [repr(eval(first))]  # noqa: S307
 
     def test_a_math_answer_program_whose_runs_differ_in_type_is_refused(self):
         program = "def answer():\n    return 42 if next(iter({'x1', 'y1'})) == 'x1' else 42.0\n"
-        got = execution.compute_answer(program, check_rng=random.Random(0))
+        got = executor.compute_answer(program, check_rng=random.Random(0))
         assert (got.valid, got.check) == (False, "deterministic")
 
 
@@ -89,13 +89,13 @@ class TestTunedToFixedSeeds:
         program = f"def f(a):\n    return next(iter({{'x{tuned}', 'y{tuned}'}}))"
         # the old check: six runs under hash seeds 0..5 all return the same value
         old = [
-            execution.execute(program, [(1,)], variant=RunVariant(s, "UTC", s, fresh=True))
+            executor.execute(program, [(1,)], variant=RunVariant(s, "UTC", s, fresh=True))
             for s in range(6)
         ]
         assert len({ex.outputs for ex in old}) == 1 and old[0].status == "ok"
         # drawn seeds: refused under each of these check generator seeds (31 in 32 are)
         for seed in range(4):
-            got = execution.validate_program(program, ["1"], check_rng=random.Random(seed))
+            got = executor.validate_program(program, ["1"], check_rng=random.Random(seed))
             assert (got.valid, got.check) == (False, "deterministic"), seed
 
     def test_a_verdict_repeat_draws_its_runs_too(self):
@@ -104,39 +104,40 @@ class TestTunedToFixedSeeds:
         noisy = f"def f(a):\n    return next(iter({{'x{tuned}', 'y{tuned}'}}))"
         gold = repr(heads[0][tuned])
         # right in the stored run, but the answer does not repeat under drawn seeds
-        got = execution.check_abduction("1", noisy, gold, check_rng=random.Random(1))
+        got = answer_checks.check_abduction("1", noisy, gold, check_rng=random.Random(1))
         assert (got.score, got.status) == (0.0, "nondeterministic")
-        held = execution.check_induction(
+        held = answer_checks.check_induction(
             noisy, ["1", "2"], [gold, gold], check_rng=random.Random(1)
         )
         assert held.score == 0.0
         honest = "def f(a):\n    return len({'x', 'y'}) + a"
-        assert execution.check_abduction("1", honest, "3", check_rng=random.Random(1)).score == 1
+        right = answer_checks.check_abduction("1", honest, "3", check_rng=random.Random(1))
+        assert right.score == 1
 
 
 class TestReproducibleDraws:
     def test_the_same_seed_draws_the_same_variants_and_another_seed_others(self):
-        a = execution.draw_check_variants(5, random.Random(7))
-        assert a == execution.draw_check_variants(5, random.Random(7))
-        assert a != execution.draw_check_variants(5, random.Random(8))
+        a = executor.draw_check_variants(5, random.Random(7))
+        assert a == executor.draw_check_variants(5, random.Random(7))
+        assert a != executor.draw_check_variants(5, random.Random(8))
         assert len(a) == 5 and all(v.fresh for v in a)
-        assert all(v.hash_seed != execution.TASK_HASH_SEED and v.tz != "UTC" for v in a)
+        assert all(v.hash_seed != executor.TASK_HASH_SEED and v.tz != "UTC" for v in a)
         assert len({v.hash_seed for v in a}) == 5
         # no generator: the system's, unpredictable
-        assert execution.draw_check_variants(5) != execution.draw_check_variants(5)
-        assert execution.draw_check_variants(0, random.Random(7)) == ()
+        assert executor.draw_check_variants(5) != executor.draw_check_variants(5)
+        assert executor.draw_check_variants(0, random.Random(7)) == ()
 
     def test_a_check_advances_its_generator_alike_whatever_the_runs_return(self):
         expected = random.Random(3)
-        execution.draw_check_variants(5, expected)
+        executor.draw_check_variants(5, expected)
         # an honest program (all runs) and a noisy one (stops at the first run that differs)
         for program, valid in (("def f(a):\n    return a", True), (_one_bit("1", "2"), False)):
             rng = random.Random(3)
-            assert execution.validate_program(program, ["1"], check_rng=rng).valid is valid
+            assert executor.validate_program(program, ["1"], check_rng=rng).valid is valid
             assert rng.getstate() == expected.getstate()
 
     def test_the_stored_run_stays_pinned(self):
-        assert execution.STORED_RUN == RunVariant(0, "UTC", 0, fresh=False)
+        assert executor.STORED_RUN == RunVariant(0, "UTC", 0, fresh=False)
 
     def test_the_environment_derives_its_check_generator_from_the_reset_seed(self):
         import sage_env
@@ -144,13 +145,13 @@ class TestReproducibleDraws:
 
         env = sage_env.env(EnvConfig(protocol="azr")).unwrapped
         env.reset(seed=11)
-        first = execution.draw_check_variants(5, env.check_rng)
+        first = executor.draw_check_variants(5, env.check_rng)
         after_checks = env.rng.getstate()
         env.reset(seed=11)
-        assert execution.draw_check_variants(5, env.check_rng) == first
+        assert executor.draw_check_variants(5, env.check_rng) == first
         assert env.rng.getstate() == after_checks  # check draws never move a task draw
         env.reset(seed=12)
-        assert execution.draw_check_variants(5, env.check_rng) != first
+        assert executor.draw_check_variants(5, env.check_rng) != first
         env.close()
 
 
@@ -161,7 +162,7 @@ class TestEnvironmentChecksDrawFromItsGenerator:
         from sage_env.env import _check_rng
 
         expected = _check_rng(seed)
-        execution.draw_check_variants(draws, expected)
+        executor.draw_check_variants(draws, expected)
         return env.check_rng.getstate() == expected.getstate()
 
     def test_an_azr_proposal_check_draws_its_check_runs_from_env_check_rng(self):
@@ -197,5 +198,5 @@ class TestEnvironmentChecksDrawFromItsGenerator:
         check = env.check_verifier(task)
         assert check["status"] == "passed", check
         assert task.answer == "42" and task.meta["answer_value"] == "'42e0'"
-        assert self._advanced_by(env, 6, execution.DETERMINISM_RUNS - 1)
+        assert self._advanced_by(env, 6, executor.DETERMINISM_RUNS - 1)
         env.close()

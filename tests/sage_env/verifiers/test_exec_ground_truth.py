@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from sage_env.tasks import exec_tasks
-from sage_env.verifiers import execution
+from sage_env.verifiers import answer_checks, executor, literals
 from sage_env.verifiers.program_checks import program_refusal
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -75,39 +75,39 @@ def _cases() -> dict:
     # the check runs' variants are drawn per check; a seeded generator keeps the cases fixed
     rng = random.Random(CHECK_SEED)
     out["one_bit_valid"] = sum(
-        execution.validate_program(p, ["1"], check_rng=rng).valid for p in ONE_BIT
+        executor.validate_program(p, ["1"], check_rng=rng).valid for p in ONE_BIT
     )
     out["one_bit_valid_two_runs"] = sum(
-        execution.validate_program(p, ["1"], determinism_runs=2, check_rng=rng).valid
+        executor.validate_program(p, ["1"], determinism_runs=2, check_rng=rng).valid
         for p in ONE_BIT
     )
     out["host"] = {
-        name: execution.validate_program(p, ["'abcdefgh'"], check_rng=rng).check
+        name: executor.validate_program(p, ["'abcdefgh'"], check_rng=rng).check
         for name, p in HOST_DEPENDENT.items()
     }
     out["low_bits"] = {}
     for name, p in LOW_ADDRESS_BITS.items():
-        got = execution.validate_program(p, ["'abcdefgh'"], check_rng=rng)
+        got = executor.validate_program(p, ["'abcdefgh'"], check_rng=rng)
         out["low_bits"][name] = got.check if not got.valid else (
             "recomputes"
-            if execution.recomputes(p, got.inputs, got.outputs, hash_seed=99)
+            if executor.recomputes(p, got.inputs, got.outputs, hash_seed=99)
             else "stored but does not recompute"
         )
     out["honest"] = {
-        name: execution.validate_program(p, ["'abcdefgh'"], check_rng=rng).valid
+        name: executor.validate_program(p, ["'abcdefgh'"], check_rng=rng).valid
         for name, p in HONEST.items()
     }
     paid = paid_one_run = 0.0
     for p in ABDUCTION_NOISE:
-        gold = execution.validate_program(p, ["0"], check_rng=rng).outputs[0]
-        paid += execution.check_abduction("1", p, gold, check_rng=rng).score
-        paid_one_run += execution.check_abduction("1", p, gold, verdict_runs=1).score
+        gold = executor.validate_program(p, ["0"], check_rng=rng).outputs[0]
+        paid += answer_checks.check_abduction("1", p, gold, check_rng=rng).score
+        paid_one_run += answer_checks.check_abduction("1", p, gold, verdict_runs=1).score
     out["abduction_paid"], out["abduction_paid_one_run"] = paid, paid_one_run
-    honest = execution.check_abduction("'zz'", HONEST["len of set"], "2", check_rng=rng)
+    honest = answer_checks.check_abduction("'zz'", HONEST["len of set"], "2", check_rng=rng)
     out["abduction_honest"] = [honest.score, honest.status]
     noisy = "def f(a):\n    return next(iter({'p', 'q'}))"
     out["induction_noisy_solver"] = max(
-        execution.check_induction(noisy, ["1", "2"], [repr(v), repr(v)], check_rng=rng).score
+        answer_checks.check_induction(noisy, ["1", "2"], [repr(v), repr(v)], check_rng=rng).score
         for v in ("p", "q")
     )
     gold_file = Path(exec_tasks.__file__).resolve().parent / "data" / "exec_heldout.jsonl"
@@ -212,12 +212,12 @@ def test_scalar_types_are_part_of_the_answer():
     for predicted, gold in [("1", "True"), ("1.0", "1"), ("[1]", "[True]"), ("{1}", "{True}"),
                             ("{1: 'a'}", "{True: 'a'}"), ("(0,)", "(False,)"),
                             ("0.0", "-0.0"), ("[0j]", "[-0j]")]:  # fmt: skip
-        assert execution.check_deduction(predicted, gold).score == 0.0, (predicted, gold)
+        assert answer_checks.check_deduction(predicted, gold).score == 0.0, (predicted, gold)
         # CRUXEval's rule (``==``) is kept for that benchmark
-        assert execution.check_deduction(predicted, gold, strict_types=False).score == 1.0
-    assert execution.check_deduction("{'b': 2, 'a': 1}", "{'a': 1, 'b': 2}").score == 1.0
-    assert execution.check_deduction("{3, 1, 2}", "{1, 2, 3}").score == 1.0
-    assert execution.check_deduction("[1, 2]", "(1, 2)", strict_types=False).score == 0.0
+        assert answer_checks.check_deduction(predicted, gold, strict_types=False).score == 1.0
+    assert answer_checks.check_deduction("{'b': 2, 'a': 1}", "{'a': 1, 'b': 2}").score == 1.0
+    assert answer_checks.check_deduction("{3, 1, 2}", "{1, 2, 3}").score == 1.0
+    assert answer_checks.check_deduction("[1, 2]", "(1, 2)", strict_types=False).score == 0.0
 
 
 def test_induction_holds_out_no_input_equal_by_value_to_a_shown_one():
@@ -231,10 +231,10 @@ def test_induction_holds_out_no_input_equal_by_value_to_a_shown_one():
     assert spec.held_out() == (("3",), ("3",))
     lookup = "def f(x):\n    return {1: 1, 2: 2}[x]"
     inputs, outputs = spec.held_out()
-    assert execution.check_induction(lookup, inputs, outputs).score == 0.0
-    assert execution.check_induction(program, inputs, outputs).score == 1.0
+    assert answer_checks.check_induction(lookup, inputs, outputs).score == 0.0
+    assert answer_checks.check_induction(program, inputs, outputs).score == 1.0
     # a proposal's inputs are kept distinct by value: 1, True and 1.0 are one input
-    assert execution.distinct_inputs(["1", "True", "1.0", "'1'", "(1, 2)", "(True, 2.0)"]) == [
+    assert literals.distinct_inputs(["1", "True", "1.0", "'1'", "(1, 2)", "(True, 2.0)"]) == [
         "1",
         "'1'",
         "(1, 2)",
@@ -244,8 +244,8 @@ def test_induction_holds_out_no_input_equal_by_value_to_a_shown_one():
 def test_every_run_of_a_task_program_is_pinned():
     """The stored run is variant 0: hash seed 0, random seeded, on any host."""
     program = "def f(s):\n    return [c for c in {'alpha', 'beta', 'gamma', 'delta'}]"
-    first = execution.execute(program, [("x",)])
-    again = execution.execute(program, [("x",)])
+    first = executor.execute(program, [("x",)])
+    again = executor.execute(program, [("x",)])
     assert first.status == "ok" and first.outputs == again.outputs
     # the same order a host interpreter with PYTHONHASHSEED=0 computes
     host = subprocess.run(
@@ -254,7 +254,7 @@ def test_every_run_of_a_task_program_is_pinned():
         capture_output=True, text=True,
     )  # fmt: skip
     assert first.outputs[0] == host.stdout.strip()
-    assert not execution.validate_program(program, ["'x'"]).valid
+    assert not executor.validate_program(program, ["'x'"]).valid
 
 
 #: Honest proposals an AZR proposer might write: several touch string hashing (sets, dicts of
@@ -299,7 +299,7 @@ def test_every_accepted_task_of_a_4_step_azr_run_recomputes_in_a_fresh_interpret
     assert len(generated) >= 8  # the run accepted tasks of its own
     for task in generated:
         spec = exec_tasks.ExecSpec.of(task)
-        assert execution.recomputes(
+        assert executor.recomputes(
             spec.program, spec.inputs, spec.outputs, hash_seed=20261203
         ), task.task_id
 
@@ -338,7 +338,7 @@ def test_allow_list_escapes_found_by_red_team_are_refused_before_anything_runs()
     for name, program in ESCAPES.items():
         refusal = program_refusal(program)
         assert refusal is not None, name
-        got = execution.validate_program(program, ["1"])
+        got = executor.validate_program(program, ["1"])
         assert (got.valid, got.check) == (False, "forbidden"), (name, got)
     # honest classes keep their special methods and patterns
     honest = (
@@ -347,7 +347,7 @@ def test_allow_list_escapes_found_by_red_team_are_refused_before_anything_runs()
         "def f(a):\n    match P(a):\n        case P(x, y):\n            return x + y\n"
     )
     assert program_refusal(honest) is None
-    assert execution.validate_program(honest, ["1"]).outputs == ["3"]
+    assert executor.validate_program(honest, ["1"]).outputs == ["3"]
 
 
 def test_a_cruxeval_input_cannot_reach_the_builtins_through_a_generator_frame():
@@ -355,7 +355,7 @@ def test_a_cruxeval_input_cannot_reach_the_builtins_through_a_generator_frame():
         "[g.gi_frame.f_globals['__builtins__']['setattr'](f, '__code__', (lambda *a: 'x')) "
         "for g in [(x for x in [0])]][0]"
     )
-    check = execution.check_abduction(
+    check = answer_checks.check_abduction(
         attack, "def f(x):\n    return len(x) % 2", "'x'", expressions=True,
         strict_types=False, verdict_runs=1,
     )  # fmt: skip
@@ -367,6 +367,6 @@ def test_recursion_depth_is_the_same_in_a_zygote_and_a_fresh_interpreter():
         "def g(k):\n    try:\n        return g(k + 1)\n    except RecursionError:\n"
         "        return k\ndef f(n):\n    return g(0)\n"
     )
-    got = execution.validate_program(program, ["1"])
+    got = executor.validate_program(program, ["1"])
     assert got.valid
-    assert execution.recomputes(program, got.inputs, got.outputs, hash_seed=77)
+    assert executor.recomputes(program, got.inputs, got.outputs, hash_seed=77)

@@ -336,7 +336,7 @@ def test_code_timeout_fails_only_the_spinning_test(cv, monkeypatch):
     # timeout_s is each test process's CPU budget (RLIMIT_CPU): the spinning test is killed
     # and the tests around it are judged. The wall-clock backstop is widened so that a loaded
     # machine cannot end the whole job first (that would also fail the last test).
-    import sage_env.sandbox.config as sandbox_config
+    import sage_env.sandbox.host.config as sandbox_config
 
     monkeypatch.setattr(sandbox_config, "WALL_FACTOR", 40.0)
     program = DOUBLE + "def spin():\n    while True:\n        pass\n"

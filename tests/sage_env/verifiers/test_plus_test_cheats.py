@@ -81,7 +81,7 @@ CHEATS = {
         "    ('worker', ('reference_run',)),\n"
         "):\n"
         "    for _name in _names:\n"
-        "        _where = sys.modules['sage_env.sandbox.' + _mod]\n"
+        "        _where = sys.modules['sage_env.sandbox.harness.' + _mod]\n"
         "        getattr(_where, _name)\n"
         "        setattr(_where, _name, _passes(_mod + '.' + _name))\n"
         "        REBOUND.append(_mod + '.' + _name)\n"

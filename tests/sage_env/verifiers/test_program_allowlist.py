@@ -17,7 +17,7 @@ import pytest
 
 from sage_env.protocols.azr import AZRConfig
 from sage_env.tasks.exec_tasks import load_exec_seeds, proposer_prompt
-from sage_env.verifiers import execution as ex
+from sage_env.verifiers import answer_checks, executor
 from sage_env.verifiers import program_checks as pc
 from tests.data_paths import RAW_DATA
 
@@ -361,12 +361,13 @@ END_TO_END = [
 @pytest.mark.parametrize("name", END_TO_END)
 def test_attacks_are_refused_end_to_end_before_anything_runs(name):
     program, words = ATTACKS[name]
-    res = ex.validate_program(program, ["1"])
+    res = executor.validate_program(program, ["1"])
     assert (res.valid, res.check) == (False, "forbidden") and words in res.reason, res
-    res = ex.check_induction(program, ["1", "2"], ["1", "2"])
+    res = answer_checks.check_induction(program, ["1", "2"], ["1", "2"])
     assert (res.score, res.status) == (0.0, "blocked"), res
 
 
 def test_an_honest_program_still_validates_end_to_end():
-    res = ex.validate_program(HONEST["template from the input, plain data"], ["'{}-{}', [1, 2]"])
+    program = HONEST["template from the input, plain data"]
+    res = executor.validate_program(program, ["'{}-{}', [1, 2]"])
     assert res.valid and res.outputs == ["'1-2'"], res

@@ -33,8 +33,7 @@ import pytest
 
 import sage_env
 from sage_env import EnvConfig
-from sage_env.verifiers import CodeVerifier
-from sage_env.verifiers import execution as ex
+from sage_env.verifiers import CodeVerifier, answer_checks, executor
 from sage_env.verifiers.program_checks import safe_input_expression
 from tests.scripted import CODE_SEED, play_round
 
@@ -270,17 +269,17 @@ def test_a_crux_input_cannot_rebind_what_f_calls():
     forged = "(sorted := lambda s: ['x', 'y']) and 'q'"
     assert safe_input_expression(forged) is None
     assert safe_input_expression("[(y := 2) for _ in 'a']") is None
-    res = ex.check_abduction(forged, program, "['x', 'y']", expressions=True)
+    res = answer_checks.check_abduction(forged, program, "['x', 'y']", expressions=True)
     assert (res.score, res.status) == (0.0, "invalid"), res
-    honest = ex.check_abduction("'yx'", program, "['x', 'y']", expressions=True)
+    honest = answer_checks.check_abduction("'yx'", program, "['x', 'y']", expressions=True)
     assert honest.score == 1.0, honest
 
 
 @pytest.mark.parametrize("gold", ["inf", "nan", "float('inf')", "", "<object>"])
 def test_a_gold_output_that_is_not_a_literal_pays_nothing(gold):
-    assert ex.check_deduction("None", gold).score == 0.0
-    assert ex.check_abduction("None", "def f(x):\n    return x\n", gold).score == 0.0
-    res = ex.check_induction("def f(x):\n    return None\n", ["1"], [gold])
+    assert answer_checks.check_deduction("None", gold).score == 0.0
+    assert answer_checks.check_abduction("None", "def f(x):\n    return x\n", gold).score == 0.0
+    res = answer_checks.check_induction("def f(x):\n    return None\n", ["1"], [gold])
     assert (res.score, res.status) == (0.0, "failed"), res
 
 
@@ -296,7 +295,7 @@ def test_a_gold_output_that_is_not_a_literal_pays_nothing(gold):
     ids=["string_hash_order", "address", "repr_with_address"],
 )
 def test_the_determinism_check_sees_hash_seed_and_address_nondeterminism(level, program, inputs):
-    res = ex.validate_program(program, inputs)
+    res = executor.validate_program(program, inputs)
     assert (res.valid, res.check) == (False, "deterministic"), res
-    honest = ex.validate_program("def f(a):\n    return sorted(set(a))\n", ["'abcdefghij'"])
+    honest = executor.validate_program("def f(a):\n    return sorted(set(a))\n", ["'abcdefghij'"])
     assert honest.valid, honest

@@ -13,23 +13,23 @@ import tempfile
 import time
 from typing import Any
 
-from sage_env.sandbox.cgroups import _Cgroup, _join_cgroup_argv, cgroups_available
-from sage_env.sandbox.config import (
-    _HARNESS_OVERHEAD,
-    _REPORT_CAP_BYTES,
+from sage_env.sandbox.host.cgroups import Cgroup, cgroups_available, join_cgroup_argv
+from sage_env.sandbox.host.config import (
+    HARNESS_OVERHEAD,
     HARNESS_UID,
+    REPORT_CAP_BYTES,
     SANDBOX_UID,
     ZYGOTE_WORKDIR,
     RawRun,
     SandboxConfig,
 )
-from sage_env.sandbox.launch import _kill_and_reap, _popen, _pump, harness_argv
-from sage_env.sandbox.probe import (
-    _UNSHARE_ARGV,
-    _bwrap_argv,
-    _unshare_fs_arg,
+from sage_env.sandbox.host.launch import harness_argv, kill_and_reap, popen, pump
+from sage_env.sandbox.host.probe import (
+    UNSHARE_ARGV,
+    bwrap_argv,
     default_python,
     isolation_level,
+    unshare_fs_arg,
 )
 
 log = logging.getLogger("sage_env.sandbox")
@@ -42,7 +42,7 @@ _ZYGOTE_LOGGED: list[bool] = []
 
 
 def zygotes_available() -> bool:
-    """Whether :class:`SandboxPool` forks jobs from long-lived zygotes (see :class:`_Zygote`).
+    """Whether :class:`SandboxPool` forks jobs from long-lived zygotes (see :class:`Zygote`).
 
     Needs Linux, root (the zygote gives each job its own mounts), the ``bwrap`` or ``unshare``
     isolation level (bwrap's init, or at ``unshare`` the harness's own PID 1, reaps orphans)
@@ -59,7 +59,7 @@ def zygotes_available() -> bool:
     )
 
 
-class _ZygoteLost(RuntimeError):
+class ZygoteLost(RuntimeError):
     """The zygote died before it took the job (the job did not run; safe to retry)."""
 
 
@@ -74,7 +74,7 @@ def _wait_status_code(status: Any) -> int | None:
     return None
 
 
-class _Zygote:
+class Zygote:
     """A long-lived bwrap or unshare sandbox (as root) that forks one judging harness per job.
 
     Start-up (bwrap, interpreter, imports) is paid once per zygote. The zygote lives in its own
@@ -101,18 +101,18 @@ class _Zygote:
         self._stderr = tempfile.TemporaryFile()
         self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # generous until the zygote's own processes are known; tightened below
-        self.cgroup = _Cgroup(cfg.max_processes + 16, 1 << 40)
+        self.cgroup = Cgroup(cfg.max_processes + 16, 1 << 40)
         try:
             if "pids" not in self.cgroup.paths:
                 raise RuntimeError("a zygote needs a pids cgroup")
             args = ["zygote", str(SANDBOX_UID), str(HARNESS_UID), str(child.fileno())]
             if isolation_level() == "bwrap":
-                argv = _bwrap_argv(None, python, 1 << 20, zygote=True) + harness_argv(python, args)
+                argv = bwrap_argv(None, python, 1 << 20, zygote=True) + harness_argv(python, args)
             else:  # unshare: the harness sets up bubblewrap's file system view itself
-                fs = _unshare_fs_arg(None, python, 1 << 20)
-                argv = _UNSHARE_ARGV + harness_argv(python, [fs, *args])
-            self.proc = _popen(
-                _join_cgroup_argv(self.cgroup) + argv,
+                fs = unshare_fs_arg(None, python, 1 << 20)
+                argv = UNSHARE_ARGV + harness_argv(python, [fs, *args])
+            self.proc = popen(
+                join_cgroup_argv(self.cgroup) + argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self._stderr,
@@ -136,7 +136,7 @@ class _Zygote:
             self.cgroup.set_pids_max(cfg.max_processes + 4 + n)
             self.base_held = self.cgroup.held()
             self.cgroup.lower_memory_limit(
-                (cfg.memory_mb << 20) + _HARNESS_OVERHEAD + self.cgroup.usage()
+                (cfg.memory_mb << 20) + HARNESS_OVERHEAD + self.cgroup.usage()
             )
         except BaseException:
             child.close()
@@ -155,12 +155,12 @@ class _Zygote:
         """Run one harness job in a fresh process tree forked by the zygote.
 
         Raises:
-            _ZygoteLost: If the zygote is gone before it took the job (nothing ran).
+            ZygoteLost: If the zygote is gone before it took the job (nothing ran).
         """
         cfg = self.cfg
         if not self.alive or self.proc is None or self.proc.poll() is not None:
             self.close()
-            raise _ZygoteLost("zygote exited")
+            raise ZygoteLost("zygote exited")
         cg = self.cgroup
         payload = json.dumps(dict(job, limits=cfg.limits(True)), ensure_ascii=True).encode()
         opened: list[int] = []
@@ -174,7 +174,7 @@ class _Zygote:
                 socket.send_fds(self.sock, [json.dumps(hdr).encode()], [job_r, out_w, err_w, rep_w])
             except OSError as exc:
                 self.alive = False
-                raise _ZygoteLost(f"zygote is gone: {exc}") from exc
+                raise ZygoteLost(f"zygote is gone: {exc}") from exc
             for fd in (job_r, out_w, err_w, rep_w):
                 os.close(fd)
                 opened.remove(fd)
@@ -195,11 +195,11 @@ class _Zygote:
                     emptied.append(cg.kill_all(keep=self.residents))
 
             cap = cfg.max_output_bytes
-            bufs, timed_out = _pump(
+            bufs, timed_out = pump(
                 job_w,
                 close_job_w,
                 payload,
-                {out_r: cap, err_r: cap, rep_r: _REPORT_CAP_BYTES},
+                {out_r: cap, err_r: cap, rep_r: REPORT_CAP_BYTES},
                 start + float(job.get("wall_s") or cfg.wall_limit_s()),
                 exited=lambda: bool(exit_ev),
                 kill=kill,
@@ -287,7 +287,7 @@ class _Zygote:
         memfds, full pipes ...) around a cycle of Unix sockets, which the kernel frees lazily;
         the memory would stay charged to this cgroup and shrink every later job's limit. Such
         cycles are collected by the kernel's Unix-socket garbage collector, which closing any
-        Unix socket schedules. If memory the group cannot reclaim (:meth:`_Cgroup.held`) is
+        Unix socket schedules. If memory the group cannot reclaim (:meth:`Cgroup.held`) is
         still above the zygote's baseline after two collections, the zygote is retired.
         """
         cg = self.cgroup
@@ -316,7 +316,7 @@ class _Zygote:
         """Kill the zygote, its sandbox and anything left in its cgroup; remove the cgroup."""
         self.alive = False
         if self.proc is not None:
-            _kill_and_reap(self.proc)
+            kill_and_reap(self.proc)
         if self.cgroup is not None:
             self.cgroup.destroy()
         for closeable in (self.sock, self._stderr):

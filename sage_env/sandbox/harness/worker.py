@@ -10,8 +10,9 @@ in place before any program runs). Each step is a module-level function of the
 :class:`WorkerState` it is handed, so each can be tested alone
 (``tests/sage_env/sandbox/test_confinement_steps.py``).
 It then forks one process per test, which applies
-:data:`~sage_env.sandbox.testproc.TEST_STEPS` (:mod:`~sage_env.sandbox.testproc`), and relays
-what each reports; or it runs the reference process R.
+:data:`~sage_env.sandbox.harness.testproc.TEST_STEPS`
+(:mod:`~sage_env.sandbox.harness.testproc`), and relays what each reports; or it runs the
+reference process R.
 """
 
 from __future__ import annotations
@@ -25,17 +26,12 @@ import signal
 import sys
 import time
 
-from sage_env.sandbox.confine import _drop, _prctl, _read_all, _seccomp
-from sage_env.sandbox.report import REFERENCE_MARKER, parse_line, split_lines
-from sage_env.sandbox.shield import enc, plain, plus_code
-from sage_env.sandbox.testproc import (
+from sage_env.sandbox.harness.confine import drop, prctl, read_all, seccomp
+from sage_env.sandbox.harness.report import REFERENCE_MARKER, parse_line, split_lines
+from sage_env.sandbox.harness.shield import enc, plain, plus_code
+from sage_env.sandbox.harness.testproc import (
     TEST_STEPS,
     RunState,
-    _dict,
-    _exec,
-    _exit,
-    _fork,
-    _getpid,
     describe,
     finish,
     sender,
@@ -45,6 +41,8 @@ from sage_env.sandbox.testproc import (
 _RELAY_CAP_BYTES = 64 << 20
 
 _cpu, _monotonic = time.process_time, time.monotonic
+# bound when the harness loads, before any program runs (as testproc binds its own)
+_dict, _exec, _exit, _fork, _getpid = dict, exec, os._exit, os.fork, os.getpid
 
 
 class WorkerState:
@@ -74,12 +72,12 @@ def null_stdin(st: WorkerState) -> None:
 
 def drop_privileges(st: WorkerState) -> None:
     """Drop to the worker uid (as root): W cannot signal or ptrace its judge, nor write as root."""
-    _drop(st.wuid)
+    drop(st.wuid)
 
 
 def forbid_new_privileges(st: WorkerState) -> None:
     """no_new_privs: setuid binaries gain nothing (and the seccomp filter may be installed)."""
-    _prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
+    prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
 
 
 def scrub_environment(st: WorkerState) -> None:
@@ -90,7 +88,7 @@ def scrub_environment(st: WorkerState) -> None:
 
 def read_job(st: WorkerState) -> None:
     """Read the job and close its pipe: no program holds the descriptor the job came on."""
-    st.job = json.loads(_read_all(st.job_fd).decode("ascii"))
+    st.job = json.loads(read_all(st.job_fd).decode("ascii"))
     os.close(st.job_fd)
 
 
@@ -98,8 +96,8 @@ def set_rlimits(st: WorkerState) -> None:
     """Set the rlimits against memory, fork and disk bombs: AS, FSIZE, NOFILE, CORE, STACK, NPROC.
 
     RLIMIT_CPU is kept for each test's own process (``st.base_cpu``, see
-    :func:`~sage_env.sandbox.testproc.limit_cpu`) except in R; SIGXFSZ is ignored, so a write
-    past RLIMIT_FSIZE fails with EFBIG (``blocked``).
+    :func:`~sage_env.sandbox.harness.testproc.limit_cpu`) except in R; SIGXFSZ is ignored, so a
+    write past RLIMIT_FSIZE fails with EFBIG (``blocked``).
     """
     for name, soft, hard in st.job["limits"]:
         if name == "RLIMIT_CPU" and st.job["mode"] != "reference":
@@ -116,12 +114,12 @@ def set_rlimits(st: WorkerState) -> None:
 
 def install_seccomp(st: WorkerState) -> None:
     """A seccomp filter: the keyring calls (which outlive runs) and foreign ABIs fail with EPERM."""
-    _seccomp()
+    seccomp()
 
 
 def make_undumpable(st: WorkerState) -> None:
     """PR_SET_DUMPABLE 0: a test (same uid) can neither ptrace W nor open its descriptors."""
-    _prctl(4, 0)
+    prctl(4, 0)
 
 
 def _audit(event, args):
@@ -186,7 +184,7 @@ def run_worker(job_fd: int, ctl_fd: int, last_fd: int, wuid: int) -> None:
 
     W applies :data:`WORKER_STEPS` (drop to ``wuid``, limits, seccomp ...; compile errors go
     to ``ctl_fd``), then forks one process C_i per test except the last. C_i applies
-    :data:`~sage_env.sandbox.testproc.TEST_STEPS`: it keeps only stdin/stdout/stderr and a
+    :data:`~sage_env.sandbox.harness.testproc.TEST_STEPS`: it keeps only stdin/stdout/stderr and a
     pipe of its own as fd 3 (every other inherited descriptor is closed before setup runs),
     runs setup, the program and test i, and reports on fd 3. W relays each C_i's lines to the
     judge on ``ctl_fd`` tagged with i (the index is W's, never the program's), then C_i's exit

@@ -1,35 +1,31 @@
-"""Execution-grounded checks: run a program on inputs in the sandbox and judge values on the host.
+"""The executor: run a program on inputs in the sandbox, under a pinned run or drawn variants.
 
 The ground truth of AZR's tasks (Absolute Zero, arXiv 2505.03335, Sec. 3.2-3.3) is what a
 code executor returns for ``o = p(i)``, never what a model claims. This module is that
-executor and the judge around it:
+executor:
 
 * :func:`execute` runs ``f(*args)`` of a program for each argument tuple inside
   :func:`sage_env.sandbox.run` (one sandboxed process per call of :func:`execute`) and returns
   the ``repr`` of every output. Arguments travel into the sandbox as ``repr`` of host-parsed
-  literals and are parsed there with :func:`ast.literal_eval`, so a model-written input never
-  becomes code.
-* :func:`parse_args` / :func:`parse_literal` parse model-written inputs and outputs as Python
-  literals on the judge's side (never ``eval``).
+  literals (:mod:`sage_env.verifiers.literals`) and are parsed there with
+  :func:`ast.literal_eval`, so a model-written input never becomes code.
 * :func:`validate_program` is AZR's proposal check (Sec. 3.3.3): the program parses, defines
-  ``f``, keeps to the allow-list (:func:`program_refusal`), runs within the limits on every
-  input, is deterministic (the stored run, :data:`STORED_RUN`, and five check runs whose
-  hash seeds, time zones and :mod:`random` seeds are drawn per check
-  (:func:`draw_check_variants`), each in an interpreter of its own, give the same values with
-  exact types, :func:`runs_agree`; the stored run's outputs are kept), and its inputs and
-  outputs are Python literals that round-trip (``literal_eval(repr(v)) == v``).
-* :func:`check_deduction`, :func:`check_abduction`, :func:`check_induction` are AZR's answer
-  checks (Sec. 3.3.4): value equality of the predicted output; ``p(i_pred) == o`` by running
-  ``p``; the predicted program's outputs on held-out inputs.
+  ``f``, keeps to the allow-list (:func:`~sage_env.verifiers.program_checks.program_refusal`),
+  runs within the limits on every input, is deterministic (the stored run,
+  :data:`STORED_RUN`, and five check runs whose hash seeds, time zones and :mod:`random` seeds
+  are drawn per check (:func:`draw_check_variants`), each in an interpreter of its own, give
+  the same values with exact types, :func:`~sage_env.verifiers.literals.runs_agree`; the
+  stored run's outputs are kept), and its inputs and outputs are Python literals that
+  round-trip (``literal_eval(repr(v)) == v``).
+* :func:`recomputes` audits a stored task in a fresh interpreter; :func:`compute_answer` runs
+  a zero-argument function under the proposal rules (math grounding).
 
-Values are compared on the host after parsing both sides with :func:`ast.literal_eval`, with
-exact types at every level (:func:`values_equal`); the sandboxed process only ever reports a
-``repr`` string, which is
-worth no more than a value the program could have returned.
-
-The static checks of a program's source (:func:`program_refusal`, :func:`forbidden_import`,
-:func:`defines_f`, :func:`safe_input_expression`) and their lists live in
-:mod:`sage_env.verifiers.program_checks`; import them from there.
+The sandboxed process only ever reports a ``repr`` string; values are parsed and compared on
+the host (:mod:`sage_env.verifiers.literals`). AZR's answer checks, built on this executor,
+are :mod:`sage_env.verifiers.answer_checks`; the static checks of a program's source
+(:func:`~sage_env.verifiers.program_checks.program_refusal`,
+:func:`~sage_env.verifiers.program_checks.defines_f`, ...) are
+:mod:`sage_env.verifiers.program_checks`.
 """
 
 from __future__ import annotations
@@ -44,12 +40,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sage_env import sandbox
+from sage_env.verifiers.literals import (
+    format_args,
+    parse_args,
+    parse_literal,
+    round_trips,
+    runs_agree,
+    same_output,
+)
 from sage_env.verifiers.program_checks import (
     AZR_BANNED_MODULES,
     MAX_LITERAL_CHARS,
     defines_f,
     program_refusal,
-    safe_input_expression,
 )
 
 TASK_HASH_SEED = 0
@@ -106,12 +109,6 @@ CHECK_RUN_WORKERS = 5
 interpreter of its own, so peak memory is up to this times ``memory_mb``; 1 runs them one
 after another. Five fresh interpreters took 0.67 s one after another and 0.27 s together on
 a loaded 2-core host."""
-
-VERDICT_RUNS = 6
-"""Runs that must agree before a *passing* answer check counts (abduction, induction): the
-run that passed and ``VERDICT_RUNS - 1`` check runs under drawn variants (a failing check
-needs no repeat, so only right answers pay the extra runs). With 6, an answer that is right
-by one bit of noise is paid 1 time in 64 instead of 1 in 2."""
 
 
 def draw_check_variants(
@@ -204,57 +201,6 @@ class Validation:
     check: str = ""
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
-
-
-def parse_literal(text: Any) -> tuple[bool, Any]:
-    """Parse ``text`` as one Python literal on the judge side.
-
-    Returns:
-        ``(True, value)`` or ``(False, None)``; never raises (non-``str``, too long, not a
-        literal, nested too deep all give ``(False, None)``).
-    """
-    if not isinstance(text, str) or len(text) > MAX_LITERAL_CHARS:
-        return False, None
-    try:
-        return True, ast.literal_eval(text.strip())
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False, None
-
-
-def parse_args(text: Any) -> tuple[Any, ...] | None:
-    """Parse an input as AZR writes it (``arg1, arg2, ...``) into an argument tuple.
-
-    ``"[1, 2]"`` is one argument, ``"'a', 3"`` two. Returns ``None`` when it is not a
-    comma-separated list of Python literals (or empty, or too long).
-    """
-    if not isinstance(text, str):
-        return None
-    text = text.strip()
-    if not text or len(text) > MAX_LITERAL_CHARS:
-        return None
-    ok, value = parse_literal(f"({text},)")
-    return value if ok and isinstance(value, tuple) else None
-
-
-def format_args(args: tuple[Any, ...]) -> str:
-    """The canonical text of an argument tuple: ``repr`` of each argument, comma-separated."""
-    return ", ".join(repr(a) for a in args)
-
-
-def round_trips(value: Any) -> bool:
-    """Whether ``literal_eval(repr(value)) == value`` (a Python literal, no NaN, no objects)."""
-    ok, back = parse_literal(repr(value)) if _safe_repr(value) else (False, None)
-    try:
-        return ok and back == value and type(back) is type(value)
-    except Exception:
-        return False
-
-
-def _safe_repr(value: Any) -> bool:
-    try:
-        return len(repr(value)) <= MAX_LITERAL_CHARS
-    except Exception:
-        return False
 
 
 _RUNNER = """\
@@ -574,7 +520,7 @@ def recomputes(
         return False
     variant = RunVariant(hash_seed, STORED_RUN.tz, STORED_RUN.random_seed, fresh=True)
     ex = execute(program, args_list, timeout_s=timeout_s, memory_mb=memory_mb, variant=variant)
-    return ex.status == "ok" and all(_same_output(a, b) for a, b in zip(ex.outputs, outputs))
+    return ex.status == "ok" and all(same_output(a, b) for a, b in zip(ex.outputs, outputs))
 
 
 def compute_answer(
@@ -608,288 +554,3 @@ def compute_answer(
         determinism_runs=determinism_runs,
         check_rng=check_rng,
     )
-
-
-def runs_agree(first: Sequence[Any], other: Sequence[Any]) -> bool:
-    """Whether two runs' parsed outputs are the same values, one by one, with exact types.
-
-    The determinism check's rule (:func:`validate_program`, :func:`compute_answer`): as
-    :func:`values_equal` with ``strict_types``, at every level, so ``1``, ``True`` and
-    ``1.0`` differ, ``-0.0`` is not ``0.0``, ``[1]`` is not ``[True]`` and
-    ``{'a': (1,)}`` is not ``{'a': (1.0,)}``; a set's or a dict's order does not matter.
-    Never raises.
-    """
-    try:
-        return len(first) == len(other) and all(values_equal(a, b) for a, b in zip(first, other))
-    except Exception:
-        return False
-
-
-@dataclass(frozen=True)
-class Check:
-    """Outcome of an answer check.
-
-    Attributes:
-        score: In [0, 1].
-        formatted: An answer block was found and parsed (AZR Eq. 6's format condition).
-        status: ``passed``, ``failed``, ``invalid`` or a sandbox status.
-        reason: Short explanation.
-    """
-
-    score: float
-    formatted: bool
-    status: str
-    reason: str
-
-
-def check_deduction(
-    predicted: str | None, gold_output: str, *, strict_types: bool = True
-) -> Check:
-    """Deduction (AZR Sec. 3.3.4): the predicted output equals the executor's, as values.
-
-    Both sides are parsed with :func:`ast.literal_eval` on the judge's side and compared
-    as :func:`values_equal` does: with ``strict_types`` (the default, ours) the values and
-    their types agree at every level, so ``1`` is not ``True`` nor ``1.0``; without it
-    ``==`` as Python has it (``1 == True == 1.0``; CRUXEval's own rule), except that a tuple
-    is never a list.
-    """
-    if predicted is None:
-        return Check(0.0, False, "invalid", "no output answer found")
-    ok, value = parse_literal(predicted)
-    if not ok:
-        return Check(0.0, False, "invalid", "answer is not a Python literal")
-    gold_ok, gold = parse_literal(gold_output)
-    if not gold_ok:  # else an unparseable gold would be None, and the answer "None" right
-        return Check(0.0, True, "invalid", "the gold output is not a Python literal")
-    right = values_equal(value, gold, strict_types=strict_types)
-    return Check(float(right), True, "passed" if right else "failed", _verdict(right))
-
-
-def values_equal(a: Any, b: Any, *, strict_types: bool = True) -> bool:
-    """Whether two parsed literals are the same answer; never raises.
-
-    ``strict_types`` (ours; the training judge's policy): equal values of the same type at
-    every level, containers, set elements and dict keys included, so ``1``, ``True`` and
-    ``1.0`` are three answers (``f`` returned one of them, and a solver who predicts its
-    output predicts which). AZR and CRUXEval compare with ``==``, where ``1 == True``;
-    ``strict_types=False`` keeps that rule but still tells a tuple from a list.
-    """
-    try:
-        if strict_types:
-            return _typed(a) == _typed(b)
-        return bool(a == b) and _same_shape(a, b)
-    except Exception:
-        return False
-
-
-def _typed(v: Any) -> tuple:
-    """A value paired with its exact type at every level (sets and dicts stay unordered)."""
-    t = type(v)
-    if t is list or t is tuple:
-        return (t.__name__, tuple(_typed(x) for x in v))
-    if t is set or t is frozenset:
-        return (t.__name__, frozenset(_typed(x) for x in v))
-    if t is dict:
-        return ("dict", frozenset((_typed(k), _typed(x)) for k, x in v.items()))
-    if t is float or t is complex:
-        return (t.__name__, repr(v))  # -0.0 is not 0.0 (their reprs differ, as f's did)
-    return (t.__name__, v)
-
-
-def distinct_inputs(texts: Sequence[str]) -> list[str]:
-    """The canonical text of each input that is not ``==`` to an earlier one, in order.
-
-    Induction's split (ours): inputs are told apart by value, never by text, and with
-    Python's ``==`` (``1``, ``True`` and ``1.0`` are one input), so a held-out input is never
-    a shown one in another spelling and a lookup table of the shown pairs scores nothing on
-    the held-out ones. Texts that are not literal argument lists are dropped.
-    """
-    kept: list[tuple[Any, ...]] = []
-    for text in texts:
-        args = parse_args(text)
-        if args is None or not all(round_trips(a) for a in args):
-            continue
-        if not any(_loosely_equal(args, other) for other in kept):
-            kept.append(args)
-    return [format_args(a) for a in kept]
-
-
-def _loosely_equal(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
-
-
-def _same_output(a: str | None, b: str | None) -> bool:
-    """Two runs' ``repr`` outputs hold the same value (a set's ``repr`` order may differ)."""
-    if a is None or b is None:
-        return False
-    ok_a, va = parse_literal(a)
-    ok_b, vb = parse_literal(b)
-    return ok_a and ok_b and values_equal(va, vb)
-
-
-def _repeats(
-    program: str,
-    args: tuple[Any, ...] | str,
-    value: Any,
-    *,
-    runs: int,
-    timeout_s: float,
-    memory_mb: int,
-    expressions: bool = False,
-    check_rng: random.Random | None = None,
-) -> bool:
-    """Whether ``program`` returns ``value`` on ``args`` in ``runs - 1`` check runs too.
-
-    The repeat of a passing verdict (ours): an answer that matches only under the pinned run
-    (output noise elsewhere: another hash seed, address layout, time zone) does not count.
-    The check runs' variants are drawn from ``check_rng`` (:func:`draw_check_variants`).
-    """
-    variants = draw_check_variants(runs - 1, check_rng)
-    limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "expressions": expressions}
-    for ex in execute_all(program, [args], variants, **limits):
-        if ex.status != "ok" or ex.outputs[0] is None:
-            return False
-        ok, again = parse_literal(ex.outputs[0])
-        if not ok or not values_equal(again, value):
-            return False
-    return True
-
-
-def _same_shape(a: Any, b: Any) -> bool:
-    """Containers must be of the same kind (a tuple is not a list); scalars compare by ``==``."""
-    containers = (list, tuple, dict, set, frozenset)
-    if isinstance(a, containers) or isinstance(b, containers):
-        if type(a) is not type(b):
-            return False
-        if isinstance(a, dict):
-            return all(_same_shape(a[k], b[k]) for k in a)
-        if isinstance(a, (list, tuple)):
-            return all(_same_shape(x, y) for x, y in zip(a, b))
-    return True
-
-
-def _verdict(right: bool) -> str:
-    return "equals the executor's output" if right else "differs from the executor's output"
-
-
-def check_abduction(
-    predicted: str | None,
-    program: str,
-    gold_output: str,
-    *,
-    timeout_s: float = 5.0,
-    memory_mb: int = 512,
-    expressions: bool = False,
-    strict_types: bool = True,
-    verdict_runs: int = VERDICT_RUNS,
-    check_rng: random.Random | None = None,
-) -> Check:
-    """Abduction (AZR Sec. 3.3.4): run ``program`` on the predicted input.
-
-    Right when its output equals ``gold_output`` (``p(i_pred) == p(i*)``; any input that
-    gives the output is right; compared as :func:`values_equal` with ``strict_types``), and
-    the same output comes back in ``verdict_runs - 1`` more runs under hash seeds, time
-    zones and :mod:`random` seeds drawn from ``check_rng`` (:func:`draw_check_variants`;
-    ``None``: :class:`random.SystemRandom`; ours): a program that is deterministic on its
-    proposer's input and noisy elsewhere does not pay answers that match by chance (status
-    ``nondeterministic``). The input must be Python literals (AZR), or with
-    ``expressions`` an argument list that passes :func:`safe_input_expression`, evaluated in
-    the sandbox (CRUXEval-I's rule). An empty block is well-formed only when ``f()`` is
-    right (one CRUXEval-I item), so ``mae``'s format term never pays an empty answer.
-    """
-    if predicted is None:
-        return Check(0.0, False, "invalid", "no input answer found")
-    empty = not str(predicted).strip()
-    if not parse_literal(gold_output)[0]:  # else the output None would match it
-        return Check(0.0, True, "invalid", "the gold output is not a Python literal")
-    if expressions:
-        args = safe_input_expression(predicted.strip())
-        if args is None:
-            return Check(0.0, False, "invalid", "answer is not a safe argument list")
-    else:
-        args = parse_args(predicted)
-        if args is None:
-            return Check(0.0, False, "invalid", "answer is not a list of Python literals")
-    ex = execute(program, [args], timeout_s=timeout_s, memory_mb=memory_mb, expressions=expressions)
-    if ex.status not in ("ok", "error"):
-        return Check(0.0, True, ex.status, ex.reason)
-    failed = "invalid" if empty else "failed"
-    if ex.outputs[0] is None:
-        return Check(0.0, not empty, failed, f"f raised on this input: {ex.errors[0]}")
-    ok, value = parse_literal(ex.outputs[0])
-    _, gold = parse_literal(gold_output)
-    right = ok and values_equal(value, gold, strict_types=strict_types)
-    if right and not _repeats(
-        program, args, value, runs=verdict_runs, timeout_s=timeout_s, memory_mb=memory_mb,
-        expressions=expressions, check_rng=check_rng,
-    ):  # fmt: skip
-        return Check(0.0, True, "nondeterministic", "f's output on this input does not repeat")
-    return Check(float(right), right or not empty, "passed" if right else failed, _verdict(right))
-
-
-def check_induction(
-    predicted_program: str | None,
-    inputs: Sequence[str],
-    gold_outputs: Sequence[str],
-    *,
-    reward: str = "binary",
-    timeout_s: float = 5.0,
-    memory_mb: int = 512,
-    verdict_runs: int = VERDICT_RUNS,
-    check_rng: random.Random | None = None,
-) -> Check:
-    """Induction (AZR Sec. 3.3.4): run the predicted program on the held-out inputs.
-
-    An output matches when it equals the gold as :func:`values_equal` (strict types) has it
-    and comes back alike in ``verdict_runs - 1`` more runs under hash seeds, time zones and
-    :mod:`random` seeds drawn from ``check_rng`` (:func:`draw_check_variants`; ours; a
-    matching output that does not repeat counts as a miss).
-
-    Args:
-        predicted_program: The solver's program (must define ``f``), or ``None``.
-        inputs: Held-out inputs (canonical text, :func:`format_args`).
-        gold_outputs: The hidden program's outputs on them, as the executor gave them.
-        reward: ``"binary"`` (AZR's default ``code_f_reward_type``: 1 iff every output
-            matches) or ``"accuracy"`` (the fraction that match).
-        timeout_s: Wall-clock limit of the run, seconds.
-        memory_mb: Memory limit, MiB.
-        verdict_runs: Runs a matching output must come back in, the first included.
-        check_rng: Where the repeat runs' variants are drawn from; ``None``:
-            :class:`random.SystemRandom`.
-    """
-    if predicted_program is None or not defines_f(predicted_program):
-        return Check(0.0, False, "invalid", "no Python program defining f found")
-    hit = program_refusal(predicted_program)
-    if hit:
-        return Check(0.0, True, "blocked", f"program refused: {hit}")
-    args_list = [parse_args(t) for t in inputs]
-    if not args_list or any(a is None for a in args_list):
-        return Check(0.0, True, "invalid", "task has no parseable held-out inputs")
-    ex = execute(predicted_program, args_list, timeout_s=timeout_s, memory_mb=memory_mb)
-    if ex.status not in ("ok", "error"):
-        return Check(0.0, True, ex.status, ex.reason)
-    matched: list[bool] = []
-    for out, gold_text in zip(ex.outputs, gold_outputs):
-        if out is None:
-            matched.append(False)
-            continue
-        ok, value = parse_literal(out)
-        gold_ok, gold = parse_literal(gold_text)  # an unparseable gold matches nothing
-        matched.append(bool(ok and gold_ok and values_equal(value, gold)))
-    if any(matched) and verdict_runs > 1:
-        variants = draw_check_variants(verdict_runs - 1, check_rng)
-        limits = {"timeout_s": timeout_s, "memory_mb": memory_mb}
-        for again in execute_all(predicted_program, args_list, variants, **limits):
-            if again.status not in ("ok", "error"):
-                matched = [False] * len(matched)
-                break
-            pairs = zip(matched, again.outputs, ex.outputs)
-            matched = [m and _same_output(a, b) for m, a, b in pairs]
-    hits = sum(matched)
-    acc = hits / len(args_list)
-    score = acc if reward == "accuracy" else float(hits == len(args_list))
-    status = "passed" if score >= 1.0 else "failed"
-    return Check(score, True, status, f"{hits}/{len(args_list)} held-out outputs match")

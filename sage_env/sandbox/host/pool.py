@@ -9,9 +9,9 @@ import threading
 import weakref
 from typing import Any
 
-from sage_env.sandbox.config import RawRun, SandboxConfig
-from sage_env.sandbox.launch import _Harness
-from sage_env.sandbox.zygote import _Zygote, _ZygoteLost, zygotes_available
+from sage_env.sandbox.host.config import RawRun, SandboxConfig
+from sage_env.sandbox.host.launch import HarnessProcess
+from sage_env.sandbox.host.zygote import Zygote, ZygoteLost, zygotes_available
 
 log = logging.getLogger("sage_env.sandbox")
 
@@ -37,7 +37,7 @@ class SandboxPool:
 
     Where :func:`zygotes_available` (Linux, root, bwrap/unshare, a pids cgroup: this is the fast
     path), the pool keeps one long-lived zygote per concurrent job and each job costs a ``fork``
-    (see :class:`_Zygote`). Otherwise it keeps up to ``size`` whole harnesses (wrapper +
+    (see :class:`Zygote`). Otherwise it keeps up to ``size`` whole harnesses (wrapper +
     interpreter) pre-started, one per job, refilled by a background thread.
 
     Args:
@@ -55,15 +55,15 @@ class SandboxPool:
         self.size = max(0, int(size))
         self.config = config or SandboxConfig()
         self.zygotes = bool(zygotes)
-        self._idle: queue.SimpleQueue[_Harness] = queue.SimpleQueue()
-        self._zygotes: list[_Zygote] = []
+        self._idle: queue.SimpleQueue[HarnessProcess] = queue.SimpleQueue()
+        self._zygotes: list[Zygote] = []
         self._zygote_error: str | None = None
         self._lock = threading.Lock()
         self._pending = 0
         self._closed = False
         _LIVE_POOLS.add(self)
 
-    def acquire(self) -> _Harness:
+    def acquire(self) -> HarnessProcess:
         """Take a warm harness if one is ready, else start one now; then top the pool up."""
         try:
             harness = self._idle.get_nowait()
@@ -73,7 +73,7 @@ class SandboxPool:
             harness.cleanup()
             harness = None
         if harness is None:
-            harness = _Harness(self.config)
+            harness = HarnessProcess(self.config)
         self._top_up()
         return harness
 
@@ -89,7 +89,7 @@ class SandboxPool:
         def fill(n: int) -> None:
             for _ in range(n):
                 try:
-                    h = _Harness(self.config)
+                    h = HarnessProcess(self.config)
                 except Exception as exc:
                     log.debug("sandbox: could not pre-start a harness: %s", exc)
                     h = None
@@ -129,22 +129,22 @@ class SandboxPool:
                 break
             try:
                 return zygote.run(job)
-            except _ZygoteLost as exc:
+            except ZygoteLost as exc:
                 log.info("sandbox: zygote lost before the job started (%s); using a new one", exc)
             finally:
                 self._put_zygote(zygote)
         return self.acquire().run(job)
 
-    def _take_zygote(self) -> _Zygote:
+    def _take_zygote(self) -> Zygote:
         with self._lock:
             while self._zygotes:
                 zygote = self._zygotes.pop()
                 if zygote.alive:
                     return zygote
                 zygote.close()
-        return _Zygote(self.config)
+        return Zygote(self.config)
 
-    def _put_zygote(self, zygote: _Zygote) -> None:
+    def _put_zygote(self, zygote: Zygote) -> None:
         with self._lock:
             if zygote.alive and not self._closed:
                 self._zygotes.append(zygote)

@@ -1,13 +1,13 @@
 """The test's view of the program's objects, and the encoding of the values a test reports.
 
 A harness module (runs inside the sandbox): standard library only. Used by a test's process
-(:mod:`~sage_env.sandbox.testproc`) and the reference process R
-(:func:`sage_env.sandbox.worker.reference_run`).
+(:mod:`~sage_env.sandbox.harness.testproc`) and the reference process R
+(:func:`sage_env.sandbox.harness.worker.reference_run`).
 
 Test code never operates on an object of the program (see docs/reference/verifiers.md, "Values, not
 verdicts"). A value the program hands to the test (a name it binds, what a call of it returns,
 an attribute of one of its objects) reaches the test as plain builtin values (:func:`plain`), a
-one-pass iterator of such values (a generator), or a :class:`_Guard`: an object that equals only
+one-pass iterator of such values (a generator), or a :class:`Guard`: an object that equals only
 itself, is truthy only by builtin rules, formats as ``<T object>`` and supports no operator, but
 can be called, have its attributes read and be passed back to the program (unwrapped). So no
 ``__eq__``/``__bool__``/``__format__``/``__iter__`` ... of the program decides anything in the
@@ -21,7 +21,7 @@ import itertools
 import os
 import types
 
-from sage_env.sandbox.report import decode_value, digest_value, is_huge
+from sage_env.sandbox.harness.report import decode_value, digest_value, is_huge
 
 _SCALARS = (bool, int, float, complex, str, bytes)
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
@@ -127,7 +127,7 @@ def _again(items, v):
     return iter([decode_value(x) for x in items])
 
 
-_ITERABLES = {
+ITERABLES = {
     t: (lambda items, v: v)
     for t in (
         range,
@@ -155,19 +155,22 @@ for _t in (
     itertools.combinations,
     itertools.product,
 ):
-    _ITERABLES[_t] = _again
+    ITERABLES[_t] = _again
 del _t
-_MAX_ITEMS = 1 << 20
+MAX_ITEMS = 1 << 20
 
 
-class _Guard:
+class Guard:
+    """The test's view of one of the program's objects: what it returns is shielded too."""
+
     __slots__ = ("_sage_raw",)
 
     def __init__(self, raw):
         _object_setattr(self, "_sage_raw", raw)
 
     def __call__(self, *args, **kwargs):
-        fn = _raw(self)
+        """Call the object on unshielded arguments; what it returns or raises is shielded."""
+        fn = raw(self)
         args = [unshield(a) for a in args]
         kwargs = {k: unshield(a) for k, a in kwargs.items()}
         try:
@@ -185,28 +188,28 @@ class _Guard:
         # ``f(1).__eq__(4)`` is the guard's), and its slot is out of reach by name
         if name[:2] == "__" and name[-2:] == "__":
             if name == "__class__":  # isinstance(guard, ProgramClass) as for the object
-                return _type(_raw(self))
+                return _type(raw(self))
             if name not in _FORWARDED:
                 return _object_getattribute(self, name)
-        return shield(_getattr(_raw(self), name))
+        return shield(_getattr(raw(self), name))
 
     def __setattr__(self, name, value):
-        _setattr(_raw(self), name, unshield(value))
+        _setattr(raw(self), name, unshield(value))
 
     def __eq__(self, other):
-        return _type(other) is _Guard and _raw(other) is _raw(self)
+        return _type(other) is Guard and raw(other) is raw(self)
 
     def __ne__(self, other):
-        return not (_type(other) is _Guard and _raw(other) is _raw(self))
+        return not (_type(other) is Guard and raw(other) is raw(self))
 
     def __hash__(self):
-        return _id(_raw(self))
+        return _id(raw(self))
 
     def __bool__(self):
-        return truth(_raw(self))
+        return truth(raw(self))
 
     def __repr__(self):
-        return "<" + _type_name(_raw(self)) + " object>"
+        return "<" + type_name(raw(self)) + " object>"
 
     __str__ = __repr__
 
@@ -214,18 +217,19 @@ class _Guard:
         return self.__repr__()
 
     def __instancecheck__(self, obj):  # isinstance(x, ProgramClass)
-        cls = _raw(self)
+        cls = raw(self)
         return _isinstance(cls, type) and _type_instancecheck(cls, unshield(obj))
 
     def __subclasscheck__(self, sub):
-        cls = _raw(self)
+        cls = raw(self)
         return _isinstance(cls, type) and _type_subclasscheck(cls, unshield(sub))
 
 
-_raw = _Guard._sage_raw.__get__
+raw = Guard._sage_raw.__get__
 
 
-def _type_name(v):
+def type_name(v):
+    """The name of ``v``'s type, at most 80 characters (``"object"`` if it cannot be read)."""
     try:
         return str(_type(v).__name__)[:80]
     except BaseException:
@@ -237,33 +241,33 @@ def _lazy(it):
         yield shield(x)
 
 
-_LAZY = set(_ITERABLES) - {range}
+_LAZY = set(ITERABLES) - {range}
 
-_shielded = [None]  # the last container shield built (exact builtin types throughout)
-_plus_test = [False]  # the running test has __sage_plus__ sites (set by its process)
+shielded = [None]  # the last container shield built (exact builtin types throughout)
+plus_test = [False]  # the running test has __sage_plus__ sites (set by its process)
 
 
 def shield(v):
     """A value of the program as the test may see it (see above)."""
     t = _type(v)
-    if t is _Guard or v is None or t in _SCALARS or t is range:
+    if t is Guard or v is None or t in _SCALARS or t is range:
         return v
-    if _plus_test[0] and is_huge(v):
+    if plus_test[0] and is_huge(v):
         # a huge output in a plus test (Mbpp/255: 6 million items) is not copied: the
         # test sees a guard, and a plus site sends its digest (value, digest_value)
-        return _Guard(v)
+        return Guard(v)
     try:
         p = plain(v)
     except (TypeError, ValueError):
         pass
     else:
-        _shielded[0] = p  # a hole taking this very value need not copy it again
+        shielded[0] = p  # a hole taking this very value need not copy it again
         return p
     if t in _LAZY:
         return _lazy(v)
     if t is type and issubclass(v, _BaseException):
         return v  # `except ProgramError:` needs the class itself (no metaclass of its own)
-    return _Guard(v)
+    return Guard(v)
 
 
 def plus_code(v, is_plain=False):
@@ -293,15 +297,15 @@ def unshield(v):
     place).
     """
     t = _type(v)
-    if t is _Guard:
-        return _raw(v)
+    if t is Guard:
+        return raw(v)
     if t in _CONTAINERS:
-        if _Guard in set(map(_type, v)):  # one C-level pass
-            return t(_raw(x) if _type(x) is _Guard else x for x in v)
+        if Guard in set(map(_type, v)):  # one C-level pass
+            return t(raw(x) if _type(x) is Guard else x for x in v)
     elif t is dict:
-        if _Guard in set(map(_type, v)) or _Guard in set(map(_type, v.values())):
+        if Guard in set(map(_type, v)) or Guard in set(map(_type, v.values())):
             return {
-                (_raw(k) if _type(k) is _Guard else k): (_raw(x) if _type(x) is _Guard else x)
+                (raw(k) if _type(k) is Guard else k): (raw(x) if _type(x) is Guard else x)
                 for k, x in v.items()
             }
     return v

@@ -12,8 +12,14 @@ import sys
 import tempfile
 import threading
 
-from sage_env.sandbox.cgroups import cgroups_available
-from sage_env.sandbox.config import _CHILD_ENV, _HIDE_PATHS, ISOLATION_LEVELS
+from sage_env.sandbox.host.cgroups import cgroups_available
+from sage_env.sandbox.host.config import (
+    CHILD_ENV,
+    HARNESS_DIR,
+    HIDE_PATHS,
+    ISOLATION_LEVELS,
+    PACKAGE_DIR,
+)
 
 log = logging.getLogger("sage_env.sandbox")
 
@@ -63,7 +69,7 @@ def gold_paths() -> list[str]:
     inside the sandbox (bwrap and unshare levels); the ``rlimits`` level cannot hide files,
     so there the static allow-list of a task program (no file reader) is the only guard.
     """
-    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    package = PACKAGE_DIR
     cands = [
         os.path.join(package, "data"),
         os.path.join(os.path.dirname(package), "learners", "data"),
@@ -75,11 +81,11 @@ def gold_paths() -> list[str]:
 
 
 def _hidden_paths(workdir: str | None, python: str) -> list[str]:
-    """The directories to hide that exist (``_HIDE_PATHS`` and :func:`gold_paths`), less those
+    """The directories to hide that exist (``HIDE_PATHS`` and :func:`gold_paths`), less those
     holding the interpreter or the workdir, and less those inside one already hidden."""
     keep = [os.path.realpath(python)] + ([os.path.realpath(workdir)] if workdir else [])
     hidden: list[str] = []
-    for path in [*_HIDE_PATHS, *gold_paths()]:
+    for path in [*HIDE_PATHS, *gold_paths()]:
         if not os.path.isdir(path) or any(k == path or k.startswith(path + "/") for k in keep):
             continue
         if not any(path == h or path.startswith(h.rstrip("/") + "/") for h in hidden):
@@ -87,7 +93,7 @@ def _hidden_paths(workdir: str | None, python: str) -> list[str]:
     return hidden
 
 
-def _bwrap_argv(
+def bwrap_argv(
     workdir: str | None, python: str, disk_bytes: int, *, zygote: bool = False
 ) -> list[str]:
     """Build bubblewrap's argv up to ``--``.
@@ -113,8 +119,8 @@ def _bwrap_argv(
 
 #: The ``unshare`` level's wrapper (util-linux): new network, PID (its first child is PID 1),
 #: mount (``--mount-proc``), IPC and UTS namespaces. The harness then gives itself the rest
-#: of bubblewrap's file system view (see :func:`_unshare_fs_arg`).
-_UNSHARE_ARGV = [
+#: of bubblewrap's file system view (see :func:`unshare_fs_arg`).
+UNSHARE_ARGV = [
     "unshare",
     "--net",
     "--pid",
@@ -126,13 +132,13 @@ _UNSHARE_ARGV = [
 ]
 
 
-def _unshare_fs_arg(workdir: str | None, python: str, disk_bytes: int) -> str:
+def unshare_fs_arg(workdir: str | None, python: str, disk_bytes: int) -> str:
     """The harness argument (``fs=<json>``) that asks for bubblewrap's file system view.
 
     Inside its fresh mount namespace the harness (still root) remounts every mount read-only,
     covers the hidden directories with empty tmpfs and mounts private size-capped tmpfs on
     ``/tmp``, ``/dev/shm`` and ``workdir`` (the cwd), as
-    :func:`sage_env.sandbox.confine._private_fs` describes.
+    :func:`sage_env.sandbox.harness.confine.private_fs` describes.
     """
     spec = {"size": int(disk_bytes), "hide": _hidden_paths(workdir, python), "workdir": workdir}
     return "fs=" + json.dumps(spec)
@@ -146,21 +152,20 @@ def _probe_level(level: str, python: str) -> bool:
         if level == "bwrap":
             if shutil.which("bwrap") is None:
                 return False
-            argv = _bwrap_argv(workdir, python, 1 << 20) + inner
+            argv = bwrap_argv(workdir, python, 1 << 20) + inner
         elif level == "unshare":
             if shutil.which("unshare") is None:
                 return False
             # the level includes the private file system view: set it up exactly as a harness
-            here = os.path.dirname(os.path.abspath(__file__))
-            with open(os.path.join(here, "confine.py"), encoding="utf-8") as fh:
+            with open(os.path.join(HARNESS_DIR, "confine.py"), encoding="utf-8") as fh:
                 confine = fh.read()
-            spec = _unshare_fs_arg(workdir, python, 1 << 20)[3:]
-            setup = f"\nimport json\n_private_fs(json.loads({spec!r}), -1)\n"
-            argv = _UNSHARE_ARGV + [python, "-I", "-S", "-c", confine + setup + code]
+            spec = unshare_fs_arg(workdir, python, 1 << 20)[3:]
+            setup = f"\nimport json\nprivate_fs(json.loads({spec!r}), -1)\n"
+            argv = UNSHARE_ARGV + [python, "-I", "-S", "-c", confine + setup + code]
         else:
             return True
         out = subprocess.run(
-            argv, capture_output=True, timeout=20, env=dict(_CHILD_ENV), cwd=workdir
+            argv, capture_output=True, timeout=20, env=dict(CHILD_ENV), cwd=workdir
         )
         return out.returncode == 0 and out.stdout.strip() == b"ok"
     except Exception:

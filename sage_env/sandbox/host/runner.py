@@ -7,10 +7,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from sage_env.sandbox.config import BLOCKED_ERRNOS, RawRun, SandboxConfig
-from sage_env.sandbox.pool import SandboxPool
-from sage_env.sandbox.probe import isolation_level
-from sage_env.sandbox.report import parse_report
+from sage_env.sandbox.harness.report import parse_report
+from sage_env.sandbox.host.config import BLOCKED_ERRNOS, RawRun, SandboxConfig
+from sage_env.sandbox.host.pool import SandboxPool
+from sage_env.sandbox.host.probe import isolation_level
 
 
 @dataclass(frozen=True)

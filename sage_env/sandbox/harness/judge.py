@@ -11,11 +11,11 @@ in: an event that names another test, claims an exit status or arrives on anothe
 not what H reads. :class:`Judge` holds the rules; :func:`run_judge` the plumbing.
 
 Why one file of more than 500 lines: it is one process's code, and each harness module is
-shipped as source into the confined interpreter (:data:`sage_env.sandbox.launch.HARNESS_MODULES`),
-so a split adds a module to the boot sequence. One such split (issue 24) changed the verdict of
-a program that kills the judge (``tests/sage_env/sandbox/test_hostile_programs.py``,
-``kill_judge_then_exit``) and was reverted; a future split must keep that test and the red-team
-rounds green at both levels.
+shipped as source into the confined interpreter
+(:data:`sage_env.sandbox.host.launch.HARNESS_MODULES`), so a split adds a module to the boot
+sequence. One such split (issue 24) changed the verdict of a program that kills the judge
+(``tests/sage_env/sandbox/test_hostile_programs.py``, ``kill_judge_then_exit``) and was
+reverted; a future split must keep that test and the red-team rounds green at both levels.
 """
 
 from __future__ import annotations
@@ -23,35 +23,34 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import select
 import signal
 from collections.abc import Callable
 
-from sage_env.sandbox.compare import (
+from sage_env.sandbox.harness.compare import (
     PLUS_MIN_TIME_S,
     PLUS_TASK_CAP_S,
     REFERENCE_CPU_S,
     plus_equal,
     plus_time_limit,
 )
-from sage_env.sandbox.confine import _drop, _flush_exit, _prctl, _read_all, _write_all
-import re
-
-from sage_env.sandbox.report import (
+from sage_env.sandbox.harness.confine import drop, flush_exit, prctl, read_all, write_all
+from sage_env.sandbox.harness.report import (
     REFERENCE_MARKER,
     decode_value,
     encode_line,
     parse_line,
     split_lines,
 )
-from sage_env.sandbox.rewrite import (
+from sage_env.sandbox.harness.rewrite import (
     bound_names,
     evaluate,
     needs_program_names,
     rewrite_asserts,
     unreached,
 )
-from sage_env.sandbox.worker import run_worker
+from sage_env.sandbox.harness.worker import run_worker
 
 #: What H reads from W at most, bytes (64 MiB); the rest is dropped (those tests fail).
 _READ_CAP_BYTES = 64 << 20
@@ -94,7 +93,7 @@ class Judge:
 
     Values, not verdicts: a test's process reports only the values of the holes of each
     assertion it evaluates, in evaluation order, in one event once the assertion is reached;
-    the judge evaluates every assertion itself (:func:`~sage_env.sandbox.rewrite.evaluate`).
+    the judge evaluates every assertion itself (:func:`~sage_env.sandbox.harness.rewrite.evaluate`).
     A test passes iff its own process exited with status 0 after reporting that it finished
     without raising, every reported site evaluation was complete, in order and true, every
     required site was reached, and no value was undecodable or out of place (a hole reported
@@ -448,11 +447,11 @@ def _run_reference(wuid: int, rjob: dict) -> tuple[list[dict], int]:
             run_worker(job_r, out_w, -1, wuid)
         except BaseException:
             pass
-        _flush_exit()
+        flush_exit()
     os.close(job_r)
     os.close(out_w)
     try:
-        _write_all(job_w, json.dumps(rjob, ensure_ascii=True).encode("ascii"))
+        write_all(job_w, json.dumps(rjob, ensure_ascii=True).encode("ascii"))
     except BaseException:
         pass
     os.close(job_w)
@@ -531,11 +530,11 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
             run_worker(job_r, ctl_w, last_w, wuid)
         except BaseException:
             pass
-        _flush_exit()
+        flush_exit()
     for fd in (job_r, ctl_w, last_w):
         os.close(fd)
     os.set_inheritable(3, False)
-    job = json.loads(_read_all(job_in).decode("ascii"))
+    job = json.loads(read_all(job_in).decode("ascii"))
     os.close(job_in)
     if job_in == 0:  # keep fd 0 taken, so no pipe below lands on it (W and R re-open it)
         os.open(os.devnull, os.O_RDONLY)
@@ -546,12 +545,12 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
     if reference_src and job.get("mode") == "verify":
         rjob = _reference_job(job, tests, sites, setup_src, reference_src)
         expected, ref_bytes = _run_reference(wuid, rjob)
-    _drop(huid)
-    _prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem for same-uid processes
+    drop(huid)
+    prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem for same-uid processes
 
     def report(**ev):
         try:
-            _write_all(3, encode_line(ev))
+            write_all(3, encode_line(ev))
         except BaseException:
             pass
 
@@ -565,7 +564,7 @@ def run_judge(wuid: int, huid: int, job_in: int) -> None:
         judge.from_reference(ev)
     wjob = _worker_job(job, tests, tags, expected, bool(reference_src), _plus_sites(sites))
     try:
-        _write_all(job_w, json.dumps(wjob, ensure_ascii=True).encode("ascii"))
+        write_all(job_w, json.dumps(wjob, ensure_ascii=True).encode("ascii"))
     except BaseException:
         pass
     os.close(job_w)

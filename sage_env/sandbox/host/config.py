@@ -43,15 +43,26 @@ BLOCKED_ERRNOS = frozenset(
     }
 )
 
-_CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-_REPORT_CAP_BYTES = 4 << 20
-_DRAIN_GRACE_S = 0.5
-_CG_ROOT = "/sys/fs/cgroup"
-_CG_DIR = "sage-sandbox"
-_HIDE_PATHS = ("/root", "/home", "/work", "/mnt", "/srv", "/media")
+#: The whole environment of a sandboxed process (besides :meth:`SandboxConfig.child_env`'s).
+CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+#: What the host keeps of the harness's report channel at most, bytes.
+REPORT_CAP_BYTES = 4 << 20
+#: How long the host drains a harness's pipes after it exited, seconds.
+DRAIN_GRACE_S = 0.5
+#: The cgroup v1 hierarchy, and the folder of ours in each controller.
+CG_ROOT = "/sys/fs/cgroup"
+CG_DIR = "sage-sandbox"
+#: Directories hidden (an empty tmpfs over each) at the bwrap and unshare levels.
+HIDE_PATHS = ("/root", "/home", "/work", "/mnt", "/srv", "/media")
+
+#: The ``sage_env`` package folder (this file is ``sage_env/sandbox/host/config.py``).
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+#: The folder of the harness's modules (:mod:`sage_env.sandbox.harness`), whose sources
+#: :func:`~sage_env.sandbox.host.launch.harness_argv` ships into the sandbox.
+HARNESS_DIR = os.path.join(PACKAGE_DIR, "sandbox", "harness")
 
 #: Memory the harness itself needs on top of a job's ``memory_mb`` (cgroup limit), bytes.
-_HARNESS_OVERHEAD = 96 << 20
+HARNESS_OVERHEAD = 96 << 20
 
 #: Where a zygote-forked job runs (a fresh tmpfs per job, inside the job's own mount namespace).
 ZYGOTE_WORKDIR = "/tmp/sage-run"
@@ -69,7 +80,7 @@ class RawRun:
         stdout: Captured standard output of the program (capped).
         stderr: Captured standard error (capped).
         report: The bytes the judge wrote to the report channel (JSON lines, see
-            :mod:`sage_env.sandbox.report`).
+            :mod:`sage_env.sandbox.harness.report`).
         duration_s: Wall-clock seconds from hand-over to clean-up.
     """
 
@@ -134,7 +145,7 @@ class SandboxConfig:
 
     def child_env(self) -> dict[str, str]:
         """The environment a harness starts with: a scrubbed one, plus ``PYTHONHASHSEED``."""
-        env = dict(_CHILD_ENV)
+        env = dict(CHILD_ENV)
         env.update((str(k), str(v)) for k, v in self.env)
         if self.hash_seed is not None:
             env["PYTHONHASHSEED"] = str(int(self.hash_seed))

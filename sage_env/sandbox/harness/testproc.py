@@ -3,9 +3,10 @@
 A harness module (runs inside the sandbox): standard library only. The worker W forks one
 such process per test (and becomes the last one itself), which applies :data:`TEST_STEPS`
 to its :class:`RunState`, in the order docs/reference/sandbox.md gives ("Confinement steps";
-the loop is :func:`sage_env.sandbox.worker.run_worker`'s). The process is the program's: it reports
-only the values of what the test evaluates (docs/reference/verifiers.md, "Values, not verdicts"),
-through functions bound here at import, before any program runs.
+the loop is :func:`sage_env.sandbox.harness.worker.run_worker`'s). The process is the
+program's: it reports only the values of what the test evaluates
+(docs/reference/verifiers.md, "Values, not verdicts"), through functions bound here at
+import, before any program runs.
 """
 
 from __future__ import annotations
@@ -23,19 +24,19 @@ import string  # noqa: F401
 import sys
 import types
 
-from sage_env.sandbox.shield import (
-    _ITERABLES,
-    _MAX_ITEMS,
-    _Guard,
-    _plus_test,
-    _raw,
-    _shielded,
-    _type_name,
+from sage_env.sandbox.harness.shield import (
+    ITERABLES,
+    MAX_ITEMS,
+    Guard,
     enc,
     plain,
     plus_code,
+    plus_test,
+    raw,
     shield,
+    shielded,
     truth,
+    type_name,
 )
 
 # The modules above (with math, itertools, collections, functools, operator, re ... that the
@@ -160,7 +161,7 @@ def limit_cpu(t):
 
 def run_setup(t):
     """Trusted setup runs before the program; ``setup_ok`` is the last event trusted code writes."""
-    _plus_test[0] = bool(t.plus_sites)
+    plus_test[0] = bool(t.plus_sites)
     t.module = types.ModuleType("__main__" if t.w.run_mode else "solution")
     t.ns = t.module.__dict__
     t.ns["__builtins__"] = builtins
@@ -344,37 +345,37 @@ def _site_hooks(send, plus_sites):
 
     def value(k, j, v):
         # a hole's value: kept for the judge (who decides), returned as plain builtins
-        guard = v if _type(v) is _Guard else None
+        guard = v if _type(v) is Guard else None
         if guard is not None:  # the program's object: the judge sees it as is
-            v = _raw(guard)
+            v = raw(guard)
         if k in plus_sites:  # a huge output goes as its digest; the test drops it
             try:
-                code, copy = plus_code(v, v is _shielded[0] and v is not None)
+                code, copy = plus_code(v, v is shielded[0] and v is not None)
             except (TypeError, ValueError):  # not plain: read below, as any value
                 code, copy = None, None
             if code is not None:
                 _keep(open_sites, k, j, code)
                 return None
             if copy is not None:
-                v = _shielded[0] = copy  # plain already: not copied again below
+                v = shielded[0] = copy  # plain already: not copied again below
         try:
             # what shield has just built is plain already; if the test has since put
             # something else in it, enc (exact types only) fails and the hole with it
-            p = v if v is _shielded[0] and v is not None else plain(v)
+            p = v if v is shielded[0] and v is not None else plain(v)
         except (TypeError, ValueError):
-            code = ["?", _type_name(v), truth(v)]
+            code = ["?", type_name(v), truth(v)]
             if guard is not None:
                 _keep(open_sites, k, j, code)
                 return guard
-            if _type(v) in _ITERABLES:  # builtin iterators and views: their items
+            if _type(v) in ITERABLES:  # builtin iterators and views: their items
                 try:
                     items = []
                     for x in v:
                         items.append(enc(plain(x)))
-                        if len(items) > _MAX_ITEMS:
+                        if len(items) > MAX_ITEMS:
                             raise ValueError("too many items")
                     code += [items, hasattr(_type(v), "__len__")]
-                    v = _ITERABLES[_type(v)](items, v)
+                    v = ITERABLES[_type(v)](items, v)
                 except (TypeError, ValueError):
                     code = code[:3]
             _keep(open_sites, k, j, code)

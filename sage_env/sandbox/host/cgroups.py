@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 
-from sage_env.sandbox.config import _CG_DIR, _CG_ROOT
+from sage_env.sandbox.host.config import CG_DIR, CG_ROOT
 
 log = logging.getLogger("sage_env.sandbox")
 
@@ -26,7 +26,7 @@ def cgroups_available() -> dict[str, bool]:
     for ctrl in ("pids", "memory"):
         ok = False
         if sys.platform == "linux" and os.environ.get("SAGE_SANDBOX_NO_CGROUPS") != "1":
-            base = os.path.join(_CG_ROOT, ctrl, _CG_DIR)
+            base = os.path.join(CG_ROOT, ctrl, CG_DIR)
             probe = os.path.join(base, f"probe-{os.getpid()}")
             try:
                 os.makedirs(base, exist_ok=True)
@@ -65,7 +65,7 @@ def _write(path: str, value: str) -> None:
         fh.write(value)
 
 
-def _kill_members(cgroup: _Cgroup, pids: list[int]) -> None:
+def _kill_members(cgroup: Cgroup, pids: list[int]) -> None:
     """SIGKILL ``pids`` that are still members of ``cgroup``, never a recycled pid.
 
     A pid read from ``cgroup.procs`` may exit and be reused by an unrelated process before the
@@ -97,7 +97,7 @@ def _kill_members(cgroup: _Cgroup, pids: list[int]) -> None:
             os.close(fd)
 
 
-class _Cgroup:
+class Cgroup:
     """A per-run cgroup v1 group in the ``pids`` and/or ``memory`` controllers."""
 
     def __init__(self, pids_max: int, memory_bytes: int) -> None:
@@ -108,7 +108,7 @@ class _Cgroup:
         for ctrl in ("pids", "memory"):
             if not avail[ctrl]:
                 continue
-            path = os.path.join(_CG_ROOT, ctrl, _CG_DIR, name)
+            path = os.path.join(CG_ROOT, ctrl, CG_DIR, name)
             try:
                 os.mkdir(path)
                 if ctrl == "pids":
@@ -128,9 +128,11 @@ class _Cgroup:
                     pass
 
     def procs_file(self, ctrl: str) -> str:
+        """The ``cgroup.procs`` file of controller ``ctrl`` (``os.devnull`` without it)."""
         return os.path.join(self.paths[ctrl], "cgroup.procs") if ctrl in self.paths else os.devnull
 
     def pids(self) -> list[int]:
+        """The processes in the group, sorted."""
         out: set[int] = set()
         for path in self.paths.values():
             try:
@@ -141,6 +143,7 @@ class _Cgroup:
         return sorted(out)
 
     def oom_kills(self) -> int:
+        """How many processes the memory controller has OOM-killed in the group."""
         path = self.paths.get("memory")
         if path is None:
             return 0
@@ -230,6 +233,7 @@ class _Cgroup:
             return 0
 
     def destroy(self) -> None:
+        """Kill everything in the group and remove its directories."""
         self.kill_all()
         for path in self.paths.values():
             for _ in range(100):
@@ -243,7 +247,7 @@ class _Cgroup:
         self.paths = {}
 
 
-def _join_cgroup_argv(cgroup: _Cgroup) -> list[str]:
+def join_cgroup_argv(cgroup: Cgroup) -> list[str]:
     """``sh -c`` prefix that moves itself into ``cgroup`` and then ``exec``s the rest of argv."""
     join = 'unset PWD OLDPWD; echo $$ >"$1" && echo $$ >"$2" && shift 2 && exec "$@"'
     return ["/bin/sh", "-c", join, "sh", cgroup.procs_file("pids"), cgroup.procs_file("memory")]

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sage_env.sandbox.report import Opaque
+from sage_env.sandbox.harness.report import Opaque
 
 #: Builtins the judge evaluates itself (when the test never binds the name).
 _CALLS: dict[str, Callable[..., Any]] = {
@@ -717,9 +717,9 @@ def rewrite_asserts(src: str, reserved: set[str] | frozenset = frozenset()) -> t
       types); the judge evaluates ``template`` (see :func:`evaluate`) on the reported values.
     * ``("plus", ("h", 0), required, atol)``: ``assert __sage_plus__(X, <atol>)``; ``X`` is
       hole 0, compared at the verdict, with EvalPlus's rule
-      (:func:`~sage_env.sandbox.compare.plus_equal`), against the value the same expression
+      (:func:`~sage_env.sandbox.harness.compare.plus_equal`), against the value the same expression
       takes in the reference process (the part of ``setup`` after
-      :data:`~sage_env.sandbox.report.REFERENCE_MARKER`).
+      :data:`~sage_env.sandbox.harness.report.REFERENCE_MARKER`).
     * ``("call", None, required, None)``: a statement ``f(...)`` outside any function becomes
       ``__sage_c__(k, f(...))``, reported once the call has returned.
 

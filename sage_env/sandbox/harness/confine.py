@@ -10,7 +10,8 @@ import os
 import sys
 
 
-def _drop(uid):
+def drop(uid):
+    """Drop to ``uid`` (its group too, no supplementary groups) when root; else nothing."""
     if uid >= 0 and os.geteuid() == 0:
         os.setgroups([])
         os.setgid(uid)
@@ -28,7 +29,8 @@ def _libc():
     return _LIBC[0]
 
 
-def _prctl(opt, arg):
+def prctl(opt, arg):
+    """``prctl(opt, arg)`` through libc, best effort (errors are ignored)."""
     try:
         _libc().prctl(opt, arg, 0, 0, 0)
     except Exception:
@@ -38,7 +40,8 @@ def _prctl(opt, arg):
 _os_exit = os._exit  # as it was before any program ran in this process
 
 
-def _flush_exit():
+def flush_exit():
+    """Flush stdout and stderr, then ``os._exit(0)`` (as bound before any program ran)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -47,14 +50,16 @@ def _flush_exit():
     _os_exit(0)
 
 
-def _write_all(fd, data):
+def write_all(fd, data):
+    """Write all of ``data`` to ``fd`` (a blocking descriptor)."""
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
         view = view[n:]
 
 
-def _read_all(fd):
+def read_all(fd):
+    """Read ``fd`` to its end; returns the bytes."""
     chunks = []
     while True:
         b = os.read(fd, 1 << 20)
@@ -71,9 +76,12 @@ _KEYRING_SYSCALLS = {  # add_key, request_key, keyctl: the kernel keyrings of a 
 _SECCOMP = []  # [True] once this process (a zygote) has the filter: its forks inherit it
 
 
-def _seccomp():
-    # A seccomp filter (needs no_new_privs or CAP_SYS_ADMIN): the keyring syscalls fail with
-    # EPERM, as do syscalls of a foreign ABI (x32, or 32-bit int 0x80 on x86_64). Best effort.
+def seccomp():
+    """Install a seccomp filter (needs no_new_privs or CAP_SYS_ADMIN), best effort.
+
+    The keyring syscalls fail with EPERM, as do syscalls of a foreign ABI (x32, or 32-bit
+    int 0x80 on x86_64).
+    """
     import ctypes
 
     spec = _KEYRING_SYSCALLS.get(os.uname().machine)
@@ -108,13 +116,13 @@ def _seccomp():
         pass
 
 
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 1 << 14, 1 << 18
-_PROC_FLAGS = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 1 << 14, 1 << 18
+_PROC_FLAGS = MS_NOSUID | MS_NODEV | MS_NOEXEC
 _MS_KEEP = {  # per-mount flags a read-only remount must keep (dropping nosuid would arm suid)
-    "nosuid": _MS_NOSUID,
-    "nodev": _MS_NODEV,
-    "noexec": _MS_NOEXEC,
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
     "noatime": 1024,
     "nodiratime": 2048,
     "relatime": 1 << 21,
@@ -125,8 +133,8 @@ def _c(value):
     return value if value is None or isinstance(value, bytes) else os.fsencode(value)
 
 
-def _mount(libc, source, target, fstype, flags, data):
-    # mount(2) through libc; raises OSError naming the target
+def mount(libc, source, target, fstype, flags, data):
+    """Mount ``source`` on ``target`` through ``libc``; raises OSError naming the target."""
     import ctypes
 
     if libc.mount(_c(source), _c(target), _c(fstype), flags, _c(data)) != 0:
@@ -134,8 +142,9 @@ def _mount(libc, source, target, fstype, flags, data):
         raise OSError(err, f"mount {target}: {os.strerror(err)}")
 
 
-def _tmpfs(libc, path, opts, flags=_MS_NOSUID | _MS_NODEV):
-    _mount(libc, "tmpfs", path, "tmpfs", flags, opts)
+def tmpfs(libc, path, opts, flags=MS_NOSUID | MS_NODEV):
+    """Mount a tmpfs with mount options ``opts`` (e.g. ``size=...``) on ``path``."""
+    mount(libc, "tmpfs", path, "tmpfs", flags, opts)
 
 
 def _mountinfo():
@@ -151,7 +160,7 @@ def _mountinfo():
     return out
 
 
-def _private_fs(spec, wuid):
+def private_fs(spec, wuid):
     """Give this process (root, in a fresh mount namespace) the file system bubblewrap gives.
 
     ``spec`` is ``{"size": bytes, "hide": [dir, ...], "workdir": dir or None}``. Mount
@@ -170,39 +179,39 @@ def _private_fs(spec, wuid):
 
     libc = ctypes.CDLL(None, use_errno=True)
     # first: no mount made below may propagate back to the host's namespace
-    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)
+    mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)
     for point, opts in _mountinfo():
         if point == "/proc" or point.startswith("/proc/"):
             continue  # the fresh procfs of this PID namespace (bwrap's is writable too)
-        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
         for name in opts:
             flags |= _MS_KEEP.get(name, 0)
         try:
-            _mount(libc, None, point, None, flags, None)
+            mount(libc, None, point, None, flags, None)
         except OSError as exc:
             # EINVAL/ENOENT: a mount shadowed by a later one at (or above) its path, out of reach
             if point == "/" or exc.errno not in (errno.EINVAL, errno.ENOENT, errno.ENOTDIR):
                 raise
     for path in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"):
         if os.path.exists(path):  # the kernel-wide parts of /proc read-only, as bwrap's --proc
-            _mount(libc, path, path, None, _MS_BIND | _MS_REC, None)
-            _mount(libc, None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _PROC_FLAGS, None)
+            mount(libc, path, path, None, MS_BIND | MS_REC, None)
+            mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _PROC_FLAGS, None)
     for path in spec["hide"]:
-        _tmpfs(libc, path, "mode=0755,size=4k", _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        tmpfs(libc, path, "mode=0755,size=4k", MS_RDONLY | MS_NOSUID | MS_NODEV)
     size = int(spec["size"])
-    _tmpfs(libc, "/tmp", f"mode=1777,size={size}")
+    tmpfs(libc, "/tmp", f"mode=1777,size={size}")
     if os.path.isdir("/dev/shm"):
-        _tmpfs(libc, "/dev/shm", f"mode=1777,size={size}")
+        tmpfs(libc, "/dev/shm", f"mode=1777,size={size}")
     work = spec.get("workdir")
     if work:
         os.makedirs(work, exist_ok=True)
         owner = f",uid={wuid},gid={wuid}" if wuid >= 0 else ""
-        _tmpfs(libc, work, f"mode=0700,size={size}{owner}")
+        tmpfs(libc, work, f"mode=0700,size={size}{owner}")
     os.chdir(work or "/tmp")
 
 
-def _drop_bounding_set(libc):
-    # PR_CAPBSET_DROP for every capability the kernel knows (EINVAL past the last one)
+def drop_bounding_set(libc):
+    """PR_CAPBSET_DROP for every capability the kernel knows (EINVAL past the last one)."""
     import ctypes
 
     for cap in range(64):

@@ -17,54 +17,56 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from sage_env.sandbox.cgroups import _Cgroup, _join_cgroup_argv, cgroups_available
-from sage_env.sandbox.config import (
-    _DRAIN_GRACE_S,
-    _HARNESS_OVERHEAD,
-    _REPORT_CAP_BYTES,
+from sage_env.sandbox.host.cgroups import Cgroup, cgroups_available, join_cgroup_argv
+from sage_env.sandbox.host.config import (
+    DRAIN_GRACE_S,
+    HARNESS_DIR,
+    HARNESS_OVERHEAD,
     HARNESS_UID,
+    REPORT_CAP_BYTES,
     SANDBOX_UID,
     RawRun,
     SandboxConfig,
 )
-from sage_env.sandbox.probe import (
-    _UNSHARE_ARGV,
-    _bwrap_argv,
-    _unshare_fs_arg,
+from sage_env.sandbox.host.probe import (
+    UNSHARE_ARGV,
+    bwrap_argv,
     default_python,
     isolation_level,
+    unshare_fs_arg,
 )
 
 log = logging.getLogger("sage_env.sandbox")
 
-#: The harness's modules, in load order. They import only the standard library and each other.
+#: The harness's modules (those of :mod:`sage_env.sandbox.harness`), in load order. They import
+#: only the standard library and each other.
 HARNESS_MODULES = (
-    "report", "compare", "confine", "rewrite", "shield", "testproc", "worker", "judge", "harness"
+    "report", "compare", "confine", "rewrite", "shield", "testproc", "worker", "judge", "entry"
 )
 
 # Run as ``python -I -c _BOOT N name_1 source_1 ... name_N source_N ARGS...``: registers each
-# source as module ``sage_env.sandbox.<name>`` (under stub parent packages, so the modules'
-# imports of each other resolve) and calls ``harness.main(["-c", *ARGS])``. The sources travel
-# in argv, so the dropped uid never has to read the repository (which may sit under a mode-700
-# ``/root``, or under a path bubblewrap hides).
+# source as module ``sage_env.sandbox.harness.<name>`` (under stub parent packages, so the
+# modules' imports of each other resolve) and calls ``entry.main(["-c", *ARGS])``. The sources
+# travel in argv, so the dropped uid never has to read the repository (which may sit under a
+# mode-700 ``/root``, or under a path bubblewrap hides).
 _BOOT = """
 import sys, types
 def _boot(argv):
     n = int(argv[1])
-    for name in ("sage_env", "sage_env.sandbox"):
+    for name in ("sage_env", "sage_env.sandbox", "sage_env.sandbox.harness"):
         pkg = types.ModuleType(name)
         pkg.__path__ = []
         sys.modules[name] = pkg
-    parent = sys.modules["sage_env.sandbox"]
+    parent = sys.modules["sage_env.sandbox.harness"]
     for k in range(n):
         short, source = argv[2 + 2 * k], argv[3 + 2 * k]
-        mod = types.ModuleType("sage_env.sandbox." + short)
-        mod.__file__ = "<sandbox>/" + short + ".py"
+        mod = types.ModuleType("sage_env.sandbox.harness." + short)
+        mod.__file__ = "<sandbox>/harness/" + short + ".py"
         sys.modules[mod.__name__] = mod
         setattr(parent, short, mod)
         exec(compile(source, mod.__file__, "exec"), mod.__dict__)
     del argv[1 : 2 + 2 * n]
-    parent.harness.main(argv)
+    parent.entry.main(argv)
 _boot(sys.argv)
 """
 
@@ -77,9 +79,10 @@ def harness_argv(python: str, args: list[str]) -> list[str]:
     ``args`` are the harness's own: ``[worker_uid, harness_uid]`` (then the report fd, appended
     by the caller) for a one-job harness, or ``["zygote", worker_uid, harness_uid, ctl_fd]``;
     at the ``unshare`` level they start with the ``fs=`` argument of the file system view.
-    The modules of :data:`HARNESS_MODULES` are read from this package once per process and
-    passed as source text (``python -s -P -c``: no user site, no script directory on
-    ``sys.path``; not ``-I``, whose ``-E`` would ignore the ``PYTHONHASHSEED`` of
+    The modules of :data:`HARNESS_MODULES` are read from
+    :data:`~sage_env.sandbox.host.config.HARNESS_DIR` once per process and passed as source
+    text (``python -s -P -c``: no user site, no script directory on ``sys.path``; not
+    ``-I``, whose ``-E`` would ignore the ``PYTHONHASHSEED`` of
     :meth:`SandboxConfig.child_env`, the only ``PYTHON*`` variable of that scrubbed
     environment), so the interpreter needs no access to this repository and nothing from
     ``sys.path``.
@@ -88,10 +91,9 @@ def harness_argv(python: str, args: list[str]) -> list[str]:
         OSError: If a harness module's file cannot be read.
     """
     if not _SOURCES:
-        here = os.path.dirname(os.path.abspath(__file__))
         sources = []
         for name in HARNESS_MODULES:
-            with open(os.path.join(here, name + ".py"), encoding="utf-8") as fh:
+            with open(os.path.join(HARNESS_DIR, name + ".py"), encoding="utf-8") as fh:
                 sources += [name, fh.read()]
         _SOURCES[:] = sources
     flags = ["-s", "-P"] if _knows_safe_path(python) else ["-s"]
@@ -128,7 +130,7 @@ def _launcher_loop() -> None:
             future.set_exception(exc)
 
 
-def _popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
+def popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
     """``subprocess.Popen`` run on one thread that lives as long as the process.
 
     bubblewrap's ``--die-with-parent`` (``PR_SET_PDEATHSIG``) fires when the *thread* that
@@ -150,7 +152,7 @@ def _popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
     return future.result()
 
 
-def _kill_and_reap(proc: subprocess.Popen) -> None:
+def kill_and_reap(proc: subprocess.Popen) -> None:
     """SIGKILL a sandbox wrapper started with ``start_new_session`` (its group too), then reap it.
 
     Only while the child is unreaped: until then its pid (= its process group) cannot be reused.
@@ -170,7 +172,7 @@ def _kill_and_reap(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _pump(
+def pump(
     stdin_fd: int,
     close_stdin: Any,
     payload: bytes,
@@ -207,7 +209,7 @@ def _pump(
             if exited_at is None and exited():
                 exited_at = now
                 kill()
-            limit = exited_at + _DRAIN_GRACE_S if exited_at is not None else deadline
+            limit = exited_at + DRAIN_GRACE_S if exited_at is not None else deadline
             if now >= limit:
                 if exited_at is None:
                     timed_out = True
@@ -252,7 +254,7 @@ def _pump(
     return bufs, timed_out
 
 
-class _Harness:
+class HarnessProcess:
     """One pre-started sandboxed harness process, waiting for exactly one job on stdin."""
 
     def __init__(self, cfg: SandboxConfig) -> None:
@@ -263,7 +265,7 @@ class _Harness:
         level = isolation_level()
         root = os.geteuid() == 0
         self.workdir = tempfile.mkdtemp(prefix="sage-code-")
-        self.cgroup: _Cgroup | None = None
+        self.cgroup: Cgroup | None = None
         self.report_r = -1
         self.proc: subprocess.Popen | None = None
         try:
@@ -272,23 +274,23 @@ class _Harness:
             os.chmod(self.workdir, 0o700 if root else 0o700)
             uids = [str(SANDBOX_UID), str(HARNESS_UID)] if root else ["-1", "-1"]
             if level == "bwrap":
-                argv = _bwrap_argv(self.workdir, python, cfg.disk_mb << 20)
+                argv = bwrap_argv(self.workdir, python, cfg.disk_mb << 20)
                 argv += harness_argv(python, uids)
             elif level == "unshare":
-                fs = _unshare_fs_arg(self.workdir, python, cfg.disk_mb << 20)
-                argv = _UNSHARE_ARGV + harness_argv(python, [fs, *uids])
+                fs = unshare_fs_arg(self.workdir, python, cfg.disk_mb << 20)
+                argv = UNSHARE_ARGV + harness_argv(python, [fs, *uids])
             else:
                 argv = harness_argv(python, uids)
             cg = cgroups_available()
             if cg["pids"] or cg["memory"]:
-                self.cgroup = _Cgroup(
-                    cfg.max_processes + 4, (cfg.memory_mb << 20) + _HARNESS_OVERHEAD
+                self.cgroup = Cgroup(
+                    cfg.max_processes + 4, (cfg.memory_mb << 20) + HARNESS_OVERHEAD
                 )
-                argv = _join_cgroup_argv(self.cgroup) + argv
+                argv = join_cgroup_argv(self.cgroup) + argv
             self.report_r, report_w = os.pipe()
             argv.append(str(report_w))
             try:
-                self.proc = _popen(
+                self.proc = popen(
                     argv,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -328,11 +330,11 @@ class _Harness:
         assert proc is not None and proc.stdin and proc.stdout and proc.stderr
         cap = self.cfg.max_output_bytes
         out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-        bufs, timed_out = _pump(
+        bufs, timed_out = pump(
             proc.stdin.fileno(),
             proc.stdin.close,
             payload,
-            {out_fd: cap, err_fd: cap, self.report_r: _REPORT_CAP_BYTES},
+            {out_fd: cap, err_fd: cap, self.report_r: REPORT_CAP_BYTES},
             deadline,
             exited=lambda: proc.poll() is not None,
             kill=self._kill,
@@ -357,7 +359,7 @@ class _Harness:
         if self.cgroup is not None:
             self.cgroup.kill_all()
         if self.proc is not None:
-            _kill_and_reap(self.proc)
+            kill_and_reap(self.proc)
 
     def cleanup(self) -> None:
         """Kill everything the run started and remove its cgroup and working directory."""

@@ -1,7 +1,7 @@
 """The harness entry point: a one-job harness, or the zygote that forks one per job.
 
 A harness module (runs inside the sandbox): standard library only. Started by
-:func:`sage_env.sandbox.launch.harness_argv`.
+:func:`sage_env.sandbox.host.launch.harness_argv`.
 """
 
 from __future__ import annotations
@@ -9,18 +9,18 @@ from __future__ import annotations
 import os
 import sys
 
-from sage_env.sandbox.confine import (
-    _MS_PRIVATE,
-    _MS_REC,
-    _drop_bounding_set,
-    _flush_exit,
-    _mount,
-    _private_fs,
-    _seccomp,
-    _tmpfs,
-    _write_all,
+from sage_env.sandbox.harness.confine import (
+    MS_PRIVATE,
+    MS_REC,
+    drop_bounding_set,
+    flush_exit,
+    mount,
+    private_fs,
+    seccomp,
+    tmpfs,
+    write_all,
 )
-from sage_env.sandbox.judge import run_judge, warm
+from sage_env.sandbox.harness.judge import run_judge, warm
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
 
@@ -45,17 +45,17 @@ def _job_process(hdr, fds, wuid, huid, libc):
     if libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare: {os.strerror(err)}")
-    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)
+    mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)
     size = int(hdr["disk_bytes"])
-    _tmpfs(libc, "/tmp", f"mode=1777,size={size}")
+    tmpfs(libc, "/tmp", f"mode=1777,size={size}")
     work = hdr["workdir"]
     os.mkdir(work, 0o700)
     owner = f",uid={wuid},gid={wuid}" if wuid >= 0 else ""
-    _tmpfs(libc, work, f"mode=0700,size={size}{owner}")
+    tmpfs(libc, work, f"mode=0700,size={size}{owner}")
     if os.path.isdir("/dev/shm"):
-        _tmpfs(libc, "/dev/shm", f"mode=1777,size={size}")
+        tmpfs(libc, "/dev/shm", f"mode=1777,size={size}")
     os.chdir(work)
-    _drop_bounding_set(libc)
+    drop_bounding_set(libc)
     run_judge(wuid, huid, 0)
 
 
@@ -70,7 +70,7 @@ def _zygote(ctl, wuid, huid):
     libc = ctypes.CDLL(None, use_errno=True)
     sock = socket.socket(fileno=ctl)
     os.set_inheritable(ctl, False)
-    _seccomp()  # once for every job forked from here (the zygote needs no keyrings either)
+    seccomp()  # once for every job forked from here (the zygote needs no keyrings either)
     warm()  # the judge's caches and specialised bytecode, made once for every job's fork
     gc.freeze()  # forked children's collections skip (and so do not copy) inherited objects
     sock.send(b'{"ev": "ready"}')
@@ -99,7 +99,7 @@ def _zygote(ctl, wuid, huid):
                 _job_process(hdr, fds, wuid, huid, libc)
             except BaseException as exc:
                 try:
-                    _write_all(
+                    write_all(
                         3,
                         (
                             json.dumps(
@@ -114,7 +114,7 @@ def _zygote(ctl, wuid, huid):
                     )
                 except BaseException:
                     pass
-            _flush_exit()
+            flush_exit()
         for fd in fds:
             os.close(fd)
         while True:
@@ -154,7 +154,7 @@ def main(argv: list[str]) -> None:
     ``argv`` is ``[prog, wuid, huid, report_fd]`` (one job) or ``[prog, "zygote", wuid, huid,
     ctl_fd]``; a uid of -1 means no drop. An optional ``fs=<json>`` right after ``prog`` (the
     ``unshare`` level) first gives this process a private file system view, see
-    :func:`~sage_env.sandbox.confine._private_fs`.
+    :func:`~sage_env.sandbox.harness.confine.private_fs`.
     """
     if hasattr(sys, "set_int_max_str_digits"):  # results are sent as decimal text
         sys.set_int_max_str_digits(0)
@@ -166,7 +166,7 @@ def main(argv: list[str]) -> None:
     if argv[1] == "zygote":
         ctl, wuid = int(argv[4]), int(argv[2])
         if fs is not None:
-            _private_fs(fs, wuid)
+            private_fs(fs, wuid)
             if os.getpid() == 1:
                 child = os.fork()
                 if child:
@@ -180,7 +180,7 @@ def main(argv: list[str]) -> None:
         if fs is not None:
             import ctypes
 
-            _private_fs(fs, int(argv[1]))
-            _drop_bounding_set(ctypes.CDLL(None, use_errno=True))
+            private_fs(fs, int(argv[1]))
+            drop_bounding_set(ctypes.CDLL(None, use_errno=True))
         run_judge(int(argv[1]), int(argv[2]), 0)
-    _flush_exit()
+    flush_exit()
