@@ -12,6 +12,19 @@ from tests.scripted import CODE_SEED, MATH_SEED, play_round
 Q = "<question>What is 7*6?</question>\n<answer>42</answer>"
 
 
+@pytest.fixture(autouse=True)
+def _forget_test_protocols():
+    """A protocol a test here registers is forgotten after it: later tests in the same
+    process (tests/learners/test_error_paths.py lists every registered protocol) see only the
+    built-ins and their own."""
+    from sage_env.protocols import PROTOCOLS
+
+    before = set(PROTOCOLS.names())
+    yield
+    for name in set(PROTOCOLS.names()) - before:
+        PROTOCOLS.unregister(name)
+
+
 def by_phase(records):
     out = {}
     for agent, phase, reward, info in records:
