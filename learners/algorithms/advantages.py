@@ -2,8 +2,9 @@
 
 Each takes one scalar reward per sequence and returns one advantage per sequence; the learner
 spreads it over the sequence's tokens. The estimators a learner can name are registered here
-by a decorator above each (:data:`ADVANTAGE_ESTIMATORS`, veRL's ``@register_adv_est`` in
-``core_algos.py``); an algorithm class only picks one and a group key
+with :func:`register_adv_est` (:data:`ADVANTAGE_ESTIMATORS`, veRL's ``@register_adv_est`` in
+``core_algos.py``), called after each definition rather than as a decorator, since the mutation
+tester (mutmut 3.8.1, ``scripts/mutation.py``) leaves decorated functions unmutated; an algorithm class only picks one and a group key
 (:attr:`learners.algorithms.pg.PolicyGradientLearner.advantage_estimator` and
 ``advantage_group``). Unit-tested against hand-computed values in
 ``tests/learners/algorithms/test_builtin_algorithms.py``.
@@ -98,7 +99,6 @@ def group_centred_advantages(
     return adv
 
 
-@register_adv_est("group_normalised")
 def group_normalised_advantages(
     rewards: Sequence[float],
     groups: Sequence[Hashable],
@@ -134,7 +134,9 @@ def group_normalised_advantages(
     return adv
 
 
-@register_adv_est("group_mean_whitened")
+register_adv_est("group_normalised")(group_normalised_advantages)
+
+
 def group_mean_whitened_advantages(
     rewards: Sequence[float],
     groups: Sequence[Hashable],
@@ -166,6 +168,9 @@ def group_mean_whitened_advantages(
     if std <= rtol * scale:
         return [0.0] * len(centred)
     return [(c - mu) / (std + eps) for c in centred]
+
+
+register_adv_est("group_mean_whitened")(group_mean_whitened_advantages)
 
 
 class EMABaseline:
