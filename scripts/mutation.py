@@ -247,17 +247,6 @@ TARGETS: dict[str, Target] = {
             "!= Integer(1) (an exact zero stays Zero, so scale == 0 can)",
         },
     ),
-    "math_verifier": Target(
-        source="sage_env/verifiers/math_verifier.py",
-        tests=(
-            "tests/sage_env/verifiers/test_math_and_code_verifiers.py",
-            "tests/sage_env/verifiers/test_math_strict_values.py",
-            "tests/sage_env/verifiers/test_peer_grader_reward_hacks.py",
-            "tests/sage_env/verifiers/test_math_verifier_warmup.py",
-        ),
-        time_limit_s=3600,
-        equivalent={},
-    ),
 }
 
 # what the scratch copy needs: the packages, the tests and what the tests import
