@@ -510,13 +510,16 @@ def _sha(text: str) -> str:
 
 
 def function_shas(text: str, source: str, functions: tuple[str, ...] = ()) -> dict[str, str]:
-    """``{mutmut name of each function of ``text`` (within ``functions``): 16 hex digits of
-    the SHA-256 of its source text}``: what a result file's figures describe."""
+    """``{mutmut name of each function of ``text`` that mutmut mutates (within ``functions``;
+    not a decorated one, :func:`decorated_functions`): 16 hex digits of the SHA-256 of its
+    source text}``: what a result file's figures describe. A function that loses its
+    decorator is then new to the record, so ``--check`` mutates it."""
     module = _module_name(source)
+    skipped = set(decorated_functions(text))
     return {
         f"{module}.{fn}": _sha(body)
         for fn, body in _functions_of(text).items()
-        if _selected(f"{module}.{fn}__mutmut_0", functions)
+        if _selected(f"{module}.{fn}__mutmut_0", functions) and fn not in skipped
     }
 
 

@@ -188,3 +188,10 @@ def test_decorated_functions_are_the_ones_mutmut_skips():
         "    @classmethod\n    @functools.cache\n    def c(cls):\n        return 5\n"
     )
     assert MUTATION.decorated_functions(source) == ["x_a", "x\u01c1C\u01c1p", "x\u01c1C\u01c1c"]
+
+
+def test_a_decorated_function_is_not_in_the_record_until_it_can_be_mutated():
+    decorated = "import functools\n\n@functools.cache\ndef f(x):\n    return x\n"
+    plain = "import functools\n\ndef f(x):\n    return x\n\nf = functools.cache(f)\n"
+    assert MUTATION.function_shas(decorated, "pkg/mod.py") == {}
+    assert set(MUTATION.function_shas(plain, "pkg/mod.py")) == {"pkg.mod.x_f"}
