@@ -13,15 +13,9 @@ resumes the last checkpoint); after each chunk its rollout tokens (``rollout/tok
 reaches ``token_budget`` (or at ``max_steps``). ``token_budget = 0`` makes the budget
 ``max_steps`` steps for every arm instead. Steps, tokens and seconds are reported per arm.
 
-**Held-out sets**, scored at step 0 (the shared base model) and after every chunk, greedy
-(:func:`experiments.common.scoring.evaluate`):
-
-- ``exec_heldout``: the held-out execution tasks (``sage_env/data/exec_heldout.jsonl``,
-  deduction, disjoint from the seeds and CRUXEval), ``sage-env eval``'s loop;
-- ``cruxeval_o`` / ``cruxeval_i``: CRUXEval's first N items, ``sage-env eval``'s loop;
-- ``validation``: the math/code validation split's first N tasks
-  (:func:`sage_env.load_validation`, MATH and GSM8K in turn), prompted as the solver role and
-  scored by the math verifier, as training's validation is.
+**Held-out sets** (``exec_heldout``, ``cruxeval_o``, ``cruxeval_i``, ``validation``; what
+each is: :mod:`experiments.common.scoring`), scored at step 0 (the shared base model) and after
+every chunk, greedy (:func:`experiments.common.scoring.evaluate`).
 
 **Statistics.** Accuracy with its Wilson score interval at 95% (Wilson 1927; the interval
 recommended by Brown, Cai & DasGupta 2001); final against base on the same items with the
