@@ -405,3 +405,21 @@ def test_the_host_finds_the_harness_sources_and_hides_the_package_data():
     for name in HARNESS_MODULES:
         assert os.path.isfile(os.path.join(config.HARNESS_DIR, name + ".py")), name
     assert os.path.join(package, "data") in probe.gold_paths()
+
+
+def test_the_unshare_probe_agrees_with_the_bare_namespaces():
+    """The ``level`` fixture skips an isolation level whose probe fails, so a broken probe
+    would hide every ``unshare`` test (the sandbox split once made it read ``confine.py`` from
+    the wrong folder). Where the bare namespaces work (root, ``unshare`` installed), the probe
+    must say the level works too."""
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("unshare needs the binary and root")
+    bare = subprocess.run(
+        [*probe.UNSHARE_ARGV, "--mount", "true"], capture_output=True, timeout=30
+    )
+    if bare.returncode != 0:
+        pytest.skip(f"the namespaces themselves are refused here: {bare.stderr[-200:]!r}")
+    assert probe._probe_level("unshare", sandbox.default_python()) is True
