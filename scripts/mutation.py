@@ -543,7 +543,7 @@ def stale_functions(name: str) -> tuple[tuple[str, ...], str]:
 
 
 def changed_functions(ref: str) -> dict[str, tuple[str, ...]]:
-    """Per target: the functions (mutmut names, within its ``functions``) of its source that
+    """Per target: the functions mutmut mutates (:func:`function_shas`) of its source that
     differ from ``ref`` (the working tree against that commit; a new file: all of them)."""
     out: dict[str, tuple[str, ...]] = {}
     for name, target in TARGETS.items():
@@ -552,13 +552,10 @@ def changed_functions(ref: str) -> dict[str, tuple[str, ...]]:
         old = subprocess.run(
             ["git", "show", f"{ref}:{target.source}"], cwd=ROOT, capture_output=True, text=True
         )
-        before = _functions_of(old.stdout) if old.returncode == 0 else {}
-        module = _module_name(target.source)
-        changed = tuple(
-            f"{module}.{fn}"
-            for fn, text in _functions_of(now).items()
-            if before.get(fn) != text and _selected(f"{module}.{fn}__mutmut_0", target.functions)
-        )
+        text = old.stdout if old.returncode == 0 else ""
+        before = function_shas(text, target.source, target.functions)
+        now_shas = function_shas(now, target.source, target.functions)
+        changed = tuple(fn for fn, sha in now_shas.items() if before.get(fn) != sha)
         if changed:
             out[name] = changed
     return out
