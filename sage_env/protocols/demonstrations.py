@@ -379,27 +379,13 @@ def compact_program(source: str) -> str:
 
 
 def takes_one_argument(task: Task) -> bool:
-    """Whether ``task``'s program defines ``f`` with exactly one parameter (no ``*args``,
-    ``**kwargs`` or keyword-only ones), so that its input is one literal."""
-    import ast
-    import warnings
+    """Whether ``task``'s program defines ``f`` with exactly one parameter.
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(task.reference_solution or "")
-    except (SyntaxError, ValueError):
-        return False
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "f":
-            a = node.args
-            return (
-                len(a.posonlyargs) + len(a.args) == 1
-                and a.vararg is None
-                and a.kwarg is None
-                and not a.kwonlyargs
-            )
-    return False
+    No ``*args``, ``**kwargs`` or keyword-only ones (:func:`~sage_env.tasks.exec_tasks.signature`),
+    so that its input is one literal.
+    """
+    sig = exec_tasks.signature(task.reference_solution or "")
+    return sig is not None and len(sig[0]) == 1
 
 
 def _exec_proposer(

@@ -248,6 +248,60 @@ def proposer_prefix(mode: str, view: Task | None = None) -> str:
     return f"{base}{inputs[0]}\n```\n```input 2\n"
 
 
+def signature(program: str, entry: str = "f") -> tuple[tuple[str, ...], int] | None:
+    """``(names, defaults)`` of ``entry``'s positional parameters in ``program``.
+
+    ``names`` are the positional parameters in order (positional-only ones first),
+    ``defaults`` how many of the last ones have a default. ``None`` when the program does not
+    parse, defines no top-level ``entry``, or ``entry`` takes ``*args``, ``**kwargs`` or
+    keyword-only parameters (no fixed count of comma-separated literals calls it). Parses
+    only; never runs the program nor raises on model output.
+    """
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(program or "")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == entry:
+            a = node.args
+            if a.vararg is not None or a.kwarg is not None or a.kwonlyargs:
+                return None
+            names = tuple(x.arg for x in a.posonlyargs + a.args)
+            return names, len(a.defaults)
+    return None
+
+
+def arity_hint(program: str, entry: str = "f") -> str:
+    """One sentence telling an induction proposer how many literals an input holds.
+
+    ``"`f` takes 2 arguments (`a`, `b`): each input block holds exactly 2 comma-separated
+    literals, in that order."``; ``""`` when :func:`signature` gives no fixed count (varargs,
+    keyword-only parameters, defaults) or no parameter. Wrong-arity inputs were the most
+    common reason the grid's induction proposals did not run (``f() takes 1 positional
+    argument but 4 were given``, ``missing 1 required positional argument``; exec20 seed 0,
+    04d9ee0), and every input must run for the proposal to be valid, as in AZR's
+    ``gen_code_f`` check.
+    """
+    sig = signature(program, entry)
+    if sig is None or sig[1] or not sig[0]:
+        return ""
+    names = ", ".join(f"`{n}`" for n in sig[0])
+    if len(sig[0]) == 1:
+        return (
+            f"`{entry}` takes 1 argument ({names}): each input block holds exactly one literal "
+            "(a list, tuple or dict counts as one)."
+        )
+    return (
+        f"`{entry}` takes {len(sig[0])} arguments ({names}): each input block holds exactly "
+        f"{len(sig[0])} comma-separated literals, in that order."
+    )
+
+
 REFERENCE_CHARS = 1000
 """Default character budget of the reference snippets in a proposer prompt
 (``AZRConfig.reference_chars``; see :func:`proposer_prompt`)."""
@@ -294,7 +348,8 @@ def proposer_prompt(
     in that many characters (the first one always). The instruction names the modules a
     program may import: the allow-list's (``program_checks.ALLOWED_MODULES``) less
     ``banned``. Induction: write ``n_inputs`` inputs and a message for the program of
-    ``references[0]``.
+    ``references[0]``, followed by :func:`arity_hint` where ``f`` has a fixed count of
+    parameters.
     """
     from sage_env.verifiers.program_checks import allowed_modules
 
@@ -308,6 +363,9 @@ def proposer_prompt(
             "short hint in a ```message block. Do not reveal the code in the message.\n\n"
             f"```python\n{spec.program}\n```"
         )
+        hint = arity_hint(spec.program)
+        if hint:
+            user += f"\n\n{hint}"
         return {"system": EXEC_SYSTEM, "user": user}
     goal = (
         "whose OUTPUT is hard but possible to deduce from the code and the input"

@@ -463,6 +463,50 @@ def test_proposer_prompt_ends_with_its_instruction_and_keeps_references_in_budge
         assert obs["user"].count("</snippet_") == len(refs)
 
 
+@pytest.mark.parametrize(
+    ("program", "expected"),
+    [
+        ("def f(a, b):\n    return a + b", (("a", "b"), 0)),
+        ("def f(x, /, y=1):\n    return x", (("x", "y"), 1)),
+        ("def g(a):\n    return a\ndef f(s):\n    return s", (("s",), 0)),
+        ("def f(*xs):\n    return xs", None),
+        ("def f(a, *, k):\n    return a", None),
+        ("def f(**kw):\n    return kw", None),
+        ("def g(a):\n    return a", None),
+        ("def f(a:\n", None),
+        ("\x00" * 5, None),
+    ],
+)
+def test_signature_reads_fs_positional_parameters_without_running_it(program, expected):
+    from sage_env.tasks.exec_tasks import signature
+
+    assert signature(program) == expected
+
+
+def test_induction_prompt_says_how_many_literals_an_input_holds():
+    """Inputs of the wrong arity make an induction proposal invalid (every input must run)."""
+    from sage_env.tasks.exec_tasks import arity_hint, proposer_prompt
+
+    def user(program):
+        view = make_task("induction", program, ["1, 2", "3, 4"], ["3", "7"], task_id="t")
+        return proposer_prompt("induction", [view], (), 10)["user"]
+
+    two = user("def f(a, b):\n    return a + b")
+    assert two.endswith(
+        "```\n\n`f` takes 2 arguments (`a`, `b`): each input block holds exactly 2 "
+        "comma-separated literals, in that order."
+    )
+    one = user("def f(xs):\n    return sorted(xs)")
+    assert one.endswith(
+        "`f` takes 1 argument (`xs`): each input block holds exactly one literal "
+        "(a list, tuple or dict counts as one)."
+    )
+    # no fixed count: no sentence, the prompt ends with the program as before
+    for program in ("def f(*xs):\n    return xs", "def f(a, b=1):\n    return a"):
+        assert arity_hint(program) == ""
+        assert user(program).endswith(f"```python\n{program}\n```")
+
+
 def test_proposer_prompts_fit_the_training_prompt_budget_with_the_default_model():
     """With AZR's K = 6 bundled references, a prompt over ``max_prompt_tokens`` keeps only its
     last tokens: before the budget, 99.5% of deduction prompts lost their instruction."""
