@@ -202,6 +202,15 @@ class EnvConfig(Generic[ProtocolConfigT]):
     without it). ``None`` (default): uniform. A domain whose proposals this model never makes
     valid gives its rounds no self-made task; the weights say where the rounds go."""
 
+    exec_induction_one_argument: bool = False
+    """Draw an induction proposer's program from the one-argument programs of the deduction
+    and abduction buffers (``f`` with exactly one positional parameter,
+    :func:`~sage_env.tasks.exec_tasks.signature`), or from all of them when none takes one.
+    False (default, AZR's rule): from every program. The demo's 135M Challenger wrote inputs
+    of one argument for programs of two to four in 4 of its 12 induction proposals even when
+    the prompt stated the arity, and an induction proposal is valid only when every input
+    runs (docs/write-ups/demo-run.md, "Self-made tasks in the pool")."""
+
     def domain_weight_list(self) -> list[float] | None:
         """``domain_weights`` as one weight per entry of ``domains`` (``None``: uniform)."""
         if self.domain_weights is None:

@@ -96,6 +96,11 @@ PRESETS: dict[str, TrainConfig] = {
             # whose truth the sandbox computes (docs/write-ups/demo-run.md, "Self-made tasks
             # in the pool"); the pool's growth (issue 47 item 8) needs the exec rounds
             domain_weights={"exec": 8.0},
+            # the induction proposer gets a one-argument program: with programs of two to four
+            # arguments the 135M Challenger wrote one-argument inputs in 4 of 12 induction
+            # proposals even with the arity stated in its prompt (1 of 12 valid;
+            # docs/write-ups/demo-run.md, "Self-made tasks in the pool")
+            exec_induction_one_argument=True,
             solver_samples=2,
             # the round's two halves alternate, so a step's rounds make 3 generate calls of
             # up to 2, 2 and 4 rows a round instead of 6 narrower ones (docs/guide/training.md,

@@ -45,6 +45,7 @@ from sage_env.protocols.demonstrations import (
     Demonstration,
     build_exec_demonstrations,
     exec_seeds,
+    takes_one_argument,
 )
 from sage_env.protocols.registry import register_protocol
 from sage_env.tasks import exec_tasks
@@ -232,11 +233,14 @@ def exec_references(
     Deduction/abduction: K tasks of the mode's buffer, less those the prompt would drop to
     stay within ``reference_chars`` (:func:`sage_env.tasks.exec_tasks.shown_references`), so that a
     proposal's ``parent_id`` names only the references its proposer saw. Induction: one
-    program drawn from the deduction and abduction buffers, relabelled as induction.
+    program drawn from the deduction and abduction buffers, relabelled as induction (from their
+    one-argument programs with ``EnvConfig.exec_induction_one_argument``, when there are any).
     """
     if mode == "induction":
         programs = buffer(env, "deduction") + buffer(env, "abduction")
         programs = programs or buffer(env, "induction")  # a pool of induction tasks only
+        if env.config.exec_induction_one_argument:
+            programs = [t for t in programs if takes_one_argument(t)] or programs
         ref = programs[env.rng.randrange(len(programs))]
         return _as_mode(ref, "induction"), [ref]
     pool = buffer(env, mode)

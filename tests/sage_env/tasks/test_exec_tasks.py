@@ -507,6 +507,23 @@ def test_induction_prompt_says_how_many_literals_an_input_holds():
         assert user(program).endswith(f"```python\n{program}\n```")
 
 
+def test_induction_programs_take_one_argument_when_the_env_asks():
+    """``exec_induction_one_argument`` (the demo's): every induction view's ``f`` takes one
+    argument; off (AZR's rule), the bundled buffers give programs of every arity."""
+    from sage_env.protocols.azr import exec_references
+    from sage_env.protocols.demonstrations import takes_one_argument
+
+    counts = {}
+    for flag in (False, True):
+        env = sage_env.env(EnvConfig(protocol="azr", exec_induction_one_argument=flag))
+        env.reset(seed=0)
+        views = [exec_references(env.unwrapped, "induction", 6)[0] for _ in range(60)]
+        assert all(exec_mode(v) == "induction" for v in views)
+        counts[flag] = sum(takes_one_argument(v) for v in views)
+    assert counts[True] == 60
+    assert 0 < counts[False] < 60  # 43 of 60 with seed 0
+
+
 def test_proposer_prompts_fit_the_training_prompt_budget_with_the_default_model():
     """With AZR's K = 6 bundled references, a prompt over ``max_prompt_tokens`` keeps only its
     last tokens: before the budget, 99.5% of deduction prompts lost their instruction."""
