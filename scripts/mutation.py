@@ -252,6 +252,19 @@ TARGETS: dict[str, Target] = {
             "!= Integer(1) (an exact zero stays Zero, so scale == 0 can)",
         },
     ),
+    "literals": Target(
+        source="sage_env/verifiers/literals.py",
+        # the judge's literal parsing and the exact-type equality of execution answers and of
+        # the determinism check; pure functions, so the unit tests must kill every mutant
+        tests=("tests/sage_env/verifiers/test_literals.py",),
+        time_limit_s=1800,
+        equivalent={
+            f"sage_env.verifiers.literals.x__typed__mutmut_{n}": "the dict tag only has to "
+            "differ from the other tags, which are type names (a literal's type is never "
+            "named XXdictXX or DICT)"
+            for n in (14, 15)
+        },
+    ),
 }
 
 # what the scratch copy needs: the packages, the tests and what the tests import

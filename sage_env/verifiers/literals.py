@@ -40,14 +40,14 @@ def parse_args(text: Any) -> tuple[Any, ...] | None:
     """Parse an input as AZR writes it (``arg1, arg2, ...``) into an argument tuple.
 
     ``"[1, 2]"`` is one argument, ``"'a', 3"`` two. Returns ``None`` when it is not a
-    comma-separated list of Python literals (or empty, or too long).
+    comma-separated list of Python literals: not a ``str``, empty (``"(,)"`` does not parse),
+    longer than :data:`MAX_LITERAL_CHARS` less 3 (the bound is :func:`parse_literal`'s, on
+    the wrapped text), or a text that closes the wrapping early (``"1)#"`` would read as
+    ``(1)``, not a tuple).
     """
     if not isinstance(text, str):
         return None
-    text = text.strip()
-    if not text or len(text) > MAX_LITERAL_CHARS:
-        return None
-    ok, value = parse_literal(f"({text},)")
+    ok, value = parse_literal(f"({text.strip()},)")
     return value if ok and isinstance(value, tuple) else None
 
 
@@ -58,7 +58,9 @@ def format_args(args: tuple[Any, ...]) -> str:
 
 def round_trips(value: Any) -> bool:
     """Whether ``literal_eval(repr(value)) == value`` (a Python literal, no NaN, no objects)."""
-    ok, back = parse_literal(repr(value)) if _safe_repr(value) else (False, None)
+    if not _safe_repr(value):
+        return False
+    ok, back = parse_literal(repr(value))
     try:
         return ok and back == value and type(back) is type(value)
     except Exception:
@@ -117,9 +119,10 @@ def _same_shape(a: Any, b: Any) -> bool:
 
 
 def same_output(a: str | None, b: str | None) -> bool:
-    """Two runs' ``repr`` outputs hold the same value (a set's ``repr`` order may differ)."""
-    if a is None or b is None:
-        return False
+    """Two runs' ``repr`` outputs hold the same value (a set's ``repr`` order may differ).
+
+    ``None`` (a run that returned no output) is no output: :func:`parse_literal` refuses it.
+    """
     ok_a, va = parse_literal(a)
     ok_b, vb = parse_literal(b)
     return ok_a and ok_b and values_equal(va, vb)
