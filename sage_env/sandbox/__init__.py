@@ -40,7 +40,8 @@ harness per job), :mod:`~sage_env.sandbox.host.zygote`, :mod:`~sage_env.sandbox.
 :mod:`sage_env.sandbox.harness` runs inside the sandbox (:mod:`~sage_env.sandbox.harness.entry`
 with :mod:`~sage_env.sandbox.harness.judge`, :mod:`~sage_env.sandbox.harness.worker` (its
 confinement steps) with :mod:`~sage_env.sandbox.harness.testproc` and
-:mod:`~sage_env.sandbox.harness.shield`, :mod:`~sage_env.sandbox.harness.rewrite`,
+:mod:`~sage_env.sandbox.harness.shield`, :mod:`~sage_env.sandbox.harness.rewrite` with
+:mod:`~sage_env.sandbox.harness.template` and :mod:`~sage_env.sandbox.harness.flow`,
 :mod:`~sage_env.sandbox.harness.compare`, :mod:`~sage_env.sandbox.harness.confine` and the
 wire format :mod:`~sage_env.sandbox.harness.report`, shared with the host). This module is the
 public API.

@@ -11,9 +11,11 @@ forks one per job), :mod:`~sage_env.sandbox.harness.judge` (H),
 :mod:`~sage_env.sandbox.harness.worker` (W: its confinement steps, the fork per test, the
 relay), :mod:`~sage_env.sandbox.harness.testproc` (each test's process),
 :mod:`~sage_env.sandbox.harness.shield` (the test's view of the program's objects),
-:mod:`~sage_env.sandbox.harness.rewrite` (the assert rewriter and the judge's template
-evaluator), :mod:`~sage_env.sandbox.harness.compare` (EvalPlus's value comparison and time
-limits), :mod:`~sage_env.sandbox.harness.confine` (uid drop, prctl, seccomp, mounts) and
+:mod:`~sage_env.sandbox.harness.rewrite` (the assert rewriter),
+:mod:`~sage_env.sandbox.harness.template` (the judge's templates and their evaluator),
+:mod:`~sage_env.sandbox.harness.flow` (how often each site must be reached),
+:mod:`~sage_env.sandbox.harness.compare` (EvalPlus's value comparison and time limits),
+:mod:`~sage_env.sandbox.harness.confine` (uid drop, prctl, seccomp, mounts) and
 :mod:`~sage_env.sandbox.harness.report`, the wire format and its one parser, which the host
 uses too.
 """

@@ -36,6 +36,7 @@ from sage_env.sandbox.harness.compare import (
     plus_time_limit,
 )
 from sage_env.sandbox.harness.confine import drop, flush_exit, prctl, read_all, write_all
+from sage_env.sandbox.harness.flow import unreached
 from sage_env.sandbox.harness.report import (
     REFERENCE_MARKER,
     decode_value,
@@ -43,13 +44,8 @@ from sage_env.sandbox.harness.report import (
     parse_line,
     split_lines,
 )
-from sage_env.sandbox.harness.rewrite import (
-    bound_names,
-    evaluate,
-    needs_program_names,
-    rewrite_asserts,
-    unreached,
-)
+from sage_env.sandbox.harness.rewrite import bound_names, needs_program_names, rewrite_asserts
+from sage_env.sandbox.harness.template import evaluate
 from sage_env.sandbox.harness.worker import run_worker
 
 #: What H reads from W at most, bytes (64 MiB); the rest is dropped (those tests fail).
@@ -93,7 +89,8 @@ class Judge:
 
     Values, not verdicts: a test's process reports only the values of the holes of each
     assertion it evaluates, in evaluation order, in one event once the assertion is reached;
-    the judge evaluates every assertion itself (:func:`~sage_env.sandbox.harness.rewrite.evaluate`).
+    the judge evaluates every assertion itself
+    (:func:`~sage_env.sandbox.harness.template.evaluate`).
     A test passes iff its own process exited with status 0 after reporting that it finished
     without raising, every reported site evaluation was complete, in order and true, every
     required site was reached, and no value was undecodable or out of place (a hole reported

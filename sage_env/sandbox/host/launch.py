@@ -41,8 +41,9 @@ log = logging.getLogger("sage_env.sandbox")
 #: The harness's modules (those of :mod:`sage_env.sandbox.harness`), in load order. They import
 #: only the standard library and each other.
 HARNESS_MODULES = (
-    "report", "compare", "confine", "rewrite", "shield", "testproc", "worker", "judge", "entry"
-)
+    "report", "compare", "confine", "template", "rewrite", "flow", "shield", "testproc", "worker",
+    "judge", "entry",
+)  # fmt: skip
 
 # Run as ``python -I -c _BOOT N name_1 source_1 ... name_N source_N ARGS...``: registers each
 # source as module ``sage_env.sandbox.harness.<name>`` (under stub parent packages, so the

@@ -80,7 +80,7 @@ def test_nested_asserts_are_numbered_in_order():
     ],
 )
 def test_the_judge_evaluates_templates_pulling_holes_in_order(template, values, result):
-    from sage_env.sandbox.harness.rewrite import evaluate
+    from sage_env.sandbox.harness.template import evaluate
 
     pulled = []
 
@@ -93,7 +93,7 @@ def test_the_judge_evaluates_templates_pulling_holes_in_order(template, values, 
 
 
 def test_the_judge_refuses_results_too_large_to_build():
-    from sage_env.sandbox.harness.rewrite import evaluate
+    from sage_env.sandbox.harness.template import evaluate
 
     with pytest.raises(OverflowError):
         evaluate(("b", "**", ("h", 0), ("c", 10**9)), lambda j: 3)
