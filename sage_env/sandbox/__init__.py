@@ -38,7 +38,8 @@ trusted process (:mod:`~sage_env.sandbox.host.probe` (isolation level, interpret
 harness per job), :mod:`~sage_env.sandbox.host.zygote`, :mod:`~sage_env.sandbox.host.pool`,
 :mod:`~sage_env.sandbox.host.runner` (:func:`run`), :mod:`~sage_env.sandbox.host.config`);
 :mod:`sage_env.sandbox.harness` runs inside the sandbox (:mod:`~sage_env.sandbox.harness.entry`
-with :mod:`~sage_env.sandbox.harness.judge`, :mod:`~sage_env.sandbox.harness.worker` (its
+with :mod:`~sage_env.sandbox.harness.judge` (and its rules,
+:mod:`~sage_env.sandbox.harness.verdict`), :mod:`~sage_env.sandbox.harness.worker` (its
 confinement steps) with :mod:`~sage_env.sandbox.harness.testproc` and
 :mod:`~sage_env.sandbox.harness.shield`, :mod:`~sage_env.sandbox.harness.rewrite` with
 :mod:`~sage_env.sandbox.harness.template` and :mod:`~sage_env.sandbox.harness.flow`,

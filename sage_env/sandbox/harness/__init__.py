@@ -7,7 +7,8 @@ the standard library and each other: the host ships their source text in argv
 inside the sandbox and must hold nothing but this docstring.
 
 :mod:`~sage_env.sandbox.harness.entry` (the entry point: a one-job harness, or the zygote that
-forks one per job), :mod:`~sage_env.sandbox.harness.judge` (H),
+forks one per job), :mod:`~sage_env.sandbox.harness.judge` (H) with
+:mod:`~sage_env.sandbox.harness.verdict` (its judging rules),
 :mod:`~sage_env.sandbox.harness.worker` (W: its confinement steps, the fork per test, the
 relay), :mod:`~sage_env.sandbox.harness.testproc` (each test's process),
 :mod:`~sage_env.sandbox.harness.shield` (the test's view of the program's objects),

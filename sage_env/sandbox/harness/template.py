@@ -8,7 +8,7 @@ A *template* is the part of an assertion the judge computes itself: literals, co
 sub-expression is a *hole* ``("h", j)``, whose value the test's process reports.
 :class:`TemplateBuilder` turns an expression into its template (the rewriter,
 :mod:`~sage_env.sandbox.harness.rewrite`, calls it per site) and :func:`evaluate` computes a
-template from the holes' values (the judge, :mod:`~sage_env.sandbox.harness.judge`). Both
+template from the holes' values (the judge, :mod:`~sage_env.sandbox.harness.verdict`). Both
 halves of that contract sit in this one file, so that neither can accept a node the other
 does not know.
 """

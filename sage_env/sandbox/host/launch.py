@@ -42,7 +42,7 @@ log = logging.getLogger("sage_env.sandbox")
 #: only the standard library and each other.
 HARNESS_MODULES = (
     "report", "compare", "confine", "template", "rewrite", "flow", "shield", "testproc", "worker",
-    "judge", "entry",
+    "verdict", "judge", "entry",
 )  # fmt: skip
 
 # Run as ``python -I -c _BOOT N name_1 source_1 ... name_N source_N ARGS...``: registers each

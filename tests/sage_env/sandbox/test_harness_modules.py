@@ -166,7 +166,7 @@ def test_harness_sources_travel_in_argv_so_no_file_must_be_readable():
 
 
 def _judge(tests):
-    from sage_env.sandbox.harness.judge import Judge
+    from sage_env.sandbox.harness.verdict import Judge
 
     rewritten, sites = zip(*(rewrite_asserts(t) for t in tests))
     out = []

@@ -301,7 +301,8 @@ def test_split_lines_joins_a_long_line_from_many_chunks():
 
 @pytest.mark.parametrize("got, ok", [([["I", 1], ["I", 2]], True), ([["I", 1], ["I", 3]], False)])
 def test_the_judge_decodes_a_reference_line_only_when_its_test_is_judged(got, ok):
-    from sage_env.sandbox.harness.judge import _SITE_PREFIX, Judge
+    from sage_env.sandbox.harness.judge import _SITE_PREFIX
+    from sage_env.sandbox.harness.verdict import Judge
     from sage_env.sandbox.harness.report import encode_line
     from sage_env.sandbox.harness.rewrite import rewrite_asserts
 

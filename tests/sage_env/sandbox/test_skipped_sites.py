@@ -124,7 +124,7 @@ def test_honest_programs_pass_control_flow_the_run_skips(level):
 def test_a_plus_site_must_be_reached_as_often_as_in_the_reference_run():
     # the judge alone: the reference reached the plus site twice; a candidate that reports
     # one value and ends its test fails, one that reports both passes
-    from sage_env.sandbox.harness.judge import Judge
+    from sage_env.sandbox.harness.verdict import Judge
     from sage_env.sandbox.harness.rewrite import rewrite_asserts
 
     test = "for x in (1, 2):\n    assert __sage_plus__(f(x), 0.0)"

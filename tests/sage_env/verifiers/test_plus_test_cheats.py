@@ -75,7 +75,7 @@ CHEATS = {
         "REBOUND = []\n"
         "for _mod, _names in (\n"
         "    ('compare', ('plus_equal',)),\n"
-        "    ('judge', ('plus_equal', 'evaluate')),\n"
+        "    ('verdict', ('plus_equal', 'evaluate')),\n"
         "    ('template', ('evaluate',)),\n"
         "    ('testproc', ('truth',)),\n"
         "    ('worker', ('reference_run',)),\n"
@@ -156,7 +156,7 @@ def test_plus_test_cheats_score_zero(cv, cheat):
 
 #: What rebinding_the_helpers says in each test's process when it has rebound every name.
 REBOUND_LINE = (
-    "rebound compare.plus_equal judge.plus_equal judge.evaluate template.evaluate testproc.truth"
+    "rebound compare.plus_equal verdict.plus_equal verdict.evaluate template.evaluate testproc.truth"
     " worker.reference_run; the test had its own __sage_v__ __sage_a__ __sage_c__\n"
 )
 
