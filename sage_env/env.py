@@ -86,6 +86,7 @@ from sage_env.protocols import SAGEProtocol, make_protocol
 from sage_env.tasks.pool import TaskPool
 from sage_env.tasks.task import Task, load_seeds
 from sage_env.text import parsing
+from sage_env.transcript import Transcript
 from sage_env.verifiers import CodeVerifier, MathVerifier
 
 AGENTS = SAGEProtocol.agents
@@ -193,8 +194,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._rng = random.Random(self.config.seed)
         self._check_rng = _check_rng(self.config.seed)
         self._episode = 0
-        self._transcript: list[str] = []
-        self._printed = 0
+        self._transcript = Transcript()
         self._current_task: Task | None = None
 
     # ----------------------------------------------------------------- spaces
@@ -227,9 +227,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             a: {"phase": None, "task_id": None, "domain": None, "last": None} for a in self.agents
         }
         self._obs = {a: _empty_obs() for a in self.agents}
-        self._transcript = []
+        self._transcript = Transcript()
         self._acted: dict[str, dict[str, Any]] = {}  # per agent: its last action, for deliver
-        self._printed = 0
         self._episode += 1
         self.protocol.start(self)
 
@@ -240,16 +239,16 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
     def render(self) -> str | None:
         """Render the round transcript: every observation, action and reward term.
 
-        ``render_mode="ansi"`` returns the transcript of the round so far as a string;
+        ``render_mode="ansi"`` returns the transcript of the round so far
+        (:class:`~sage_env.transcript.Transcript`) as a string;
         ``"human"`` prints the part not printed yet to stdout and returns None.
         """
         if self.render_mode == "ansi":
-            return "\n".join(self._transcript) + "\n"
+            return self._transcript.text()
         if self.render_mode == "human":
-            new = self._transcript[self._printed :]
-            self._printed = len(self._transcript)
-            if new:
-                print("\n".join(new), flush=True)
+            new = self._transcript.unprinted()
+            if new is not None:
+                print(new, flush=True)
             return None
         gymnasium.logger.warn("render() called without a render_mode")
         return None
@@ -327,17 +326,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         phase = self.infos[agent]["phase"]
         self.infos[agent]["repeats"] = max(1, int(self.infos[agent].get("repeats", 1)) - 1)
         prefix = self._obs[agent].get("prefix", "")
-        self._log(
-            f"=== {phase}: {agent} ===\n--- observation ---\n{self._obs[agent]['user']}\n"
-            + (f"--- prefix ---\n{prefix}\n" if prefix else "")
-            + (
-                f"--- action (cut to its first {limit} of {cut_from} characters: "
-                "max_action_chars) ---\n"
-                if cut
-                else "--- action ---\n"
-            )
-            + text
-        )
+        if self.render_mode is not None:
+            cut_at = (cut_from, limit) if cut else None
+            self._transcript.action(phase, agent, self._obs[agent]["user"], prefix, text, cut_at)
         self._acted[agent] = {
             "kind": self.protocol.phase_kind(phase, self._obs[agent]),
             "text": text,
@@ -482,9 +473,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         outcome = Outcome.build(agent, self.infos[agent]["phase"], reward, terms, why, **details)
         self.rewards[agent] += reward
         self.infos[agent]["last"] = outcome
-        self._log(f"--- reward {agent}: {reward:.4f} {terms} {_short(details)}")
-        for term, reason in why.items():
-            self._log(f"    why {term}={terms.get(term)}: {reason}")
+        if self.render_mode is not None:
+            self._transcript.credit(agent, reward, terms, details, why)
 
     def prefix_for(self, phase: str, task: Task, chosen: str | None = None) -> str:
         """The response prefix of ``phase`` on ``task`` under the config.
@@ -571,11 +561,6 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             meta=meta,
         )
 
-    def _log(self, line: str) -> None:
-        if self.render_mode is not None:
-            self._transcript.append(line)
-
-
 def _group(task: Task) -> str:
     """The advantage group of actions on ``task`` within a role.
 
@@ -591,19 +576,6 @@ def _group(task: Task) -> str:
 
 def _empty_obs() -> dict[str, str]:
     return {"system": "", "user": "", "prefix": ""}
-
-
-def _short(details: dict) -> str:
-    keep = {k: v for k, v in details.items() if k not in ("parsed", "plan")}
-    parsed = details.get("parsed")
-    if parsed:  # say why a proposal failed without dumping the whole question
-        fields = (
-            ("mode", "valid", "reason", "output")
-            if "mode" in parsed
-            else ("valid", "format_score", "reason")
-        )
-        keep["parsed"] = {k: parsed.get(k) for k in fields if k in parsed}
-    return str(keep)[:400]
 
 
 def _check_rng(seed: int | None) -> random.Random:

@@ -691,12 +691,12 @@ def test_sage_on_execution_tasks_does_not_pay_a_copy_of_a_pool_task():
 
 
 def test_the_transcript_says_why_an_exec_proposal_failed():
-    """``sage-env play`` prints a reward's details through ``env._short``: an execution
-    proposal shows its mode, validity, reason and output (it has no ``format_score``)."""
-    from sage_env.env import _short
+    """``sage-env play`` prints a reward's details through ``transcript.short_details``: an
+    execution proposal shows its mode, validity, reason and output (it has no ``format_score``)."""
+    from sage_env.transcript import short_details
 
     parsed = {"mode": "deduction", "valid": False, "reason": "forbidden 'os'", "program": "x" * 999}
-    text = _short({"parsed": parsed, "accepted": False})
+    text = short_details({"parsed": parsed, "accepted": False})
     assert "'mode': 'deduction'" in text and "forbidden 'os'" in text
     assert "format_score" not in text and "xxx" not in text
 
