@@ -4,7 +4,7 @@ Each code seed of ``sage_env/data/seeds.jsonl`` (HumanEval, MBPP train) gives on
 
 * its reference solution defines its entry point, which is renamed to ``f`` (a word-boundary
   substitution of the entry point's name), and uses no module of
-  :data:`sage_env.verifiers.program_checks.AZR_BANNED_MODULES`;
+  :data:`sage_env.verifiers.allow_list.AZR_BANNED_MODULES`;
 * its tests call the entry point with literal arguments (``candidate(1, [2])``); up to 6
   distinct such argument lists are kept, in test order;
 * :func:`sage_env.verifiers.executor.validate_program` accepts the renamed program on those

@@ -52,7 +52,7 @@ from sage_env.tasks import exec_tasks
 from sage_env.tasks.exec_tasks import MODES, ExecSpec, exec_mode
 from sage_env.text import parsing
 from sage_env.verifiers import executor, literals
-from sage_env.verifiers.program_checks import AZR_BANNED_MODULES
+from sage_env.verifiers.allow_list import AZR_BANNED_MODULES
 
 if TYPE_CHECKING:
     from sage_env.protocols.api import ProtocolEnv
@@ -90,7 +90,7 @@ class AZRConfig:
     banned_modules: tuple[str, ...] = AZR_BANNED_MODULES
     """Modules refused even if on the allow-list (AZR's ``banned_words`` plus Sec. 3.3.3's
     ``os``, ``sys``, ``shutil``, none of which is on it). A program imports only modules of
-    ``program_checks.ALLOWED_MODULES``; the proposer's prompt names those not in this list,
+    ``allow_list.ALLOWED_MODULES``; the proposer's prompt names those not in this list,
     and a refusal that reaches one of these names it (``tempfile._os`` is ``'os'``)."""
     determinism_runs: int = executor.DETERMINISM_RUNS
     """Runs whose outputs must be equal (exact types): the stored run and check runs, each

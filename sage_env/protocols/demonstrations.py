@@ -497,7 +497,7 @@ def build_exec_demonstrations(
     Raises:
         ValueError: on an unknown role or a negative share in ``mix``.
     """
-    from sage_env.verifiers.program_checks import AZR_BANNED_MODULES
+    from sage_env.verifiers.allow_list import AZR_BANNED_MODULES
 
     mix = dict(mix or {"challenger": 0.5, "solver": 0.5})
     if set(mix) - set(ROLES) or any(v < 0 for v in mix.values()):

@@ -346,12 +346,12 @@ def proposer_prompt(
     to its last tokens (``SamplingConfig.max_prompt_tokens``) keeps what to write and in which
     blocks. ``reference_chars`` > 0 keeps the references, in order, while their snippets fit
     in that many characters (the first one always). The instruction names the modules a
-    program may import: the allow-list's (``program_checks.ALLOWED_MODULES``) less
+    program may import: the allow-list's (``allow_list.ALLOWED_MODULES``) less
     ``banned``. Induction: write ``n_inputs`` inputs and a message for the program of
     ``references[0]``, followed by :func:`arity_hint` where ``f`` has a fixed count of
     parameters.
     """
-    from sage_env.verifiers.program_checks import allowed_modules
+    from sage_env.verifiers.allow_list import allowed_modules
 
     if mode == "induction":
         spec = ExecSpec.of(references[0])

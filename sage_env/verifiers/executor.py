@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sage_env import sandbox
+from sage_env.verifiers.allow_list import AZR_BANNED_MODULES
 from sage_env.verifiers.literals import (
     format_args,
     parse_args,
@@ -48,12 +49,7 @@ from sage_env.verifiers.literals import (
     runs_agree,
     same_output,
 )
-from sage_env.verifiers.program_checks import (
-    AZR_BANNED_MODULES,
-    MAX_LITERAL_CHARS,
-    defines_f,
-    program_refusal,
-)
+from sage_env.verifiers.program_checks import MAX_LITERAL_CHARS, defines_f, program_refusal
 
 TASK_HASH_SEED = 0
 """``PYTHONHASHSEED`` of every run whose output is stored or judged, so that any host

@@ -17,7 +17,7 @@ import pytest
 
 from sage_env.protocols.azr import AZRConfig
 from sage_env.tasks.exec_tasks import load_exec_seeds, proposer_prompt
-from sage_env.verifiers import answer_checks, executor
+from sage_env.verifiers import allow_list, answer_checks, executor
 from sage_env.verifiers import program_checks as pc
 from tests.data_paths import RAW_DATA
 
@@ -122,7 +122,7 @@ def test_honest_programs_outside_the_corpora_pass(program):
 def test_no_allowed_member_is_or_holds_a_module_frame_or_code_object():
     bad = (types.ModuleType, types.FrameType, types.CodeType, types.TracebackType)
     found = []
-    for mod_name, members in pc.MODULE_MEMBERS.items():
+    for mod_name, members in allow_list.MODULE_MEMBERS.items():
         mod = importlib.import_module(mod_name)
         for name in members:
             obj = getattr(mod, name)
@@ -143,7 +143,7 @@ def test_no_allowed_member_is_or_holds_a_module_frame_or_code_object():
 def test_the_refused_builtins_are_refused_and_the_allowed_ones_are_not():
     refused = "open eval exec compile globals getattr hasattr vars dir id hash input breakpoint"
     for name in (refused + " help license memoryview").split():
-        assert name in pc.REFUSED_BUILTINS
+        assert name in allow_list.REFUSED_BUILTINS
         reason = pc.program_refusal(f"def f(a):\n    return {name}")
         assert reason and repr(name) in reason
     for name in ("len", "sorted", "print", "type", "object", "ValueError"):
@@ -155,7 +155,7 @@ def test_the_proposer_prompt_names_the_allowed_modules():
     user = proposer_prompt("deduction", seeds, AZRConfig().banned_modules, 10, 0)["user"]
     assert "only of these modules: bisect, cmath, collections" in user
     assert "random" not in user.split("only of these modules:")[1].split(";")[0]
-    assert "re" not in pc.allowed_modules(("re",))
+    assert "re" not in allow_list.allowed_modules(("re",))
 
 
 # -- red team: four classes, each refused with a reason that names the construct ---------------
