@@ -23,7 +23,7 @@ sandbox). Reported per mode:
 
 ``--warmup-steps K`` first runs the format warm-up as ``sage-env train --protocol azr``
 would (``learners.training.build._warm_up``: the demo preset's warm-up settings with K
-steps, the demonstrations of :func:`sage_env.protocols.demonstrations.demonstrations_for` for
+steps, the demonstrations of :func:`sage_env.protocols.warmup.demonstrations_for` for
 ``azr`` on ``exec``, the validation split excluded; cached under
 ``$SAGE_ENV_CACHE/warmup/<key>``, reused when there). Several ``--warmup-steps`` values are
 measured one after the other, each from the base model.
@@ -88,7 +88,7 @@ def warm_up(cfg, policy) -> dict:
     import sage_env
     from learners.training.build import _warm_up
     from sage_env.env_setup import make_pool
-    from sage_env.protocols.demonstrations import demonstrations_for
+    from sage_env.protocols.warmup import demonstrations_for
 
     if cfg.warmup.steps <= 0:
         return {}

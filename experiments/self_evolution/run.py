@@ -2,7 +2,7 @@ r"""Do self-made tasks teach? Warm-started arms, the frozen-pool ablation, seeds
 
 Every arm starts from **one warmed-up model**: the format warm-up
 (:func:`learners.training.warmup.run_warmup`) on the union of the demonstrations each
-protocol's run would use (:func:`sage_env.protocols.demonstrations.demonstrations_for` for ``azr``
+protocol's run would use (:func:`sage_env.protocols.warmup.demonstrations_for` for ``azr``
 and for ``sage`` on the arms' domains: AZR's proposer format, the SAGE/MAE challenger format on
 execution tasks, the critic's), saved once as a plain model folder under
 ``$SAGE_ENV_CACHE/warm_start/<key>`` (the key hashes the model, the warm-up settings and the
@@ -196,11 +196,9 @@ def warm_demonstrations(cfg: EvolutionConfig, warmup: Any) -> list:
     cover every arm. The validation split is excluded, as training excludes it.
     """
     import sage_env
-    from sage_env.protocols.demonstrations import (
-        build_exec_reviews,
-        demonstrations_for,
-        exec_seeds,
-    )
+    from sage_env.protocols.demonstrations import build_exec_reviews
+    from sage_env.protocols.exec_demonstrations import exec_seeds
+    from sage_env.protocols.warmup import demonstrations_for
 
     seeds = sage_env.load_seeds()
     validation = sage_env.load_validation()

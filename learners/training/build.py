@@ -36,7 +36,7 @@ from learners.training.monitors import CriticProbe, EarlyStopping
 from learners.training.warmup import run_warmup
 from learners.types import SamplingConfig
 from sage_env.env_setup import make_pool
-from sage_env.protocols.demonstrations import demonstrations_for
+from sage_env.protocols.warmup import demonstrations_for
 from sage_env.tasks.exec_tasks import load_exec_seeds
 from sage_env.verifiers import CodeVerifier, MathVerifier
 

@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING
 
 from sage_env import rewards
 from sage_env.protocols.base import Protocol, public
-from sage_env.protocols.demonstrations import (
-    Demonstration,
+from sage_env.protocols.demonstrations import Demonstration
+from sage_env.protocols.exec_demonstrations import (
     build_exec_demonstrations,
     exec_seeds,
     takes_one_argument,
@@ -526,9 +526,9 @@ class AZRProtocol(Protocol):
     ) -> list[Demonstration]:
         """AZR's warm-up: execution tasks only, in AZR's prompts, whatever ``domains`` says.
 
-        Built by :func:`sage_env.protocols.demonstrations.build_exec_demonstrations`. AZR has no
-        critic and no planner, so their shares in ``mix`` go to the solver; ``math_grounding`` and
-        ``domain_weights`` do not apply.
+        Built by :func:`sage_env.protocols.exec_demonstrations.build_exec_demonstrations`. AZR
+        has no critic and no planner, so their shares in ``mix`` go to the solver;
+        ``math_grounding`` and ``domain_weights`` do not apply.
         """
         moved = {
             "challenger": mix.get("challenger", 0.0),

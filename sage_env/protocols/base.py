@@ -152,16 +152,16 @@ class Protocol:
         """The game's warm-up demonstrations, built only from ``seeds``.
 
         A supervised format warm-up before RL;
-        :func:`sage_env.protocols.demonstrations.demonstrations_for` calls it with the run's
+        :func:`sage_env.protocols.warmup.demonstrations_for` calls it with the run's
         settings.
 
         Default: SAGE's four roles' formats
-        (:func:`sage_env.protocols.demonstrations.sage_formats`). Override it when the game's
+        (:func:`sage_env.protocols.warmup.sage_formats`). Override it when the game's
         replies look different (AZR: its execution tasks in its own prompts).
         ``domain_weights``: ``EnvConfig.domain_weights`` (the rounds' domain mix; ``None``:
         uniform), passed only when set.
         """
-        from sage_env.protocols.demonstrations import sage_formats
+        from sage_env.protocols.warmup import sage_formats
 
         return sage_formats(
             domains, seeds, n, mix, seed, exclude, math_grounding, domain_weights=domain_weights

@@ -123,7 +123,7 @@ def test_domain_weights_must_match_the_domains(weights):
 
 
 def test_the_warm_up_gives_exec_the_share_of_the_rounds():
-    from sage_env.protocols.demonstrations import demonstrations_for
+    from sage_env.protocols.warmup import demonstrations_for
 
     domains = ("math", "code", "exec")
 

@@ -61,7 +61,7 @@ def test_checkpointed_warm_up_trains_the_same_weights(tiny_path):
 
     from learners.policy.hf_policy import HFPolicy
     from learners.training.warmup import run_warmup
-    from sage_env.protocols.demonstrations import demonstrations_for
+    from sage_env.protocols.warmup import demonstrations_for
 
     demos = demonstrations_for("sage", ("math", "code"), sage_env.load_seeds(), 6, seed=0)
     wcfg = WarmupConfig(steps=2, batch_size=3, num_demonstrations=6, cache=False, lr=1e-3)

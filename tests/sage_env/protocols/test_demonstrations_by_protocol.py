@@ -4,7 +4,8 @@ the protocol, SAGE's formats are the default, AZR overrides them, and a user's p
 import pytest
 
 from sage_env import Protocol
-from sage_env.protocols.demonstrations import Demonstration, demonstrations_for, sage_formats
+from sage_env.protocols.demonstrations import Demonstration
+from sage_env.protocols.warmup import demonstrations_for, sage_formats
 from sage_env.tasks.task import load_seeds
 
 SEEDS = load_seeds()

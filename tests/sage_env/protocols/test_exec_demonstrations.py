@@ -7,11 +7,8 @@ import pytest
 import sage_env
 from sage_env import EnvConfig
 from sage_env.protocols.azr import AZRConfig, vet_exec_proposal
-from sage_env.protocols.demonstrations import (
-    build_exec_demonstrations,
-    compact_program,
-    demonstrations_for,
-)
+from sage_env.protocols.exec_demonstrations import build_exec_demonstrations, compact_program
+from sage_env.protocols.warmup import demonstrations_for
 from sage_env.tasks import exec_tasks
 from sage_env.tasks.exec_tasks import load_exec_seeds
 from sage_env.tasks.task import load_seeds
@@ -251,7 +248,7 @@ def test_numbered_input_blocks_are_what_unnumbered_ones_were_to_the_validator():
 
 
 def test_deduction_and_abduction_targets_take_one_argument_and_references_any():
-    from sage_env.protocols.demonstrations import takes_one_argument
+    from sage_env.protocols.exec_demonstrations import takes_one_argument
 
     demos = build_exec_demonstrations(list(EXEC.values()), 60, {"challenger": 1.0}, seed=0)
     da = [d for d in demos if _mode(d) != "induction"]
@@ -265,7 +262,7 @@ def test_deduction_and_abduction_targets_take_one_argument_and_references_any():
 
 
 def test_takes_one_argument_reads_the_signature_of_f():
-    from sage_env.protocols.demonstrations import takes_one_argument
+    from sage_env.protocols.exec_demonstrations import takes_one_argument
 
     def task(src):
         return exec_tasks.make_task("deduction", src, ["1"], ["1"], task_id="t")

@@ -511,7 +511,7 @@ def test_induction_programs_take_one_argument_when_the_env_asks():
     """``exec_induction_one_argument`` (the demo's): every induction view's ``f`` takes one
     argument; off (AZR's rule), the bundled buffers give programs of every arity."""
     from sage_env.protocols.azr import exec_references
-    from sage_env.protocols.demonstrations import takes_one_argument
+    from sage_env.protocols.exec_demonstrations import takes_one_argument
 
     counts = {}
     for flag in (False, True):
