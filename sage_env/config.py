@@ -145,7 +145,7 @@ class RewardConfig:
     (:class:`sage_env.text.parsing.ScoredReply`; the environment asks for it with
     ``infos[agent]["score_probs"] = True`` on review turns whose response prefix ends with
     ``<score>``; with prefixes off there is no such position to read). It removes the
-    sampling noise that hides a small critic's judgement (``experiments/critic_warmup/run.py``).
+    sampling noise that hides a small critic's judgement (``benchmarks/critic_warmup/run.py``).
     A reply without a distribution (a human player, a scripted policy) falls back to its
     sampled score, and ``infos`` says which was used. The critic's own reward is always
     computed from its sampled reply."""

@@ -82,7 +82,7 @@ from sage_env.actions import AnyText, read_action
 from sage_env.config import EnvConfig
 from sage_env.env_setup import apply_overrides, bind_protocol_config, make_pool
 from sage_env.outcome import Outcome
-from sage_env.protocols import SAGEProtocol, make_protocol
+from sage_env.protocols import Protocol, SAGEProtocol, make_protocol
 from sage_env.tasks.pool import TaskPool
 from sage_env.tasks.task import Task, load_seeds
 from sage_env.text import parsing

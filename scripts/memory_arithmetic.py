@@ -8,7 +8,7 @@ checkpoints, the recomputed layer, completion logits). The model shapes are the 
 ``learners.training.presets.PRESETS``, so the table follows the presets. Nothing here is measured:
 the
 per-token activation constants are read off the code (``learners/policy/logprobs.py``, peft's LoRA
-``Linear.forward``, transformers' Qwen2 layers) and rounded up; ``perf/gpu_check.py``
+``Linear.forward``, transformers' Qwen2 layers) and rounded up; ``benchmarks/perf/gpu_check.py``
 measures peak memory on a GPU when one is lent. ``docs/guide/scaling.md`` holds this script's output
 (``tests/learners/training/test_qwen_presets.py`` checks that it is current)::
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import fnmatch
 import hashlib
 import json
 import os
@@ -268,9 +267,7 @@ TARGETS: dict[str, Target] = {
 }
 
 # what the scratch copy needs: the packages, the tests and what the tests import
-COPIED = (
-    "sage_env", "learners", "tests", "experiments", "perf", "scripts", "examples", "pyproject.toml"
-)
+COPIED = ("sage_env", "learners", "tests", "benchmarks", "scripts", "examples", "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "runs", "checkpoints", "tb", "*.jsonl.gz")
 
 
@@ -279,7 +276,7 @@ def _mutmut_config(target: Target) -> str:
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["sage_env", "learners"]\n'
-        'also_copy = ["examples", "experiments", "perf", "scripts"]\n'
+        'also_copy = ["examples", "benchmarks", "scripts"]\n'
         f"only_mutate = [{json.dumps(target.source)}]\n"
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not slow"]\n'

@@ -27,9 +27,9 @@ FILE_LINES = 500
 """Review threshold for a file, in lines."""
 FUNCTION_LINES = 80
 """Review threshold for a function or method (``def`` to its last line), in lines."""
-PATHS = ("sage_env", "learners", "experiments", "perf")
-"""Folders scanned when none is given: the packages, the experiments and the speed and memory
-measurements."""
+PATHS = ("sage_env", "learners", "benchmarks")
+"""Folders scanned when none is given: the packages and the benchmarks (the experiments and the
+speed and memory measurements)."""
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ class PGConfig:
     ``torch.autocast(dtype=torch.bfloat16)``; the backward follows the same casts. Weights,
     gradients and the optimiser's state stay in their dtype (float32 on a CPU), and log-probs
     are taken in float32 from bfloat16 logits. On a CPU with bfloat16 matrix units (Intel AMX,
-    AVX512-BF16) the update is faster (``perf/update_profile.py``); the gradient is not
+    AVX512-BF16) the update is faster (``benchmarks/perf/update_profile.py``); the gradient is not
     float32's (bfloat16 rounding, about 1% relative), so off by default until a paired
     learning comparison says it learns as well (mixed precision as in Micikevicius et al.
     2018, "Mixed Precision Training", arXiv 1710.03740, with bfloat16 needing no loss

@@ -72,7 +72,7 @@ class RolloutConfig:
     ct2_workers: int = 1
     """``ct2``: generators decoding a call's batches in parallel, each with its own copy of
     the converted model (more RSS per worker) and ``ct2_threads / ct2_workers`` threads.
-    ``perf/ct2_replay.py`` measures 1 against 2 (figures in ``perf/README.md``)."""
+    ``benchmarks/perf/ct2_replay.py`` measures 1 against 2 (figures in ``benchmarks/perf/README.md``)."""
 
     def __post_init__(self) -> None:
         engine_spec(self.engine)  # ValueError on an unknown engine

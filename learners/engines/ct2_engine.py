@@ -94,7 +94,7 @@ def ct2_workers(config: RolloutConfig) -> tuple[int, int]:
     """``(threads, workers)``: ``ct2_threads`` (0: torch's) and ``ct2_workers``.
 
     Two single-threaded generators decoding two batches at once beat one two-threaded
-    generator decoding them in turn on the demo's calls (``perf/README.md``), but each holds
+    generator decoding them in turn on the demo's calls (``benchmarks/perf/README.md``), but each holds
     its own copy of the converted model, so 1 is the default.
     """
     threads = config.ct2_threads or torch.get_num_threads()

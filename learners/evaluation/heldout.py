@@ -10,7 +10,7 @@ figures in ``metrics.jsonl`` (``heldout/<set>/...``) and prints one line per set
 
 Statistics: the Wilson score interval at 95% (Wilson 1927; recommended by Brown, Cai &
 DasGupta 2001) per point, and the exact McNemar test (McNemar 1947) of final against a
-start on the same items. The experiments' statistics (``experiments/common/stats.py``) use the
+start on the same items. The experiments' statistics (``benchmarks/common/stats.py``) use the
 same functions.
 """
 

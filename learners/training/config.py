@@ -184,7 +184,7 @@ class TrainConfig(Generic[LearnerConfigT, ProtocolConfigT]):
     execution task's output is computed) loses more by the first. A 135M critic ranks
     execution questions (AUC 0.75-0.84) on a compressed scale (intact and corrupted mean q
     0.01-0.02 apart), so Youden's threshold passed 37-77% of the intact seeds, depending on
-    the probe's draw (issue 47; ``experiments/self_evolution/critic_check.py``). ``None``
+    the probe's draw (issue 47; ``benchmarks/self_evolution/critic_check.py``). ``None``
     (default): Youden's threshold alone."""
     gate_critic: Literal["policy", "warm_start"] = "policy"
     """Which weights score questions for the quality gate (``critic_score_estimate =

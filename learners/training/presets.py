@@ -78,7 +78,7 @@ PRESETS: dict[str, TrainConfig] = {
         # the Challenger's execution demonstrations ask for what the validator needs: induction
         # writes numbered input blocks (```input 1, ```input 2 ...; its 9 proposals of the demo
         # run before this held one input each) and deduction/abduction demonstrate one-argument
-        # programs (a missing argument broke 6 of their 20); perf/demo_proposals.py counts the
+        # programs (a missing argument broke 6 of their 20); benchmarks/perf/demo_proposals.py counts the
         # valid proposals per mode after this warm-up (docs/write-ups/demo-run.md, "Self-made
         # tasks in the pool")
         warmup=WarmupConfig(
@@ -130,7 +130,7 @@ PRESETS: dict[str, TrainConfig] = {
         # micro-batches of at most 1024 padded tokens: a micro-batch of 4 long sequences held
         # 5 GB of activations; with activation checkpointing the demo's own second update
         # peaked at 3.4 GB instead of 4.8 GB, at 1.2-1.3x its seconds (docs/write-ups/memory.md,
-        # "Where the memory goes"; perf/results/demo_memory.json)
+        # "Where the memory goes"; benchmarks/perf/results/demo_memory.json)
         # int8 rollouts corrected by truncated importance sampling (FlashRL's recipe, cap 2 on
         # p_learner / p_engine): in a paired learning comparison (4 seeds, 800 paired held-out
         # items) int8 + TIS learned as well as float32 (0.164 vs 0.160, p = 0.74) at 1.9x the

@@ -35,7 +35,7 @@ def compact_program(source: str) -> str:
     with it a target (program and input) was a median of 92 tokens (SmolLM2's tokenizer),
     26 of them over the ``propose`` phase's budget of 160 (``DEMO_BUDGETS``); warmed up on
     them, the default model wrote docstrings and ran out of tokens before its ``input`` block
-    (``experiments/proposal_validity/results/proposal_validity.json``). Compacted: median 64, 4 over. The code
+    (``benchmarks/proposal_validity/results/proposal_validity.json``). Compacted: median 64, 4 over. The code
     is the same (docstrings and comments do not change what ``f`` returns; no seed reads
     ``__doc__``).
     """

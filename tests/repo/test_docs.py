@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TOP = ("sage_env", "learners", "experiments", "perf", "docs", "tests", "examples", "scripts", ".ci")
-PATH = re.compile(r"(?<![\w./-])((?:{})/[\w./-]*\w)".format("|".join(re.escape(t) for t in TOP)))
-GENERATED = ("runs/", "experiments/compare_protocols/results")  # written by runs; absent on a
+TOP = ("sage_env", "learners", "benchmarks", "docs", "tests", "examples", "scripts", ".ci")
+# a path after a colon is a revision's (``git show 33f5782:benchmarks/results/x.json``): not checked
+PATH = re.compile(r"(?<![\w./:-])((?:{})/[\w./-]*\w)".format("|".join(re.escape(t) for t in TOP)))
+GENERATED = ("runs/", "benchmarks/compare_protocols/results")  # written by runs; absent on a
 # clone (every committed result the docs name is checked)
 
 
 def _sources():
     yield from [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    for top in ("sage_env", "learners", "experiments", "perf", "examples"):
+    for top in ("sage_env", "learners", "benchmarks", "examples"):
         yield from sorted((ROOT / top).rglob("*.py"))
 
 

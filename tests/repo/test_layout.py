@@ -253,7 +253,7 @@ def test_size_report_lists_long_files_and_functions_with_their_lengths(tmp_path)
         ("f", 94), ("A.m", 92), ("f.<locals>.inner", 92)]
 
 
-def test_size_report_runs_on_the_packages_experiments_and_perf_and_exits_zero():
+def test_size_report_runs_on_the_packages_and_benchmarks_and_exits_zero():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "size_report.py"),
                           "--file-lines", "1", "--function-lines", "1"],
                          capture_output=True, text=True, timeout=120)
@@ -262,7 +262,7 @@ def test_size_report_runs_on_the_packages_experiments_and_perf_and_exits_zero():
     assert "functions over 1 lines: " in out.stdout
     listed = {line.split()[1].split("/")[0] for line in out.stdout.splitlines()[1:]
               if line.startswith("  ")}
-    assert listed == {"sage_env", "learners", "experiments", "perf"}
+    assert listed == {"sage_env", "learners", "benchmarks"}
 
 
 # --- docs/design.md -----------------------------------------------------------------------

@@ -282,7 +282,7 @@ def test_hf_cb_trains_through_the_loop(tiny_path, tmp_path):
 
 @pytest.mark.slow
 def test_gpu_check_measures_through_the_engine_classes():
-    from perf import gpu_check
+    from benchmarks.perf import gpu_check
 
     model = gpu_check.build("tiny", "cpu", torch.float32).eval()
     for engine in ("hf", "hf-cb"):

@@ -1,7 +1,7 @@
 """``hf`` engine: log-probs reduced on the model's device, one batched stop check per step.
 
 Both changed paths are compared against the code they replaced (kept as references in
-:mod:`perf.hf_engine_gpu`, which times them on a GPU):
+:mod:`benchmarks.perf.hf_engine_gpu`, which times them on a GPU):
 the ``[B, T, V]`` stack moved to the host for the log-probs, and the row-by-row
 ``RowLimits`` that called each row's ``StopStringCriteria`` (and synced) on its own.
 """
@@ -9,11 +9,11 @@ the ``[B, T, V]`` stack moved to the host for the log-probs, and the row-by-row
 import pytest
 import torch
 
+from benchmarks.perf.hf_engine_gpu import OldRowLimits, old_sampled_logprobs  # replaced code
 from learners.engines import HFEngine, RowLimits
 from learners.engines import hf_engine as hf_engine_module
 from learners.engines.hf_engine import sampled_logprobs
 from learners.policy import HFPolicy, SamplingConfig
-from perf.hf_engine_gpu import OldRowLimits, old_sampled_logprobs  # the replaced code, kept there
 
 OBS = [
     {"system": "You plan.", "user": "Plan task 1.", "prefix": "<plan>"},

@@ -1,7 +1,7 @@
 """The eval self-check: each benchmark's own gold, written as a model would, must score.
 
 A sample of every local benchmark (the first items plus the ones that used to fail) runs in
-CI; ``experiments/eval_selfcheck/run.py`` runs them all
+CI; ``benchmarks/eval_selfcheck/run.py`` runs them all
 (figures in ``docs/write-ups/evaluation.md``).
 """
 
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from experiments.eval_selfcheck import run as eval_selfcheck  # noqa: E402
+from benchmarks.eval_selfcheck import run as eval_selfcheck  # noqa: E402
 from learners.evaluation import input_literal, mbpp_plus_inputs
 from learners.evaluation.benchmarks.math_benchmarks import _olympiad_answer
 from sage_env.verifiers import CodeVerifier, MathVerifier

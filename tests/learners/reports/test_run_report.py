@@ -130,7 +130,7 @@ def test_roc_curve_area_is_the_probe_auc():
 
 
 def test_the_page_is_one_file_with_plotly_and_the_data_inline(tmp_path):
-    from perf.report_bench import KNOWN_WORD, make_synthetic_run
+    from benchmarks.perf.report_bench import KNOWN_WORD, make_synthetic_run
 
     made = make_synthetic_run(tmp_path / "run", steps=3, rounds=4)
     html = write_report([tmp_path / "run"], tmp_path / "r.html").read_text()
@@ -150,7 +150,7 @@ def test_the_page_is_one_file_with_plotly_and_the_data_inline(tmp_path):
 
 
 def test_model_text_cannot_close_the_data_script(tmp_path):
-    from perf.report_bench import make_synthetic_run
+    from benchmarks.perf.report_bench import make_synthetic_run
 
     make_synthetic_run(tmp_path / "run", steps=1, rounds=1)
     path = tmp_path / "run" / "transcripts" / "step_000001.jsonl"
@@ -164,7 +164,7 @@ def test_model_text_cannot_close_the_data_script(tmp_path):
 
 
 def test_broken_files_are_skipped_and_named_not_raised(tmp_path):
-    from perf.report_bench import make_synthetic_run
+    from benchmarks.perf.report_bench import make_synthetic_run
 
     run = tmp_path / "run"
     make_synthetic_run(run, steps=2, rounds=2)
@@ -186,7 +186,7 @@ def test_broken_files_are_skipped_and_named_not_raised(tmp_path):
 
 def test_an_old_run_falls_back_to_text_transcripts_and_the_pool(tmp_path):
     """A run written before transcripts/step_N.jsonl and the probe's item scores."""
-    old = ROOT / "experiments" / "learning_signal" / "results" / "sage-seed0"
+    old = ROOT / "benchmarks" / "learning_signal" / "results" / "sage-seed0"
     data = load_run(old)
     assert data["rounds"] and all("text" in r for r in data["rounds"])
     assert data["rounds"][0]["text"].startswith("=== challenge: challenger_0 ===")
@@ -217,7 +217,7 @@ def test_pool_only_run_lists_its_generated_tasks(tmp_path):
 
 
 def test_cli_writes_a_multi_run_comparison(tmp_path, capsys):
-    from perf.report_bench import make_synthetic_run
+    from benchmarks.perf.report_bench import make_synthetic_run
 
     for name, seed in (("a", 0), ("b", 1)):
         make_synthetic_run(tmp_path / name / "run", steps=2, rounds=2, seed=seed)
@@ -239,7 +239,7 @@ def test_cli_errors_are_clear(tmp_path, capsys):
 
 
 def test_max_rounds_per_step_bounds_transcripts_not_proposals(tmp_path):
-    from perf.report_bench import make_synthetic_run
+    from benchmarks.perf.report_bench import make_synthetic_run
 
     make_synthetic_run(tmp_path / "run", steps=2, rounds=5)
     data = load_run(tmp_path / "run", max_rounds_per_step=2)
@@ -291,7 +291,7 @@ def test_train_writes_the_report_every_n_steps_and_at_the_end(tmp_path, tiny_pat
 
 
 def test_max_rejected_keeps_every_accepted_and_the_latest_rejected(tmp_path):
-    from perf.report_bench import make_synthetic_run
+    from benchmarks.perf.report_bench import make_synthetic_run
 
     made = make_synthetic_run(tmp_path / "run", steps=3, rounds=6)
     rejected = made["proposals"] - made["accepted"]

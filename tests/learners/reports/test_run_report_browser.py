@@ -2,7 +2,7 @@
 
 Skipped, saying why, where chromium (``apt-get install chromium``, which ``.ci/run`` does) or
 playwright (the ``test`` extra) is missing; playwright's own browser download is never used.
-The run folders are synthetic (``perf/report_bench.py``), so no model runs.
+The run folders are synthetic (``benchmarks/perf/report_bench.py``), so no model runs.
 """
 
 import json
@@ -28,8 +28,8 @@ sync_api = pytest.importorskip(
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
+    from benchmarks.perf.report_bench import make_synthetic_run
     from learners.reports.run_report import write_report
-    from perf.report_bench import make_synthetic_run
 
     root = tmp_path_factory.mktemp("report")
     made = make_synthetic_run(root / "run", steps=3, rounds=4)
@@ -127,7 +127,7 @@ def test_a_chart_with_one_trace_names_it_in_a_legend(browser, report):
 
 
 def test_search_finds_the_known_task(browser, report):
-    from perf.report_bench import KNOWN_WORD
+    from benchmarks.perf.report_bench import KNOWN_WORD
 
     made, one, _ = report
     page, _ = _open(browser, one)
@@ -164,7 +164,7 @@ def test_a_filter_changes_the_row_count(browser, report):
 
 
 def test_a_transcript_opens_from_its_task(browser, report):
-    from perf.report_bench import KNOWN_WORD
+    from benchmarks.perf.report_bench import KNOWN_WORD
 
     made, one, _ = report
     page, _ = _open(browser, one)

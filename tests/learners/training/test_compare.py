@@ -184,7 +184,7 @@ def test_bad_options_fail_before_any_model_loads(tmp_path, capsys, args, message
 
 
 def test_compare_protocols_script_is_the_compare_command(tmp_path):
-    from experiments.compare_protocols import run as compare_protocols
+    from benchmarks.compare_protocols import run as compare_protocols
 
     with pytest.raises(SystemExit) as done:
         compare_protocols.main(["--protocols", "nope", "--out", str(tmp_path / "c")])

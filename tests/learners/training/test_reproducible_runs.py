@@ -7,7 +7,7 @@ trained by :func:`learners.training.loop.train`, each run in its own interpreter
 another ``PYTHONHASHSEED``, with the protocols trained in opposite orders in the two
 interpreters (so nothing one training run leaves in the process reaches the next one's
 numbers: the learning-curve benchmark trains its arms one after another in one process).
-The configuration is the ``demo`` preset's, as ``experiments/learning_curve/run.py`` trains it
+The configuration is the ``demo`` preset's, as ``benchmarks/learning_curve/run.py`` trains it
 (the interleaved SAGE round, the critic's expected score, math grounding by program,
 execution tasks beside math and code; the ``ct2`` engine for ``sage``, ``hf`` for the
 others), plus what that benchmark leaves out and ``sage-env train --preset demo`` runs: the
