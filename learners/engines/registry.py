@@ -79,6 +79,7 @@ ENGINES: Registry[EngineSpec] = Registry(
         "learners.engines.hf_cb_engine",
         "learners.engines.vllm_engine",
         "learners.engines.ct2_engine",
+        "learners.engines.torch_bf16_engine",
     ),
     entry=_engine_spec,
 )

@@ -50,12 +50,12 @@ def tiny_policy(tmp_path_factory):
 
 
 def test_rollout_config_names_the_engines_and_rejects_unknown_ones():
-    assert list(ENGINES) == ["hf", "hf-cb", "vllm", "ct2"]
+    assert list(ENGINES) == ["hf", "hf-cb", "vllm", "ct2", "torch-bf16"]
     assert RolloutConfig().engine == "hf"
     with pytest.raises(ValueError) as info:
         RolloutConfig(engine="sglang")
     assert str(info.value) == (
-        "unknown rollout engine 'sglang'; registered: ['ct2', 'hf', 'hf-cb', 'vllm']"
+        "unknown rollout engine 'sglang'; registered: ['ct2', 'hf', 'hf-cb', 'torch-bf16', 'vllm']"
     )
     with pytest.raises(ValueError, match="vllm_gpu_memory_utilization"):
         RolloutConfig(vllm_gpu_memory_utilization=1.5)
