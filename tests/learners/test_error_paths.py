@@ -85,9 +85,9 @@ def test_unknown_rollout_engine_lists_every_registered_one():
     with pytest.raises(ValueError) as info:
         engine_spec("vllmm")
     assert str(info.value) == (
-        "unknown rollout engine 'vllmm'; registered: ['ct2', 'hf', 'hf-cb', 'vllm']"
+        "unknown rollout engine 'vllmm'; registered: ['ct2', 'hf', 'hf-cb', 'torch-bf16', 'vllm']"
     )
-    assert list(ENGINES) == ["hf", "hf-cb", "vllm", "ct2"]
+    assert list(ENGINES) == ["hf", "hf-cb", "vllm", "ct2", "torch-bf16"]
 
 
 # ------------------------------------------------------------- sage-env eval --model

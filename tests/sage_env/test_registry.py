@@ -174,7 +174,7 @@ def test_importing_every_registry_imports_no_torch_vllm_or_engine():
     assert proc.stdout.splitlines() == [
         "['train', 'play', 'eval', 'compare', 'export', 'report', 'decontam', 'serve'] "
         "['sage', 'azr', 'azr-qa', 'mae', 'rlvr']",
-        "['hf', 'hf-cb', 'vllm', 'ct2']",
+        "['hf', 'hf-cb', 'vllm', 'ct2', 'torch-bf16']",
     ]
 
 
@@ -206,7 +206,7 @@ def test_unknown_engine_protocol_and_benchmark_list_every_registered_one():
     from learners.evaluation.benchmarks import load_benchmark
     from sage_env.protocols import available_protocols, make_protocol
 
-    with pytest.raises(ValueError, match=r"registered: \['ct2', 'hf', 'hf-cb', 'vllm'\]$"):
+    with pytest.raises(ValueError, match=r"registered: \['ct2', 'hf', 'hf-cb', 'torch-bf16', 'vllm'\]$"):
         RolloutConfig(engine="sglang")
     with pytest.raises(ValueError) as info:
         make_protocol("sagee")
@@ -241,7 +241,7 @@ def test_train_help_and_the_unknown_algorithm_error_list_builtins_and_plugins(
             main(["train", "--help"])
         out = " ".join(capsys.readouterr().out.split())
         assert f"--algorithm {{{', '.join(names)}}}" in out
-        assert "--rollout.engine): {ct2, hf, hf-cb, vllm}" in out
+        assert "--rollout.engine): {ct2, hf, hf-cb, torch-bf16, vllm}" in out
     finally:
         LEARNERS.unregister("ep_demo")
         sys.modules.pop("ep_learner_demo", None)

@@ -1,6 +1,8 @@
 """Math grounding (issue 33, item 6): ``math_grounding="program"`` computes a generated math
 task's answer with the Challenger's own program instead of taking its claim."""
 
+import random
+
 import pytest
 
 import sage_env
@@ -115,13 +117,17 @@ def test_a_missing_program_is_refused_under_program_and_ignored_under_claim():
         ("import os\ndef answer():\n    return os.getpid()", "forbidden"),
         ("import random\ndef answer():\n    return random.randint(1, 9)", "forbidden"),
         ("def answer():\n    return hash('abc') % 7", "forbidden"),
-        ("def answer():\n    return len(next(iter({'abc', 'de'})))", "deterministic"),
+        # the first of eight strings of distinct lengths in set order: which one depends on the
+        # hash seed (two strings, as before, agreed in all 6 runs about 1 time in 32)
+        ("def answer():\n    return len(next(iter(set('a bb ccc dddd eeeee ffffff ggggggg hhhhhhhh'.split()))))", "deterministic"),
         ("def answer():\n    return 1 / 0", "run"),
         ("def solve():\n    return 4", "entry"),
     ],
 )
 def test_an_unsafe_or_nondeterministic_program_is_refused(program, check):
-    run = ground_answer(program, "4", MathVerifier(), timeout_s=2.0, memory_mb=256)
+    run = ground_answer(
+        program, "4", MathVerifier(), timeout_s=2.0, memory_mb=256, check_rng=random.Random(0)
+    )
     assert run.verdict == "program_failed" and f"({check})" in run.reason, run.reason
     assert run.answer is None
 
