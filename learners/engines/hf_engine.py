@@ -10,7 +10,7 @@ import torch
 from learners.engines.config import RolloutConfig
 from learners.engines.interface import EngineHost
 from learners.engines.registry import register_engine
-from learners.engines.stops import RowLimits, eos_cut
+from learners.engines.stops import RowLimits, limited_completions
 from learners.types import Completion, SamplingConfig
 
 
@@ -141,26 +141,7 @@ class HFEngine:
         logps = sampled_logprobs(out.logits, out.sequences[:, width:], temp).cpu()
         new = out.sequences[:, width:].cpu()
         del out
-        completions = []
-        for row, p in enumerate(prompts):
-            ids = new[row].tolist()
-            length, stopped = eos_cut(ids, budgets[row], host.eos_ids)
-            if not stopped and limits.stopped_at[row] is not None:
-                at = limits.stopped_at[row]
-                stopped = at < length or (at == length and limits.by_string[row])
-                length = min(length, at)
-            ids = ids[:length]
-            host.tokens_generated += length
-            completions.append(
-                Completion(
-                    text=host.tokenizer.decode(ids, skip_special_tokens=True),
-                    prompt_ids=list(p),
-                    completion_ids=ids,
-                    logprobs=logps[row, :length].tolist(),
-                    truncated=not stopped and length >= budgets[row],
-                )
-            )
-        return completions
+        return limited_completions(host, prompts, new, logps, budgets, limits)
 
 
 def sampled_logprobs(

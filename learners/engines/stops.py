@@ -160,3 +160,53 @@ def cut_completion(
         logprobs=[float(x) for x in logprobs[:length]],
         truncated=not stopped and length >= budget,
     )
+
+
+def limited_completions(
+    host: EngineHost,
+    prompts: list[list[int]],
+    new: torch.Tensor,
+    logprobs: torch.Tensor,
+    budgets: list[int],
+    limits: RowLimits,
+    produced: list[int] | None = None,
+) -> list[Completion]:
+    """:class:`Completion` records of a batch that :class:`RowLimits` stopped while decoding.
+
+    Row ``r`` keeps at most ``budgets[r]`` of its tokens ``new[r]``, ends at its first EOS
+    (kept, :func:`eos_cut`) or at the token where ``limits`` stopped it, whichever comes
+    first, and is ``truncated`` when it reached its budget without either. Adds the kept
+    tokens to ``host.tokens_generated``.
+
+    Args:
+        host: The engine's host (tokenizer, EOS ids, token count).
+        prompts: ``[B]`` prompt token ids.
+        new: ``[B, T]`` generated token ids (CPU).
+        logprobs: ``[B, T]`` log-probs of those tokens (CPU, float).
+        budgets: ``[B]`` token budgets.
+        limits: The criterion that stopped the rows (``stopped_at``, ``by_string``).
+        produced: ``[B]`` tokens each row decoded before it stopped, or ``None`` (all ``T``).
+            A row stopped early holds pad ids after them; with ``produced`` they are never
+            read, so a pad id that is an EOS id does not end the row (``torch-bf16``). ``hf``
+            passes ``None``: transformers keeps such a pad as the row's EOS.
+    """
+    completions = []
+    for row, prompt in enumerate(prompts):
+        ids = new[row].tolist() if produced is None else new[row, : produced[row]].tolist()
+        length, stopped = eos_cut(ids, budgets[row], host.eos_ids)
+        if not stopped and limits.stopped_at[row] is not None:
+            at = limits.stopped_at[row]
+            stopped = at < length or (at == length and limits.by_string[row])
+            length = min(length, at)
+        ids = ids[:length]
+        host.tokens_generated += length
+        completions.append(
+            Completion(
+                text=host.tokenizer.decode(ids, skip_special_tokens=True),
+                prompt_ids=list(prompt),
+                completion_ids=ids,
+                logprobs=logprobs[row, :length].tolist(),
+                truncated=not stopped and length >= budgets[row],
+            )
+        )
+    return completions

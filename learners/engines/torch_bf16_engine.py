@@ -13,7 +13,7 @@ from learners.engines.config import RolloutConfig
 from learners.engines.hf_engine import HFEngine
 from learners.engines.interface import EngineHost
 from learners.engines.registry import register_engine
-from learners.engines.stops import RowLimits, eos_cut
+from learners.engines.stops import RowLimits, limited_completions
 from learners.engines.weights import inference_weights
 from learners.memory import release_memory
 from learners.types import Completion, SamplingConfig
@@ -369,27 +369,8 @@ class TorchBF16Engine:
         del cache
         new = torch.stack(tokens, dim=1)
         lp = torch.stack(logps, dim=1)
-        completions = []
-        for row, p in enumerate(prompts):
-            # a stopped row's later positions hold the pad id, which may be an EOS id
-            row_ids = new[row, : int(produced[row])].tolist()
-            length, stopped = eos_cut(row_ids, budgets[row], host.eos_ids)
-            if not stopped and limits.stopped_at[row] is not None:
-                at = limits.stopped_at[row]
-                stopped = at < length or (at == length and limits.by_string[row])
-                length = min(length, at)
-            row_ids = row_ids[:length]
-            host.tokens_generated += length
-            completions.append(
-                Completion(
-                    text=host.tokenizer.decode(row_ids, skip_special_tokens=True),
-                    prompt_ids=list(p),
-                    completion_ids=row_ids,
-                    logprobs=lp[row, :length].tolist(),
-                    truncated=not stopped and length >= budgets[row],
-                )
-            )
-        return completions
+        produced_rows = [int(n) for n in produced]
+        return limited_completions(host, prompts, new, lp, budgets, limits, produced_rows)
 
 
 def packs(device: torch.device) -> bool:
