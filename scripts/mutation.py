@@ -264,6 +264,13 @@ TARGETS: dict[str, Target] = {
             for n in (14, 15)
         },
     ),
+    "answer_checks": Target(
+        source="sage_env/verifiers/answer_checks.py",
+        # AZR's deduction, abduction and induction checks: what pays a solver's answer; the
+        # unit tests fake the sandbox (the executor's own tests cover the sandbox)
+        tests=("tests/sage_env/verifiers/test_answer_checks.py",),
+        time_limit_s=1800,
+    ),
 }
 
 # what the scratch copy needs: the packages, the tests and what the tests import

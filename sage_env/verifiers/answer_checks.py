@@ -32,6 +32,10 @@ run that passed and ``VERDICT_RUNS - 1`` check runs under drawn variants (a fail
 needs no repeat, so only right answers pay the extra runs). With 6, an answer that is right
 by one bit of noise is paid 1 time in 64 instead of 1 in 2."""
 
+INDUCTION_REWARDS = ("binary", "accuracy")
+"""What :func:`check_induction` pays: all held-out outputs right (AZR's default) or their
+share."""
+
 
 @dataclass(frozen=True)
 class Check:
@@ -85,8 +89,8 @@ def _repeats(
     runs: int,
     timeout_s: float,
     memory_mb: int,
-    expressions: bool = False,
-    check_rng: random.Random | None = None,
+    expressions: bool,
+    check_rng: random.Random | None,
 ) -> bool:
     """Whether ``program`` returns ``value`` on ``args`` in ``runs - 1`` check runs too.
 
@@ -189,7 +193,12 @@ def check_induction(
         verdict_runs: Runs a matching output must come back in, the first included.
         check_rng: Where the repeat runs' variants are drawn from; ``None``:
             :class:`random.SystemRandom`.
+
+    Raises:
+        ValueError: if ``reward`` is neither ``"binary"`` nor ``"accuracy"``.
     """
+    if reward not in INDUCTION_REWARDS:
+        raise ValueError(f"reward must be one of {INDUCTION_REWARDS}, got {reward!r}")
     if predicted_program is None or not defines_f(predicted_program):
         return Check(0.0, False, "invalid", "no Python program defining f found")
     hit = program_refusal(predicted_program)

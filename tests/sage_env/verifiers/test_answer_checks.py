@@ -6,7 +6,8 @@ fixture programs in-process (trusted test code, never model output) or returns s
 and records what it was called with. Each test asserts the exact :class:`Check` (score,
 formatted, status, reason) and, where that is the point, the runs asked for, at a boundary or
 a non-default parameter, so that a changed comparison, bound, branch or forwarded argument
-fails here (written for a mutation run of the module with this file alone; docs/reference/testing.md).
+fails here (written for a mutation run of the module with this file alone;
+docs/reference/testing.md).
 """
 
 import random
@@ -487,6 +488,14 @@ def test_induction_accuracy_two_of_three_is_exact(box):
 
 def test_induction_binary_is_the_default(box):
     _same(check_induction(DOUBLE, INPUTS, TWO_OF_THREE), 0.0, True, "failed", _match(2, 3))
+
+
+@pytest.mark.parametrize("reward", ["Accuracy", "binary ", "", "fraction"])
+def test_induction_refuses_an_unknown_reward_before_running_anything(box, reward):
+    # a misspelt setting used to pay as binary without a word
+    with pytest.raises(ValueError, match=r"reward must be one of \('binary', 'accuracy'\)"):
+        check_induction(DOUBLE, INPUTS, GOLDS, reward=reward)
+    assert box.execute_calls == [] and box.draws == [] and box.execute_all_calls == []
 
 
 @pytest.mark.parametrize(("gold", "reward"), [("2", "binary"), ("2", "accuracy"), ("3", "binary")])
