@@ -264,6 +264,27 @@ TARGETS: dict[str, Target] = {
             for n in (14, 15)
         },
     ),
+    "program_checks": Target(
+        source="sage_env/verifiers/program_checks.py",
+        # the static checks that hold a model-written program (and an input expression) to the
+        # allow-list before it runs; pure functions, so the unit tests must kill every mutant
+        tests=("tests/sage_env/verifiers/test_program_checks.py",),
+        time_limit_s=2400,
+        equivalent={
+            f"sage_env.verifiers.program_checks.x__global_use__mutmut_{n}": "symtable's file "
+            "name shows only in a SyntaxError's text, which _global_use catches and never reads"
+            for n in (8, 9)
+        }
+        | {
+            "sage_env.verifiers.program_checks.x\u01c1_Judge\u01c1__init____mutmut_13": "imports "
+            "is only read as a truth value (or, if), where None and False agree",
+            "sage_env.verifiers.program_checks.x\u01c1_Judge\u01c1visit_import_from__mutmut_6": "a "
+            "from-import of level 0 always names its module (only relative ones, refused just "
+            "before, have none), so the or-default is never taken",
+            "sage_env.verifiers.program_checks.x\u01c1_Judge\u01c1visit_string__mutmut_11": "None "
+            "is _Refusal.module's default, so passing it or not makes the same refusal",
+        },
+    ),
     "answer_checks": Target(
         source="sage_env/verifiers/answer_checks.py",
         # AZR's deduction, abduction and induction checks: what pays a solver's answer; the

@@ -1,0 +1,729 @@
+"""The static checks of a model-written program (``sage_env.verifiers.program_checks``).
+
+Pure functions, no sandbox: each test asserts the exact verdict (the refusal text, the module
+a refusal reaches, ``None``, ``True``/``False``, the accepted input text) of one branch, at a
+boundary or at a non-default parameter (``banned``, ``name``, a template's nesting depth), so
+that a changed comparison, bound, string, operator or forwarded argument fails here (the
+module's mutation run uses this file alone; docs/reference/testing.md). The corpus and
+red-team programs are in ``test_program_allowlist.py``.
+"""
+
+import pytest
+
+from sage_env.verifiers import program_checks as pc
+from sage_env.verifiers.program_checks import (
+    MAX_LITERAL_CHARS,
+    defines_f,
+    escape_hatch,
+    forbidden_import,
+    program_refusal,
+    safe_input_expression,
+)
+
+WALK = "the template could walk its attributes to the interpreter"
+
+
+def _computed(carrier: str, attr: str = "format") -> str:
+    """The refusal of a computed template in a program that holds ``carrier``."""
+    return f"formats a template it computes (.{attr} on a value) and {carrier}: {WALK}"
+
+
+def _verdict(program: str, banned=None) -> tuple:
+    """``(program_refusal, forbidden_import)`` of ``program``, with ``banned`` if given."""
+    if banned is None:
+        return program_refusal(program), forbidden_import(program)
+    return program_refusal(program, banned), forbidden_import(program, banned)
+
+
+# ---------------------------------------------------------------- _is_dunder
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("__init__", True),
+        ("__a__", True),
+        ("__X__", True),  # X is not an underscore (strip("_"), not strip("X_"))
+        ("__XX__", True),
+        ("___a___", True),
+        ("____", False),  # only underscores
+        ("___", False),
+        ("__", False),
+        ("__a", False),
+        ("a__", False),
+        ("_a_", False),
+        ("a", False),
+        ("__ __", True),  # strip("_") only: the space is a character
+    ],
+)
+def test_is_dunder(name, expected):
+    assert pc._is_dunder(name) is expected
+
+
+# ---------------------------------------------------------------- honest programs pass
+HONEST = [
+    "def f(a):\n    return a",
+    "import math\ndef f(a):\n    return math.floor(a)",
+    "import math as m\ndef f(a):\n    return m.floor(a)",
+    "import math\ndef f(a):\n    return math.pi.real",  # a member's attribute, not a module
+    "import collections.abc\ndef f(a):\n    return isinstance(a, collections.abc.Sized)",
+    "import collections.abc as cabc\ndef f(a):\n    return isinstance(a, cabc.Sized)",
+    "from collections import abc\ndef f(a):\n    return isinstance(a, abc.Sized)",
+    "from collections import abc as c\ndef f(a):\n    return isinstance(a, c.Sized)",
+    "from math import floor\ndef f(a):\n    return floor(a)",
+    "from math import *\ndef f(a):\n    return floor(a)",
+    "from __future__ import annotations\ndef f(a: int) -> int:\n    return a",
+    "import math\nmath = 1",  # the module's name stored over, never read as a value
+    "def f(a):\n    return type(a)",
+    "def f(a):\n    return max(a, 1)",  # another builtin with two arguments
+    "def f(a):\n    return a.count(1, 2)",  # a method with two arguments
+    "def f(a):\n    return a.real, a._asdict(), a._fields, a.__name__",
+    "class C(list):\n    def __init__(self, x):\n        super().__init__(x)",
+    "class P:\n    __slots__ = ('x',)\n    __hash__ = None\n    def __eq__(self, o):\n"
+    "        return True\n    def __len__(self):\n        return 0",
+    "class C(slots=True):\n    pass",  # the one class keyword that passes
+    "if __name__ == '__main__':\n    print('__init__', '__name__')",
+    "def f(a):\n    return 'a__b', '____', b'__class__', b'gi_frame'",  # no dunder word / bytes
+    "def f(a):\n    return '{0.real}'.format(a)",  # a constant template of a public attribute
+    "def f(a):\n    return '{0[real]}'.format(a)",  # a key, not an attribute
+    "def f(a):\n    return '{0:{1}}'.format(a, 5)",
+    "def f(open):\n    return open",  # a refused builtin's name bound by the program
+    "def f(a):\n    open = a\n    return open",
+    "def f(open):\n    def g():\n        return open\n    return g",  # free in g
+    "def f(open):\n    class C:\n        y = open\n    return C",  # free in a class body
+    "open = 1",  # stored, never read
+    "def f(t, v):\n    return t.format(*v)",  # a computed template, plain data
+    "def f(t):\n    return t.format(len(t))",  # len called, not a value
+    "def g():\n    return 1\ndef f(t):\n    return t.format(g())",
+    "def g():\n    return 1\ndef f(t):\n    return t.format(g.__name__)",  # g as a base
+    "def f(t):\n    for len in t:\n        pass\n    return t.format(1)",  # len stored
+    "def f(t):\n    try:\n        pass\n    except ValueError:\n        pass\n"
+    "    return t.format(1)",  # an exception caught, not bound
+    "def f(t):\n    if not t:\n        raise ValueError('x')\n    return t.format(1)",
+    "def f(t):\n    if not t:\n        raise ValueError\n    return t.format(1)",
+    "def f(t):\n    try:\n        pass\n    except ValueError:\n        raise\n"
+    "    return t.format(1)",  # a bare raise holds nothing
+    "from __future__ import annotations\ndef f(t):\n    return t.format(1)",
+    "def f(a):\n    g = lambda x: x\n    return '{}'.format(g(a))",  # a constant template
+    "def f(a):\n    match a:\n        case complex(real=r):\n            return r",
+    "def f(:",  # does not parse: the parse check reports it
+]
+
+
+@pytest.mark.parametrize("program", HONEST)
+def test_honest_programs_pass(program):
+    assert program_refusal(program) is None
+    assert forbidden_import(program) is None
+    assert escape_hatch(program) is None
+
+
+# ---------------------------------------------------------------- imports
+IMPORTS = [
+    ("import os", "imports 'os', a banned module", "os"),
+    ("import os.path", "imports 'os', a banned module", "os"),
+    ("def f(a):\n    import os", "imports 'os', a banned module", "os"),
+    ("import secrets", "imports 'secrets', which is not on the allow-list", "secrets"),
+    ("import math.foo", "imports 'math.foo', which is not on the allow-list", "math.foo"),
+    ("import posix", "imports 'posix', a banned module (module 'os')", "os"),
+    ("import _random", "imports '_random', a banned module (module 'random')", "random"),
+    (
+        "import collections.os",
+        "imports 'collections.os', a banned module (module 'os')",
+        "os",
+    ),
+    ("import math, os", "imports 'os', a banned module", "os"),
+    ("import os\nimport sys", "imports 'os', a banned module", "os"),  # the first stays named
+    ("from . import x", "has a relative import", None),
+    ("from .m import x", "has a relative import", None),
+    ("from os import path", "imports 'os', a banned module", "os"),
+    (
+        "from secrets import token_hex",
+        "imports 'secrets', which is not on the allow-list",
+        "secrets",
+    ),
+    ("from secrets import *", "imports 'secrets', which is not on the allow-list", "secrets"),
+    (
+        "from secrets import os",
+        "imports 'secrets.os', which is not an allowed member of 'secrets' (module 'os')",
+        "os",
+    ),
+    (
+        "from math import foo",
+        "imports 'math.foo', which is not an allowed member of 'math'",
+        "math.foo",
+    ),
+    (
+        "from statistics import random",
+        "imports 'statistics.random', which is not an allowed member of 'statistics'"
+        " (module 'random')",
+        "random",
+    ),
+    (
+        "from typing import *",
+        "imports * from 'typing', more than its allowed members",
+        "typing",
+    ),
+    (
+        "from functools import *",
+        "imports * from 'functools', more than its allowed members",
+        "functools",
+    ),
+]
+
+
+@pytest.mark.parametrize(("program", "reason", "module"), IMPORTS)
+def test_imports_off_the_list_are_refused_naming_the_module(program, reason, module):
+    assert _verdict(program) == (reason, module)
+    assert escape_hatch(program) == reason
+
+
+@pytest.mark.parametrize(
+    ("program", "banned", "reason", "module"),
+    [
+        ("import math", ("math",), "imports 'math', a banned module", "math"),
+        ("import math", ["_math"], "imports 'math', a banned module", "math"),  # as named
+        ("import re", ["re"], "imports 're', a banned module", "re"),
+        ("import os", (), "imports 'os', which is not on the allow-list", "os"),
+        ("import os", ("sys",), "imports 'os', which is not on the allow-list", "os"),
+        ("import posix", (), "imports 'posix', which is not on the allow-list", "posix"),
+        ("import posix", ("posix",), "imports 'posix', a banned module (module 'os')", "os"),
+        (
+            "from math import floor",
+            ("floor",),
+            "imports 'math.floor', which is not an allowed member of 'math' (module 'floor')",
+            "floor",
+        ),
+        ("from os import path", (), "imports 'os', which is not on the allow-list", "os"),
+        ("import math\ndef f(a):\n    return math.pi", (), None, None),
+        ("import statistics\ndef f(a):\n    return statistics.mean(a)", [], None, None),
+    ],
+)
+def test_a_custom_banned_list(program, banned, reason, module):
+    assert _verdict(program, banned) == (reason, module)
+
+
+def test_the_default_banned_list_is_azrs():
+    assert _verdict("import re") == (None, None)
+    assert _verdict("import math") == (None, None)
+    assert escape_hatch("import re") is None
+    assert escape_hatch("import sys") == "imports 'sys', a banned module"
+
+
+# ---------------------------------------------------------------- modules as values, reads
+MODULE_READS = [
+    ("import math\ndef f(a):\n    return math", "uses module 'math' as a value", None),
+    ("import math as m\ndef f(a):\n    return m", "uses module 'math' as a value", None),
+    (
+        "import collections.abc\ndef f(a):\n    return collections",
+        "uses module 'collections' as a value",
+        None,
+    ),
+    (
+        "import collections.abc as cabc\ndef f(a):\n    return cabc",
+        "uses module 'collections.abc' as a value",
+        None,
+    ),
+    (
+        "import collections\ndef f(a):\n    return collections.abc",
+        "uses module 'collections.abc' as a value",
+        None,
+    ),
+    (
+        "from collections import abc\ndef f(a):\n    return abc",
+        "uses module 'collections.abc' as a value",
+        None,
+    ),
+    (
+        "from collections import abc as c\ndef f(a):\n    return c",
+        "uses module 'collections.abc' as a value",
+        None,
+    ),
+    (
+        "import math\ndef f(a):\n    return math.foo",
+        "reads 'math.foo', which is not an allowed member of 'math'",
+        "math.foo",
+    ),
+    (
+        "import statistics\ndef f(a):\n    return statistics.random",
+        "reads 'statistics.random', which is not an allowed member of 'statistics'"
+        " (module 'random')",
+        "random",
+    ),
+    (
+        "import collections.abc\ndef f(a):\n    return collections.abc.sys",
+        "reads 'collections.abc.sys', which is not an allowed member of 'collections.abc'"
+        " (module 'sys')",
+        "sys",
+    ),
+    (
+        "import tempfile\ndef f(a):\n    return tempfile._os",
+        "reads 'tempfile._os', of a module not on the allow-list (module 'os')",
+        "os",
+    ),
+    ("import math\ndef f(a):\n    math.pi = a", "assigns 'math.pi', a member of a module", None),
+    ("import math\ndef f(a):\n    del math.pi", "assigns 'math.pi', a member of a module", None),
+]
+
+
+@pytest.mark.parametrize(("program", "reason", "module"), MODULE_READS)
+def test_modules_are_only_read_for_their_allowed_members(program, reason, module):
+    assert _verdict(program) == (reason, module)
+
+
+def test_a_module_off_the_list_is_named_by_its_import_unless_a_read_reaches_a_banned_one():
+    assert _verdict("import tempfile\ndef f(a):\n    return tempfile.mkdtemp") == (
+        "imports 'tempfile', which is not on the allow-list",
+        "tempfile",
+    )
+
+
+# ---------------------------------------------------------------- names, attributes, strings
+REFUSALS = [
+    # dunder names
+    ("def f(a):\n    return __builtins__", "uses '__builtins__'"),
+    ("x = __slots__", "uses '__slots__'"),  # read, not stored by a class body
+    ("__x__ = 1", "uses '__x__'"),  # stored, not one of the allowed stores
+    ("__version__ = '1'", "uses '__version__'"),
+    # refused builtins
+    ("def f(a):\n    return open", "uses builtin 'open', which is not on the allow-list"),
+    ("def f(a):\n    return len(a), open", "uses builtin 'open', which is not on the allow-list"),
+    ("x = open", "uses builtin 'open', which is not on the allow-list"),
+    ("class C:\n    x = open", "uses builtin 'open', which is not on the allow-list"),
+    (
+        "class C:\n    open = 1\n    x = open",  # a class body falls back to the builtins
+        "uses builtin 'open', which is not on the allow-list",
+    ),
+    (
+        "def f(a):\n    global open\n    return open",
+        "uses builtin 'open', which is not on the allow-list",
+    ),
+    (
+        "def f(a):\n    global a\n    return open",  # symtable refuses it: the first name
+        "uses builtin 'open', which is not on the allow-list",
+    ),
+    (
+        "def f(a):\n    global a\n    return open, eval",
+        "uses builtin 'eval', which is not on the allow-list",
+    ),
+    # type() making a class
+    ("def f(a):\n    return type('A', (), {})", "calls type() with a class namespace"),
+    ("def f(a):\n    return type(a, a)", "calls type() with a class namespace"),
+    ("def f(a):\n    return type()", "calls type() with a class namespace"),
+    ("def f(a):\n    return type(a, k=1)", "calls type() with a class namespace"),
+    ("def f(a):\n    return type(a, **a)", "calls type() with a class namespace"),
+    # defs and classes
+    (
+        "class C:\n    def __getattr__(self, n):\n        return 1",
+        "defines special method '__getattr__'",
+    ),
+    (
+        "class C:\n    async def __aenter__(self):\n        return 1",
+        "defines special method '__aenter__'",
+    ),
+    ("class C(metaclass=M):\n    pass", "class 'C' takes a metaclass or class keyword"),
+    ("class C(x=1):\n    pass", "class 'C' takes a metaclass or class keyword"),
+    ("class C(**k):\n    pass", "class 'C' takes a metaclass or class keyword"),
+    ("class C(slots=1, x=1):\n    pass", "class 'C' takes a metaclass or class keyword"),
+    # attributes
+    ("def f(a):\n    return a.__class__", "reads .__class__, a dunder attribute"),
+    ("def f(a):\n    return a._x", "reads ._x, a private attribute"),
+    ("def f(a):\n    return a.__", "reads .__, a private attribute"),
+    ("def f(a):\n    return a.___", "reads .___, a private attribute"),
+    ("def f(a):\n    return a.__x", "reads .__x, a private attribute"),
+    ("def f(a):\n    return a.gi_frame", "reads .gi_frame, an interpreter internal"),
+    ("def f(a):\n    return a.f_back", "reads .f_back, an interpreter internal"),
+    ("def f(a):\n    a._x = 1", "reads ._x, a private attribute"),
+    # class patterns
+    (
+        "def f(a):\n    match a:\n        case object(__class__=c):\n            return c",
+        "reads .__class__ in a class pattern, a dunder attribute",
+    ),
+    (
+        "def f(a):\n    match a:\n        case object(_x=c):\n            return c",
+        "reads ._x in a class pattern, a private attribute",
+    ),
+    (
+        "def f(a):\n    match a:\n        case object(gi_frame=c):\n            return c",
+        "reads .gi_frame in a class pattern, an interpreter internal",
+    ),
+    (
+        "def f(a):\n    match a:\n        case str(format=fm):\n            return fm",
+        "reads .format in a class pattern",
+    ),
+    (
+        "def f(a):\n    match a:\n        case str(format_map=fm):\n            return fm",
+        "reads .format_map in a class pattern",
+    ),
+    # strings
+    ("def f(a):\n    return '__class__'", "names '__class__' in a string"),
+    ("def f(a):\n    return 'x __globals__ y'", "names '__globals__' in a string"),
+    ("def f(a):\n    return '__init__ __dict__'", "names '__dict__' in a string"),
+    ("def f(a):\n    return '{0.__class__}'.format(a)", "names '__class__' in a string"),
+    ("def f(a):\n    return 'gi_frame'", "names 'gi_frame' in a string, an interpreter internal"),
+    (
+        "def f(a):\n    return 'the gi_frame'",
+        "names 'gi_frame' in a string, an interpreter internal",
+    ),
+    (
+        "def f(a):\n    return 'gi_frame', 'f_back'",  # the first string is named
+        "names 'gi_frame' in a string, an interpreter internal",
+    ),
+    (
+        "def f(a):\n    return 'gi_frame f_back'",  # the first word is named
+        "names 'gi_frame' in a string, an interpreter internal",
+    ),
+    (
+        "def f(a):\n    return 'gi_frame __class__'",  # a dunder still checked after
+        "names '__class__' in a string",
+    ),
+    (
+        "def f(a):\n    return '{0._x} gi_frame'",  # and a template too
+        "reads ._x in a format template, a private attribute",
+    ),
+    (
+        "def f(a):\n    return '{0.gi_frame}'.format(a)",
+        "reads .gi_frame in a format template, an interpreter internal",
+    ),
+    (
+        "def f(a):\n    return '{0[0].gi_frame}'.format(a)",
+        "reads .gi_frame in a format template, an interpreter internal",
+    ),
+    (
+        "def f(a):\n    return '{0:{1.gi_code}}'.format(1, a)",
+        "reads .gi_code in a format template, an interpreter internal",
+    ),
+    ("def f(a):\n    return '{0._x}'", "reads ._x in a format template, a private attribute"),
+    ("def f(a):\n    return '{0.real._y}'", "reads ._y in a format template, a private attribute"),
+    (
+        "def f(a):\n    return 'gi_frame', a.__class__",  # a refusal in code comes first
+        "reads .__class__, a dunder attribute",
+    ),
+]
+
+
+@pytest.mark.parametrize(("program", "reason"), REFUSALS)
+def test_refusals_that_reach_no_module(program, reason):
+    assert _verdict(program) == (reason, None)
+    assert escape_hatch(program) == reason
+
+
+def test_import_through_the_dunder_is_named_as_a_module():
+    assert _verdict("def f(a):\n    return __import__('os')") == ("uses '__import__'", "__import__")
+
+
+def test_a_refusal_reaching_a_banned_module_is_reported_before_an_earlier_one():
+    # the walk meets type() first; the import is deeper in the tree
+    program = "type(1, 2)\nif 1:\n    import os"
+    assert _verdict(program) == ("imports 'os', a banned module", "os")
+    program = "__x__ = 1\ndef g():\n    import os"
+    assert _verdict(program) == ("imports 'os', a banned module", "os")
+    program = "import statistics\ndef f(a):\n    return type(a, 1), statistics.random"
+    assert _verdict(program) == (
+        "reads 'statistics.random', which is not an allowed member of 'statistics'"
+        " (module 'random')",
+        "random",
+    )
+    # with no banned module reached, the first refusal stands
+    program = "type(1, 2)\nif 1:\n    import secrets"
+    assert _verdict(program) == ("calls type() with a class namespace", None)
+    program = "import secrets\nimport posix"
+    assert _verdict(program) == ("imports 'posix', a banned module (module 'os')", "os")
+
+
+# ---------------------------------------------------------------- computed templates
+COMPUTED = [
+    ("def f(t):\n    return t.format(len)", _computed("uses function 'len' as a value")),
+    ("def f(t):\n    return t.format(print)", _computed("uses function 'print' as a value")),
+    (
+        "def g():\n    return 1\ndef f(t):\n    return t.format(g)",
+        _computed("uses function 'g' as a value"),
+    ),
+    (
+        "async def g():\n    return 1\ndef f(t):\n    return t.format(1)",
+        _computed("defines a coroutine"),
+    ),
+    ("class C:\n    pass\ndef f(t):\n    return t.format(1)", _computed("defines class 'C'")),
+    ("def f(t):\n    g = lambda: 0\n    return t.format(1)", _computed("has a lambda")),
+    ("def f(t):\n    return t.format(c for c in t)", _computed("makes a generator")),
+    ("def g():\n    yield 1\ndef f(t):\n    return t.format(1)", _computed("makes a generator")),
+    (
+        "def g():\n    yield from [1]\ndef f(t):\n    return t.format(1)",
+        _computed("makes a generator"),
+    ),
+    ("await t\ndef f(t):\n    return t.format(1)", _computed("makes a generator")),
+    (
+        "def f(t):\n    try:\n        pass\n    except ValueError as e:\n        pass\n"
+        "    return t.format(1)",
+        _computed("binds an exception ('as e')"),
+    ),
+    (
+        "def f(t, e):\n    if t:\n        raise e\n    return t.format(1)",
+        _computed("raises an exception it holds"),
+    ),
+    (
+        "def f(t, e):\n    if t:\n        raise e.x\n    return t.format(1)",
+        _computed("raises an exception it holds"),
+    ),
+    (
+        "def f(t, e):\n    if t:\n        raise e(1)\n    return t.format(1)",
+        _computed("raises an exception it holds"),
+    ),
+    ("import math\ndef f(t):\n    return t.format(1)", _computed("imports a module")),
+    ("from math import floor\ndef f(t):\n    return t.format(1)", _computed("imports a module")),
+    (
+        "import math\ndef f(t):\n    return t.format(lambda: 0)",  # the import is named first
+        _computed("imports a module"),
+    ),
+    (
+        "def f(t, d):\n    g = lambda: 0\n    return t.format_map(d)",
+        _computed("has a lambda", "format_map"),
+    ),
+    (
+        "def f(t, d):\n    return t.format_map(d) + t.format(len)",  # the first template
+        _computed("uses function 'len' as a value", "format_map"),
+    ),
+    ("def f(t):\n    return str.format(t, len)", _computed("uses function 'len' as a value")),
+    (
+        "def f(t):\n    g = lambda: 0\n    return b'{}'.format(t)",  # a constant, not a str
+        _computed("has a lambda"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("program", "reason"), COMPUTED)
+def test_a_computed_template_only_in_a_program_of_plain_data(program, reason):
+    assert _verdict(program) == (reason, None)
+
+
+# ---------------------------------------------------------------- _template_attributes
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("plain", []),
+        ("{}", []),
+        ("{0}", []),
+        ("{0.real}", ["real"]),
+        ("{x.a.b}", ["a", "b"]),
+        ("{0[k].a}", ["a"]),  # a key is not an attribute
+        ("{0[k]}", []),
+        ("{0.a}{1.b}", ["a", "b"]),
+        ("{0:>10}", []),
+        ("{0:{1.a}}", ["a"]),  # a field nested in the spec
+        ("{0:{1:{2.a}}}", ["a"]),  # two levels deep
+        ("{0:{1:{2:{3.b}}}}", []),  # three: past the depth str.format reads
+        ("{0.a:{1.b:{2.c:{3.d}}}}", ["a", "b", "c"]),
+        ("{0.a}{", ["a"]),  # what parses before the error
+        ("{", []),
+        ("}", []),
+        ("{0.}", []),
+    ],
+)
+def test_template_attributes(text, expected):
+    assert list(pc._template_attributes(text)) == expected
+
+
+def test_template_attributes_at_a_nonzero_depth():
+    assert list(pc._template_attributes("{0.a:{1.b:{2.c}}}", 1)) == ["a", "b"]
+    assert list(pc._template_attributes("{0.a:{1.b:{2.c}}}", 2)) == ["a"]
+
+
+# ---------------------------------------------------------------- _global_use
+@pytest.mark.parametrize(
+    ("program", "names", "expected"),
+    [
+        ("def f(a):\n    return open", {"open"}, "open"),
+        ("def f(a):\n    return len(a), open", {"open"}, "open"),  # len is not asked for
+        ("def f(a):\n    return len(a), open", {"open", "eval"}, "open"),
+        ("def f(a):\n    return len(a)", {"open"}, None),
+        ("def f(open):\n    return open", {"open"}, None),
+        ("def f(a):\n    open = a\n    return open", {"open"}, None),
+        ("def f(a):\n    global open\n    return open", {"open"}, "open"),
+        ("x = open", {"open"}, "open"),
+        ("open = 1", {"open"}, None),  # assigned, never read
+        ("if False:\n    open = 1\nx = open", {"open"}, "open"),
+        ("class C:\n    x = open", {"open"}, "open"),
+        ("def f(open):\n    class C:\n        y = open\n    return C", {"open"}, None),
+        ("def f(open):\n    def g():\n        return open\n    return g", {"open"}, None),
+        ("def f(a):\n    def g():\n        return open\n    return g", {"open"}, "open"),
+        ("nonlocal x", {"open", "eval"}, "eval"),  # symtable refuses it: the first, sorted
+        ("nonlocal x", {"open"}, "open"),
+        ("def f(a):\n    global a", {"b", "a"}, "a"),
+    ],
+)
+def test_global_use(program, names, expected):
+    assert pc._global_use(program, names) == expected
+
+
+# ---------------------------------------------------------------- defines_f
+@pytest.mark.parametrize(
+    ("program", "expected"),
+    [
+        ("def f(x):\n    return x", True),
+        ("async def f(x):\n    return x", True),
+        ("x = 1\ndef f(x):\n    return x", True),  # not the first statement
+        ("import os\ndef f():\n    pass", True),  # only the definition is asked about
+        ("def g(x):\n    return x", False),
+        ("def F(x):\n    return x", False),
+        ("class f:\n    pass", False),
+        ("f = lambda x: x", False),
+        ("class C:\n    def f(self):\n        pass", False),
+        ("def g():\n    def f():\n        pass", False),
+        ("if True:\n    def f():\n        pass", False),
+        ("def f(:", False),
+        ("", False),
+        ("f", False),
+    ],
+)
+def test_defines_f(program, expected):
+    assert defines_f(program) is expected
+    assert defines_f(program, "f") is expected
+
+
+@pytest.mark.parametrize(
+    ("program", "name", "expected"),
+    [
+        ("def g(x):\n    return x", "g", True),
+        ("async def g(x):\n    return x", "g", True),
+        ("def f(x):\n    return x", "g", False),
+        ("def g(x):\n    return x", "f", False),
+        ("def main():\n    pass\ndef f():\n    pass", "main", True),
+    ],
+)
+def test_defines_f_other_name(program, name, expected):
+    assert defines_f(program, name) is expected
+
+
+# ---------------------------------------------------------------- safe_input_expression
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1",
+        " 1, 2 ",
+        "",  # f(): no argument
+        "[1, 2], 'a'",
+        "x=1",
+        "1, x=2, **d",
+        "**d",  # a keyword with no name
+        "*xs",
+        "dict(a=1)",
+        "range(3)",
+        "lambda x: x < 2",
+        "[y for y in range(3)]",
+        "{k: v for k, v in d.items()}",
+        "g(1), h(x)",
+        "x.real",
+        "'a__b'",  # "__" but no dunder word
+        "'____'",
+        "b'__class__'",  # bytes are not checked as names
+        "'{0.real}'.format(1)",
+        "f'{x}'",
+        "sorted(x, key=len)",
+    ],
+)
+def test_safe_input_expression_accepts_an_argument_list_as_it_is(text):
+    assert safe_input_expression(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,
+        1,
+        b"1",
+        ["1"],
+        "(",
+        "1)(2",  # f(1)(2): the call is not of a name
+        "1), (2",  # a tuple of two calls
+        "1)[0",
+        "1) or g(2",
+        # names
+        "_x",
+        "__import__('os')",
+        "eval('1')",
+        "exec('1')",
+        "open('x')",
+        "globals()",
+        "vars()",
+        "getattr(x, 'y')",
+        "print(1)",
+        "input()",
+        "type(x)",
+        "object()",
+        "super()",
+        "property(g)",
+        "classmethod(g)",
+        "staticmethod(g)",
+        "id(x)",
+        "hash(x)",
+        "dir(x)",
+        "hasattr(x, 'y')",
+        "[y for y in [open]]",
+        "lambda: print",
+        # attributes
+        "x._y",
+        "x.__class__",
+        "x.gi_frame",
+        "(y for y in [1]).gi_frame",
+        "x.f_back",
+        # keywords
+        "_x=1",
+        "__x=1",
+        "1, _k=2",
+        # strings naming a dunder
+        "'__class__'",
+        "'a __builtins__ b'",
+        "g['__builtins__']",
+        "'__main__'",
+        "f'{x}__class__'",
+        # rebinding a name
+        "(y := 1)",
+        "[(sorted := lambda s: 0)]",
+    ],
+)
+def test_safe_input_expression_refuses(text):
+    assert safe_input_expression(text) is None
+
+
+def test_safe_input_expression_length_bound_is_inclusive():
+    at = "'" + "a" * (MAX_LITERAL_CHARS - 2) + "'"
+    assert len(at) == MAX_LITERAL_CHARS
+    assert safe_input_expression(at) == at
+    over = "'" + "a" * (MAX_LITERAL_CHARS - 1) + "'"
+    assert safe_input_expression(over) is None
+
+
+# ---------------------------------------------------------------- known holes (2026-12-05)
+# Found while writing this file; each passes the checks today and runs in the real sandbox
+# (the first returned os.getpid() there at both isolation levels). xfail(strict): the day a
+# check refuses it, the test passes, fails as XPASS, and the mark comes off.
+TYPE_BY_UNPACKING = """def f(a):
+    M = type(*('M', (type,), {'_' * 2 + 'instancecheck' + '_' * 2: lambda c, o: True}))
+    C = M(*('C', (), {'_' * 2 + 'match_args' + '_' * 2: ('gi' + '_frame',)}))
+    D = M(*('D', (), {'_' * 2 + 'match_args' + '_' * 2: ('f' + '_builtins',)}))
+    match (x for x in [a]):
+        case C(fr):
+            match fr:
+                case D(b):
+                    return b['_' * 2 + 'import' + '_' * 2]('os').getpid()
+"""
+FRAME_WALK_INPUT = (
+    "[next(L[0]) for L in [[]] if L.append(('{0[0].gi_frame.f_back.f_back.f_back"
+    ".f_locals[secret]}'.format(L) for y in [0])) is None]"
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="class creation is refused only as the literal call type(a, b, c): unpacked "
+    "arguments, an alias of type or a subclass of it make a metaclass whose computed special "
+    "methods let a class pattern read gi_frame and f_builtins",
+)
+def test_a_class_made_by_unpacked_type_arguments_is_refused():
+    assert program_refusal(TYPE_BY_UNPACKING) is not None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="safe_input_expression does not read str.format templates, which program_refusal "
+    "does: an input reads the caller's frame through a running generator",
+)
+def test_an_input_whose_format_template_walks_frames_is_refused():
+    assert safe_input_expression(FRAME_WALK_INPUT) is None
