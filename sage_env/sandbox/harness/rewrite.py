@@ -29,12 +29,6 @@ from sage_env.sandbox.harness.template import (
     short_circuits,
 )
 
-#: Control flow under which a site may legitimately never be reached (not required).
-_CONDITIONAL = (ast.If, ast.Try, ast.While, ast.IfExp, ast.Match) + (
-    (ast.TryStar,) if hasattr(ast, "TryStar") else ()
-)
-
-
 def _walk(tree: ast.AST) -> list[ast.AST]:
     """Every node of ``tree`` (as :func:`ast.walk`, in another order, without its generators)."""
     nodes, stack, AST = [], [tree], ast.AST
