@@ -236,6 +236,9 @@ def _plain(v, type=type, len=len, list=list, tuple=tuple, dict=dict, set=set, fr
         else:
             return False
     return True
+def _refuse_frames(event, args):
+    if event == "object.__getattr__" and str(args[1])[-6:] == "_frame":
+        raise RuntimeError("the sandbox refuses reading ." + str(args[1]))
 def _load(code):
     # a module of its own (``dataclasses`` looks the class's module up), loaded afresh for
     # every input so that no state a call leaves in the program carries to the next input
@@ -254,19 +257,30 @@ def _main(repr=repr, print=print, dumps=_json.dumps, plain=_plain, Exception=Exc
         while frame is not None:
             depth, frame = depth + 1, frame.f_back
         _sys.setrecursionlimit(depth + 1000)
+        # from here on no code reads a frame by the reads CPython audits as
+        # object.__getattr__: gi_frame, cr_frame, ag_frame, tb_frame (the others it audits,
+        # f_code and __code__, lead to no frame; dataclasses read __code__). A frame leads to
+        # this runner's locals and its stdout, so a program that reached one (by a route the
+        # static checks missed) could write results of its choosing; an audit hook cannot be
+        # removed once added
+        _sys.addaudithook(_refuse_frames)
         ns = _load(code)
         fn = ns[_ENTRY]
         for n, text in enumerate(_ARGS):
             try:
-                if n:
-                    ns = _load(code)
-                    fn = ns[_ENTRY]
                 if _EXPR:
-                    ns["_azr_collect"] = lambda *a, **k: (a, k)
+                    # the input is evaluated in a load of its own, and f is called from a fresh
+                    # one: what the input does to the program's state (memo.update(...)) does
+                    # not reach the f that answers
+                    scratch = _load(code)
+                    scratch["_azr_collect"] = lambda *a, **k: (a, k)
                     call = compile("_azr_collect(" + text + ")", "<input>", "eval")
-                    args, kwargs = eval(call, ns)
+                    args, kwargs = eval(call, scratch)
                 else:
                     args, kwargs = _ast.literal_eval(text), {{}}
+                if n or _EXPR:
+                    ns = _load(code)
+                    fn = ns[_ENTRY]
                 out = fn(*args, **kwargs)
                 if not plain(out):
                     results.append(["error", "OutputNotALiteral: " + type(out).__name__])

@@ -16,6 +16,7 @@ import _string  # the parser of str.format templates (what string.Formatter uses
 import ast
 import re
 import symtable
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,11 @@ _PARSE_ERRORS = (SyntaxError, ValueError, MemoryError, RecursionError)
 _STRING_DUNDERS = ALLOWED_DUNDER_ATTRIBUTES | {"__main__"}
 _WORD = re.compile(r"\w+")
 _TEMPLATE_METHODS = frozenset({"format", "format_map"})
+_SELF_MATCHING = frozenset(
+    {"bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str",
+     "tuple"}
+)  # fmt: skip
+"""Builtin classes whose one positional sub-pattern (``case int(n)``) is the subject itself."""
 
 
 def _is_dunder(name: str) -> bool:
@@ -65,10 +71,12 @@ class _Judge:
         self.modules: dict[str, str] = {}  # name bound by an import -> module
         self.bases: set[int] = set()  # ids of the .value of attribute reads
         self.callees: set[int] = set()  # ids of the .func of calls
+        self.calls: list[ast.Call] = []
         self.names: list[ast.Name] = []
         self.attributes: list[ast.Attribute] = []
         self.functions: set[str] = set()  # names of the program's defs
         self.template_from_value: ast.Attribute | None = None  # x.format(...), x not literal
+        self.positional_patterns: list[ast.MatchClass] = []  # case C(p): reads __match_args__
         self.carriers: list[str] = []  # values a computed template could walk from
         self.imports = False  # any import but __future__'s
 
@@ -109,11 +117,13 @@ class _Judge:
                 self.visit_attribute(node)
             elif isinstance(node, ast.Call):
                 self.callees.add(id(node.func))
+                self.calls.append(node)
                 if (
                     isinstance(node.func, ast.Name)
                     and node.func.id == "type"
-                    and (len(node.args) != 1 or node.keywords)
-                ):  # type(name, bases, namespace) makes a class from computed names
+                    and not _one_plain_argument(node)
+                ):  # type(name, bases, namespace) makes a class from computed names,
+                    # type(*args) too
                     self.refuse("calls type() with a class namespace")
             elif isinstance(node, ast.Constant):
                 if isinstance(node.value, str):
@@ -132,7 +142,13 @@ class _Judge:
                 self.carriers.append(f"defines class {node.name!r}")
                 if any(k.arg != "slots" for k in node.keywords):
                     self.refuse(f"class {node.name!r} takes a metaclass or class keyword")
+                for name in _class_body_names(node):  # attributes of the class, by name
+                    if name in INTERNAL_ATTRIBUTES:  # a dataclass field is a match argument;
+                        # a runtime-checkable protocol's member, what isinstance asks for
+                        self.refuse(f"class {node.name!r} defines .{name}, an interpreter internal")
             elif isinstance(node, ast.MatchClass):
+                if node.patterns:
+                    self.positional_patterns.append(node)
                 for attr in node.kwd_attrs:  # case C(attr=...) reads x.attr
                     self.check_attribute_name(attr, " in a class pattern")
                     if attr in _TEMPLATE_METHODS:  # case str(format=fm): a template method
@@ -251,6 +267,57 @@ class _Judge:
                 self.refuse(f"uses builtin {hit!r}, which is not on the allow-list")
         if self.template_from_value is not None:
             self.check_data_only()
+        self.check_class_patterns()
+        classinfo = {  # isinstance(x, type): a test of x, not a use of type
+            id(e)
+            for c in self.calls
+            if isinstance(c.func, ast.Name) and c.func.id in ("isinstance", "issubclass")
+            and len(c.args) == 2
+            for e in (c.args[1].elts if isinstance(c.args[1], ast.Tuple) else [c.args[1]])
+        }  # fmt: skip
+        if any(
+            n.id == "type"
+            and isinstance(n.ctx, ast.Load)
+            and id(n) not in self.callees
+            and id(n) not in classinfo
+            for n in self.names
+        ) and _global_use(self.program, {"type"}):
+            # an alias (T = type), a base (class M(type)): a class of classes makes
+            # metaclasses, whose special methods can come from computed names
+            self.refuse("uses builtin 'type' as a value, not as type(x)")
+
+    def check_class_patterns(self) -> None:
+        """Refuse ``case C(p)`` unless the names it reads are known before it runs.
+
+        Allowed: a builtin class that matches itself (``case int(n)``), and a class the
+        program binds once, as ``@dataclass class C:`` with no bases or as
+        ``C = namedtuple('C', 'x y')`` with literal field names: its fields are what the
+        pattern reads, checked as attributes, and no foreign object is an instance of it.
+
+        A positional sub-pattern reads the attribute that ``C.__match_args__`` names at run
+        time: a namedtuple's field names, a dataclass's, computed strings all; with a class
+        that ``isinstance`` says a generator or a frame belongs to (an ABC's ``register``, a
+        runtime-checkable protocol, a metaclass's ``__instancecheck__``), that reads
+        ``gi_frame``. Keyword sub-patterns (``case C(x=p)``) name what they read and are
+        checked like attributes.
+        """
+        if not self.positional_patterns:
+            return
+        bound = _bound_names(self.tree)
+        fixed = _classes_with_fixed_fields(self.tree, bound)
+        for node in self.positional_patterns:
+            cls = node.cls
+            if isinstance(cls, ast.Name) and bound[cls.id] <= 1:
+                if cls.id in _SELF_MATCHING and len(node.patterns) == 1 and not bound[cls.id]:
+                    continue
+                if cls.id in fixed and bound[cls.id] == 1:
+                    for name in fixed[cls.id]:
+                        self.check_attribute_name(name, " in a class pattern")
+                    continue
+            self.refuse(
+                f"matches {ast.unparse(cls)}(...) by position: the attributes a class pattern "
+                "reads by position are named at run time (write case C(name=...))"
+            )
 
     def check_module_read(self, node: ast.Attribute, base: str) -> None:
         dotted = f"{base}.{node.attr}"
@@ -292,6 +359,96 @@ class _Judge:
 
     def refusal(self) -> _Refusal | None:
         return self.named or self.first or self.last_resort
+
+
+def _one_plain_argument(call: ast.Call) -> bool:
+    """``type(x)``: one positional argument, not starred, no keywords."""
+    return len(call.args) == 1 and not isinstance(call.args[0], ast.Starred) and not call.keywords
+
+
+def _class_body_names(node: ast.ClassDef) -> Iterator[str]:
+    """The names a class body binds at its top: assignments, annotations, defs, classes."""
+    for stmt in node.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield stmt.name
+        targets = (
+            stmt.targets
+            if isinstance(stmt, ast.Assign)
+            else [stmt.target]
+            if isinstance(stmt, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
+        for target in targets:
+            for sub in ast.walk(target):
+                if isinstance(sub, ast.Name):
+                    yield sub.id
+
+
+def _bound_names(tree: ast.AST) -> Counter[str]:
+    """How often the program binds each name anywhere (assigned, a parameter, a def, an
+    import, a pattern capture; a ``global`` or ``nonlocal`` counts twice: it rebinds)."""
+    names: Counter[str] = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names[node.id] += 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] += 1
+        elif isinstance(node, ast.arg):
+            names[node.arg] += 1
+        elif isinstance(node, ast.alias):
+            names[node.asname or node.name.split(".")[0]] += 1
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names[node.name] += 1
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names[node.rest] += 1
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update({n: 2 for n in node.names})
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names[node.name] += 1
+    return names
+
+
+def _is_named(node: ast.expr, module: str, name: str, bound: Counter[str]) -> bool:
+    """``name`` or ``module.name`` (``dataclass``, ``dataclasses.dataclass``), bound by the
+    program at most once (its import): a name it rebinds could be any callable."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.attr == name and node.value.id == module and bound[module] <= 1
+    return isinstance(node, ast.Name) and node.id == name and bound[name] <= 1
+
+
+def _classes_with_fixed_fields(tree: ast.AST, bound: Counter[str]) -> dict[str, list[str]]:
+    """The classes whose ``__match_args__`` the source fixes, with those field names.
+
+    ``@dataclass class C:`` (no bases, no keywords; every annotated name of its body, in
+    order) and ``C = namedtuple('C', 'x y')`` / ``['x', 'y']`` with literal names.
+    """
+    fixed: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and not node.bases and not node.keywords:
+            for deco in node.decorator_list:
+                what = deco.func if isinstance(deco, ast.Call) else deco
+                if _is_named(what, "dataclasses", "dataclass", bound):
+                    fixed[node.name] = [
+                        s.target.id
+                        for s in node.body
+                        if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                    ]
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and _is_named(node.value.func, "collections", "namedtuple", bound)
+            and len(node.value.args) == 2
+        ):
+            spec = node.value.args[1]
+            if isinstance(spec, ast.Constant) and isinstance(spec.value, str):
+                fixed[node.targets[0].id] = spec.value.replace(",", " ").split()
+            elif isinstance(spec, (ast.List, ast.Tuple)) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in spec.elts
+            ):
+                fixed[node.targets[0].id] = [e.value for e in spec.elts]
+    return fixed
 
 
 def _template_attributes(text: str, depth: int = 0) -> Iterator[str]:
@@ -340,6 +497,8 @@ def _global_use(program: str, names: set[str]) -> str | None:
 
 
 def _judge(program: str, banned: Sequence[str]) -> _Refusal | None:
+    if not isinstance(program, str):
+        return None
     try:
         tree = ast.parse(program)
     except _PARSE_ERRORS:
@@ -361,7 +520,10 @@ def program_refusal(program: str, banned: Sequence[str] = AZR_BANNED_MODULES) ->
     name or attribute outside :data:`ALLOWED_DUNDER_ATTRIBUTES`, no ``_private`` attribute
     outside :data:`NAMEDTUPLE_ATTRIBUTES`, no attribute of :data:`INTERNAL_ATTRIBUTES`
     (in code, in a class pattern or in a constant format template such as
-    ``'{0.gi_frame}'``); no string names a ``__dunder__`` (but ``'__main__'``); a template
+    ``'{0.gi_frame}'``) or defined by a class body (a dataclass field); no class pattern by
+    position but ``case int(n)`` of a builtin class (:meth:`_Judge.check_class_patterns`);
+    ``type`` only as ``type(x)`` (or in ``isinstance(x, type)``), never as a value, a base or
+    with unpacked arguments; no string names a ``__dunder__`` (but ``'__main__'``); a template
     the program computes (``text.format(x)``) only in a program of plain data
     (:meth:`_Judge.check_data_only`). A refusal that reaches a module of ``banned``
     (``tempfile._os``, ``import _random``) is reported first, naming it. A program that does
@@ -429,8 +591,10 @@ def safe_input_expression(text: Any) -> str | None:
     inputs include ``dict(a=1)``, ``range(3)``, ``lambda x: x < 2``, names the program
     defines). The judge first refuses text that could reach the process's I/O or the
     harness: any name or attribute starting with ``_``, any attribute of a frame, code object
-    or generator (:data:`INTERNAL_ATTRIBUTES`), any string naming a dunder, and the builtins in
-    ``_UNSAFE_NAMES`` (``eval``, ``exec``, ``open``, ``globals``, ``getattr``, ``print`` ...).
+    or generator (:data:`INTERNAL_ATTRIBUTES`), any string naming a dunder, ``.format`` and
+    ``.format_map`` (a template reads the attributes it names: ``'{0.gi_frame}'.format(g)``),
+    and the builtins in ``_UNSAFE_NAMES`` (``eval``, ``exec``, ``open``, ``globals``,
+    ``getattr``, ``print`` ...).
     The text must parse as the arguments of one call ``f(...)``.
     """
     if not isinstance(text, str) or len(text) > MAX_LITERAL_CHARS:
@@ -450,6 +614,8 @@ def safe_input_expression(text: Any) -> str | None:
             return None
         if isinstance(node, ast.keyword) and node.arg and node.arg.startswith("_"):
             return None
+        if isinstance(node, ast.Attribute) and node.attr in _TEMPLATE_METHODS:
+            return None  # '{0.gi_frame}'.format(g): a template reads the attributes it names
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__" in node.value:
             if any(_is_dunder(w) for w in _WORD.findall(node.value)):
                 return None  # a dunder named by a string: ``g['__builtins__']``

@@ -146,8 +146,13 @@ def test_the_refused_builtins_are_refused_and_the_allowed_ones_are_not():
         assert name in allow_list.REFUSED_BUILTINS
         reason = pc.program_refusal(f"def f(a):\n    return {name}")
         assert reason and repr(name) in reason
-    for name in ("len", "sorted", "print", "type", "object", "ValueError"):
+    for name in ("len", "sorted", "print", "object", "ValueError"):
         assert pc.program_refusal(f"def f(a):\n    return {name}") is None
+    # type is allowed only as type(x): as a value it makes metaclasses (test_frame_escapes.py)
+    assert pc.program_refusal("def f(a):\n    return type(a)") is None
+    assert pc.program_refusal("def f(a):\n    return type") == (
+        "uses builtin 'type' as a value, not as type(x)"
+    )
 
 
 def test_the_proposer_prompt_names_the_allowed_modules():

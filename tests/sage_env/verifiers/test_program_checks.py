@@ -613,7 +613,7 @@ def test_defines_f_other_name(program, name, expected):
         "'a__b'",  # "__" but no dunder word
         "'____'",
         "b'__class__'",  # bytes are not checked as names
-        "'{0.real}'.format(1)",
+        "'{0.real}'",  # a template, not formatted
         "f'{x}'",
         "sorted(x, key=len)",
     ],
@@ -690,10 +690,10 @@ def test_safe_input_expression_length_bound_is_inclusive():
     assert safe_input_expression(over) is None
 
 
-# ---------------------------------------------------------------- known holes (2026-12-05)
-# Found while writing this file; each passes the checks today and runs in the real sandbox
-# (the first returned os.getpid() there at both isolation levels). xfail(strict): the day a
-# check refuses it, the test passes, fails as XPASS, and the mark comes off.
+# ---------------------------------------------------------------- holes found 2026-12-05
+# Found while writing this file; each passed the checks then and ran in the real sandbox (the
+# first returned os.getpid() there at both isolation levels). Closed 2026-12-06; the routes
+# and the runner's own refusal at run time: test_frame_escapes.py.
 TYPE_BY_UNPACKING = """def f(a):
     M = type(*('M', (type,), {'_' * 2 + 'instancecheck' + '_' * 2: lambda c, o: True}))
     C = M(*('C', (), {'_' * 2 + 'match_args' + '_' * 2: ('gi' + '_frame',)}))
@@ -710,20 +710,125 @@ FRAME_WALK_INPUT = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="class creation is refused only as the literal call type(a, b, c): unpacked "
-    "arguments, an alias of type or a subclass of it make a metaclass whose computed special "
-    "methods let a class pattern read gi_frame and f_builtins",
-)
 def test_a_class_made_by_unpacked_type_arguments_is_refused():
-    assert program_refusal(TYPE_BY_UNPACKING) is not None
+    assert program_refusal(TYPE_BY_UNPACKING) == "calls type() with a class namespace"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="safe_input_expression does not read str.format templates, which program_refusal "
-    "does: an input reads the caller's frame through a running generator",
-)
 def test_an_input_whose_format_template_walks_frames_is_refused():
     assert safe_input_expression(FRAME_WALK_INPUT) is None
+
+
+# ---------------------------------------------------------------- frame routes
+#: A generator's frame through a namedtuple field named at run time and an ABC the generator
+#: type was registered with (runs as test_frame_escapes.ABC_FORGER without the checks).
+ABC_ROUTE = """from collections import namedtuple
+from collections.abc import Hashable
+
+def f(a):
+    N = namedtuple('N', ['gi' + '_frame'])
+    class G(N, Hashable):
+        pass
+    box = []
+    def walk():
+        match box[0]:
+            case G(fr):
+                return 0
+        yield a
+    g = walk()
+    G.register(type(g))
+    box.append(g)
+    return next(g)
+"""
+
+
+@pytest.mark.parametrize(
+    ("program", "reason"),
+    [
+        (TYPE_BY_UNPACKING, "calls type() with a class namespace"),
+        (
+            ABC_ROUTE,
+            "matches G(...) by position: the attributes a class pattern reads by position are "
+            "named at run time (write case C(name=...))",
+        ),
+        (
+            "T = type\ndef f(a):\n    return T(a)\n",
+            "uses builtin 'type' as a value, not as type(x)",
+        ),
+        (
+            "class M(type):\n    pass\ndef f(a):\n    return a\n",
+            "uses builtin 'type' as a value, not as type(x)",
+        ),
+        (
+            "from dataclasses import dataclass\n@dataclass\nclass D:\n    gi_frame: int = 0\n"
+            "def f(a):\n    return a\n",
+            "class 'D' defines .gi_frame, an interpreter internal",
+        ),
+        (
+            "def f(a):\n    int = list\n    match a:\n        case int(x):\n            return x\n",
+            "matches int(...) by position: the attributes a class pattern reads by position are "
+            "named at run time (write case C(name=...))",
+        ),
+        (
+            "from collections import namedtuple\nP = namedtuple('P', 'x gi_frame')\n"
+            "def f(a):\n    match a:\n        case P(x, g):\n            return x\n",
+            "reads .gi_frame in a class pattern, an interpreter internal",
+        ),
+        (
+            "from dataclasses import dataclass\ndataclass = len\n@dataclass\nclass P:\n"
+            "    x: int\ndef f(a):\n    match a:\n        case P(x):\n            return x\n",
+            "matches P(...) by position: the attributes a class pattern reads by position are "
+            "named at run time (write case C(name=...))",
+        ),
+        (
+            "from collections import namedtuple\nfrom collections.abc import Hashable\n"
+            "N = namedtuple('N', 'x')\nclass G(N, Hashable):\n    pass\n"
+            "def f(a):\n    match a:\n        case G(x):\n            return x\n",
+            "matches G(...) by position: the attributes a class pattern reads by position are "
+            "named at run time (write case C(name=...))",
+        ),
+    ],
+    ids=["type-unpacked", "abc-namedtuple", "type-alias", "type-base", "dataclass-field",
+         "rebound-int", "namedtuple-internal-field", "rebound-dataclass", "namedtuple-subclass"],
+)  # fmt: skip
+def test_static_checks_refuse_each_route(program, reason):
+    assert program_refusal(program) == reason
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "def f(a):\n    match a:\n        case int(n):\n            return n\n    return 0\n",
+        "def f(a):\n    match a:\n        case [str(s), *_]:\n            return s\n",
+        "def f(a):\n    return isinstance(a, (int, type))\n",
+        "def f(a, type):\n    return type\n",
+        "def f(a):\n    return type(a)(0)\n",
+        "from collections import namedtuple\nP = namedtuple('P', 'x y')\n"
+        "def f(a):\n    match P(a, 1):\n        case P(x=x, y=y):\n            return x + y\n",
+        "import collections\nP = collections.namedtuple('P', ['x', 'y'])\n"
+        "def f(a):\n    match P(a, 1):\n        case P(x, y):\n            return x + y\n",
+        "import dataclasses\n@dataclasses.dataclass(order=True)\nclass P:\n    x: int\n"
+        "def f(a):\n    match P(a):\n        case P(x):\n            return x\n",
+    ],
+    ids=["self-match", "nested-self-match", "isinstance-type", "param-type", "type-of",
+         "keyword-pattern", "namedtuple-literal-fields", "dataclass-fields"],
+)  # fmt: skip
+def test_static_checks_keep_plain_uses(program):
+    assert program_refusal(program) is None
+
+
+def test_a_program_that_is_not_text_is_left_to_the_parse_check():
+    assert program_refusal(None) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[next(L[0]) for L in [[]] if L.append(('{0[0].gi_frame.f_back.f_locals[secret]}'"
+        ".format(L) for y in [0])) is None]",
+        "'{}'.format(3)",
+        "str.format('{0.real}', 1)",
+        "'{x}'.format_map({'x': 1})",
+    ],
+)
+def test_an_input_may_not_format_a_template(text):
+    assert safe_input_expression(text) is None
