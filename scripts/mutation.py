@@ -276,7 +276,7 @@ TARGETS: dict[str, Target] = {
             for n in (8, 9)
         }
         | {
-            "sage_env.verifiers.program_checks.x\u01c1_Judge\u01c1__init____mutmut_13": "imports "
+            "sage_env.verifiers.program_checks.x\u01c1_Judge\u01c1__init____mutmut_15": "imports "
             "is only read as a truth value (or, if), where None and False agree",
             "sage_env.verifiers.program_checks.x\u01c1_Judge\u01c1visit_import_from__mutmut_6": "a "
             "from-import of level 0 always names its module (only relative ones, refused just "

@@ -307,7 +307,7 @@ class _Judge:
         fixed = _classes_with_fixed_fields(self.tree, bound)
         for node in self.positional_patterns:
             cls = node.cls
-            if isinstance(cls, ast.Name) and bound[cls.id] <= 1:
+            if isinstance(cls, ast.Name):
                 if cls.id in _SELF_MATCHING and len(node.patterns) == 1 and not bound[cls.id]:
                     continue
                 if cls.id in fixed and bound[cls.id] == 1:

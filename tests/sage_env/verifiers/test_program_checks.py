@@ -832,3 +832,100 @@ def test_a_program_that_is_not_text_is_left_to_the_parse_check():
 )
 def test_an_input_may_not_format_a_template(text):
     assert safe_input_expression(text) is None
+
+
+_BY_POSITION = (
+    "matches {}(...) by position: the attributes a class pattern reads by position are named "
+    "at run time (write case C(name=...))"
+)
+
+
+def test_bound_names_counts_every_kind_of_binding():
+    program = (
+        "import a.b\nimport a\nfrom m import w as u\nfrom m import u\n"
+        "def h(p):\n    global G\n    x = 1\n    x = 2\n"
+        "def h(p):\n    pass\n"
+        "match v:\n    case {'k': 1, **rest}:\n        pass\n    case {**rest}:\n        pass\n"
+        "    case [c, *c]:\n        pass\n"
+        "try:\n    pass\nexcept E as err:\n    pass\nexcept E as err:\n    pass\n"
+    )
+    counts = pc._bound_names(__import__("ast").parse(program))
+    assert {k: counts[k] for k in ("a", "u", "h", "p", "G", "x", "rest", "c", "err")} == {
+        "a": 2, "u": 2, "h": 2, "p": 2, "G": 2, "x": 2, "rest": 2, "c": 2, "err": 2,
+    }  # fmt: skip
+    assert counts["v"] == 0 and counts["E"] == 0 and counts["b"] == 0
+
+
+def test_classes_with_fixed_fields_reads_dataclass_annotations_and_namedtuple_literals():
+    import ast
+
+    program = (
+        "import dataclasses\nfrom collections import namedtuple\n"
+        "@dataclasses.dataclass(frozen=True)\nclass D:\n    x: int\n    def m(self):\n"
+        "        return 1\n    y: int = 0\n    z = 3\n"
+        "P = namedtuple('P', 'a,b c')\nQ = namedtuple('Q', ['d', 'e'])\n"
+        "R = namedtuple('R', fields)\n"
+    )
+    tree = ast.parse(program)
+    fixed = pc._classes_with_fixed_fields(tree, pc._bound_names(tree))
+    assert fixed == {"D": ["x", "y"], "P": ["a", "b", "c"], "Q": ["d", "e"]}
+
+
+@pytest.mark.parametrize(
+    ("decorator", "allowed"),
+    [
+        ("import dataclasses\n@dataclasses.dataclass", True),
+        ("import functools\n@functools.total_ordering", False),  # another module's name
+        ("import dataclasses\n@dataclasses.is_dataclass", False),  # another member
+        ("import dataclasses\nimport dataclasses\n@dataclasses.dataclass", False),  # rebound
+        ("from dataclasses import dataclass\n@dataclass", True),
+        ("from dataclasses import dataclass as dataclass\ndataclass = 1\n@dataclass", False),
+    ],
+)
+def test_a_class_pattern_trusts_only_a_dataclass_decorator_bound_once(decorator, allowed):
+    program = (
+        f"{decorator}\nclass P:\n    x: int\n"
+        "def f(a):\n    match a:\n        case P(x):\n            return x\n"
+    )
+    assert program_refusal(program) == (None if allowed else _BY_POSITION.format("P"))
+
+
+def test_every_class_pattern_is_judged_not_only_the_first():
+    for first in ("int(n)", "P(n)"):
+        program = (
+            "from collections import namedtuple\nP = namedtuple('P', 'v')\n"
+            "class G:\n    pass\n"
+            f"def f(a):\n    match a:\n        case {first}:\n            return n\n"
+            "        case G(x):\n            return x\n"
+        )
+        assert program_refusal(program) == _BY_POSITION.format("G")
+
+
+def test_a_class_pattern_of_a_module_attribute_is_refused():
+    program = (
+        "import collections\ndef f(a):\n    match a:\n"
+        "        case collections.Counter(x):\n            return x\n"
+    )
+    assert program_refusal(program) == _BY_POSITION.format("collections.Counter")
+
+
+def test_a_class_body_assignment_of_an_internal_is_refused():
+    program = "class C:\n    gi_frame = 0\n    x, f_back = 1, 2\ndef f(a):\n    return a\n"
+    assert program_refusal(program) == "class 'C' defines .gi_frame, an interpreter internal"
+    program = "class C:\n    x, f_back = 1, 2\ndef f(a):\n    return a\n"
+    assert program_refusal(program) == "class 'C' defines .f_back, an interpreter internal"
+
+
+@pytest.mark.parametrize(
+    ("expr", "allowed"),
+    [
+        ("issubclass(a, type)", True),
+        ("isinstance(a, (int, type))", True),
+        ("max(a, type)", False),
+        ("isinstance(type, a)", False),
+        ("isinstance(a, type, 1)", False),
+    ],
+)
+def test_type_is_a_classinfo_only_as_the_second_argument_of_isinstance(expr, allowed):
+    refusal = program_refusal(f"def f(a):\n    return {expr}\n")
+    assert refusal == (None if allowed else "uses builtin 'type' as a value, not as type(x)")
