@@ -21,7 +21,11 @@ executor:
   a zero-argument function under the proposal rules (math grounding).
 
 The sandboxed process only ever reports a ``repr`` string; values are parsed and compared on
-the host (:mod:`sage_env.verifiers.literals`). AZR's answer checks, built on this executor,
+the host (:mod:`sage_env.verifiers.literals`). Behind the static checks, the runner refuses at
+run time the reads that lead to a frame (an audit hook on ``gi_frame``, ``cr_frame``,
+``ag_frame``, ``tb_frame``), since a frame leads to the runner's own results; an expression
+input is evaluated in a load of the program of its own, so it cannot change the state of the
+``f`` that answers. AZR's answer checks, built on this executor,
 are :mod:`sage_env.verifiers.answer_checks`; the static checks of a program's source
 (:func:`~sage_env.verifiers.program_checks.program_refusal`,
 :func:`~sage_env.verifiers.program_checks.defines_f`, ...) are
