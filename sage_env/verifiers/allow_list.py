@@ -94,7 +94,9 @@ EXCLUDED_MEMBERS: dict[str, frozenset[str]] = {
     "string": frozenset({"Formatter"}),  # get_field reads attribute paths named by strings
     "statistics": frozenset({"NormalDist"}),  # NormalDist.samples draws from OS entropy
     "copy": frozenset({"dispatch_table"}),  # copyreg's process-wide reducer table
-    "dataclasses": frozenset({"FunctionType"}),  # builds a function from a code object
+    # FunctionType builds a function from a code object; make_dataclass names fields and
+    # a namespace by computed strings (a field '__getattribute__' read back by asdict)
+    "dataclasses": frozenset({"FunctionType", "make_dataclass"}),
     # limits of the build (32- or 64-bit, threads): host facts, not computations
     "decimal": frozenset(
         {"HAVE_CONTEXTVAR", "HAVE_THREADS", "MAX_EMAX", "MAX_PREC", "MIN_EMIN", "MIN_ETINY"}
@@ -103,17 +105,31 @@ EXCLUDED_MEMBERS: dict[str, frozenset[str]] = {
 """Public members of allowed modules that a program may not read, each with its reason."""
 
 
+def is_metaclass(value: object) -> bool:
+    """Whether ``value`` is a class of classes (``EnumMeta``, ``ABCMeta``) or an alias of one
+    (``typing.Type``, whose origin is ``type``): called, or as a base, it makes classes whose
+    namespace, special methods included, can come from computed strings."""
+    origin = getattr(value, "__origin__", None) if not isinstance(value, type) else value
+    return isinstance(origin, type) and issubclass(origin, type)
+
+
 def _members(name: str) -> frozenset[str]:
     mod = importlib.import_module(name)
     public = (n for n in dir(mod) if not n.startswith("_"))
-    keep = {n for n in public if not isinstance(getattr(mod, n), types.ModuleType)}
+    keep = {
+        n
+        for n in public
+        if not isinstance(getattr(mod, n), types.ModuleType) and not is_metaclass(getattr(mod, n))
+    }
     return frozenset(keep - EXCLUDED_MEMBERS.get(name, frozenset()))
 
 
 MODULE_MEMBERS: dict[str, frozenset[str]] = {m: _members(m) for m in ALLOWED_MODULES}
 """What a program may read of each allowed module (``re.sub``, ``from math import pi``):
 its public names that are not themselves modules (``statistics.random``, ``re.enum``,
-``fractions.sys`` are modules an allowed module imported), less :data:`EXCLUDED_MEMBERS`.
+``fractions.sys`` are modules an allowed module imported) nor metaclasses
+(:func:`is_metaclass`: ``enum.EnumMeta``, ``typing.ABCMeta``, ``typing.Type``), less
+:data:`EXCLUDED_MEMBERS`.
 Computed from the judge's interpreter, whose version the sandbox's must match."""
 
 

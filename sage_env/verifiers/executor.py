@@ -22,10 +22,11 @@ executor:
 
 The sandboxed process only ever reports a ``repr`` string; values are parsed and compared on
 the host (:mod:`sage_env.verifiers.literals`). Behind the static checks, the runner refuses at
-run time the reads that lead to a frame (an audit hook on ``gi_frame``, ``cr_frame``,
-``ag_frame``, ``tb_frame``), since a frame leads to the runner's own results; an expression
-input is evaluated in a load of the program of its own, so it cannot change the state of the
-``f`` that answers. AZR's answer checks, built on this executor,
+run time what leads to its own frames, objects and code (an audit hook: frame reads,
+``sys._getframe``, ``gc``'s object walks, the runner's ``__code__``; docs/reference/protocols/
+azr.md, "At run time"), keeps its results immutable and prints them with ``repr``; an
+expression input is evaluated in a load of the program of its own, so it cannot change the
+state of the ``f`` that answers. AZR's answer checks, built on this executor,
 are :mod:`sage_env.verifiers.answer_checks`; the static checks of a program's source
 (:func:`~sage_env.verifiers.program_checks.program_refusal`,
 :func:`~sage_env.verifiers.program_checks.defines_f`, ...) are
@@ -35,7 +36,6 @@ are :mod:`sage_env.verifiers.answer_checks`; the static checks of a program's so
 from __future__ import annotations
 
 import ast
-import json
 import random
 import secrets
 from collections.abc import Sequence
@@ -204,7 +204,7 @@ class Validation:
 
 
 _RUNNER = """\
-import ast as _ast, contextlib as _cl, io as _io, json as _json, random as _random
+import ast as _ast, contextlib as _cl, io as _io, random as _random
 import sys as _sys, types as _types
 _random.seed({seed!r})
 if {layout!r}:
@@ -216,13 +216,10 @@ if {layout!r}:
     _PAD += [object() for _ in range(_r.randrange(256, 4096))]
     _PAD += [_r.random() for _ in range(_r.randrange(256, 4096))]
     del _r
-_SRC = {src!r}
-_ARGS = {args!r}
-_ENTRY = {entry!r}
-_MAX = {max_chars!r}
-_EXPR = {expr!r}
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
-def _plain(v, type=type, len=len, list=list, tuple=tuple, dict=dict, set=set, frozenset=frozenset):
+def _plain(v, type=type, list=list, tuple=tuple, dict=dict, set=set, frozenset=frozenset,
+           scalars=_PLAIN):
+    # exact types, by identity: ``t in scalars`` would ask a metaclass's __eq__
     stack, seen = [v], 0
     while stack:
         x = stack.pop()
@@ -230,70 +227,94 @@ def _plain(v, type=type, len=len, list=list, tuple=tuple, dict=dict, set=set, fr
         t = type(x)
         if seen > 100000:
             return False
-        if t in _PLAIN:
-            continue
-        if t is list or t is tuple or t is set or t is frozenset:
-            stack.extend(x)
-        elif t is dict:
-            stack.extend(x.keys())
-            stack.extend(x.values())
+        for s in scalars:
+            if t is s:
+                break
         else:
-            return False
+            if t is list or t is tuple or t is set or t is frozenset:
+                stack.extend(x)
+            elif t is dict:
+                stack.extend(x.keys())
+                stack.extend(x.values())
+            else:
+                return False
     return True
-def _refuse_frames(event, args):
-    if event == "object.__getattr__" and str(args[1])[-6:] == "_frame":
-        raise RuntimeError("the sandbox refuses reading ." + str(args[1]))
-def _load(code):
+# what a program could use to reach this runner's frames, objects or code: refused once the
+# program loads (an audit hook cannot be removed once added)
+_REFUSED = frozenset((
+    "sys._current_frames", "sys._current_exceptions", "sys.settrace", "sys.setprofile",
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.addaudithook",
+))
+def _refuse(event, args, refused=_REFUSED, own=[], str=str, RuntimeError=RuntimeError,
+            ValueError=ValueError):
+    if event == "object.__getattr__":
+        # the reads CPython audits: gi_frame, cr_frame, ag_frame, tb_frame lead to a frame;
+        # __code__ and f_code are refused for this runner's own functions only (dataclasses
+        # read a class's __init__.__code__)
+        name = args[1]
+        if name[-6:] == "_frame":
+            raise RuntimeError("the sandbox refuses reading ." + name)
+        for fn in own:
+            if args[0] is fn:
+                raise RuntimeError("the sandbox refuses reading ." + name)
+    elif event == "sys._getframe":
+        # the error a too-deep frame gives: namedtuple, enum and typing, which look up
+        # their caller's module this way, catch it and go on
+        raise ValueError("call stack is not deep enough")
+    elif event in refused or event[:7] == "ctypes.":
+        raise RuntimeError("the sandbox refuses " + event)
+def _load(code, ModuleType=_types.ModuleType, modules=_sys.modules, exec=exec):
     # a module of its own (``dataclasses`` looks the class's module up), loaded afresh for
     # every input so that no state a call leaves in the program carries to the next input
-    mod = _types.ModuleType("__azr_program__")
-    _sys.modules[mod.__name__] = mod
+    mod = ModuleType("__azr_program__")
+    modules[mod.__name__] = mod
     exec(code, mod.__dict__)
     return mod.__dict__
-def _main(repr=repr, print=print, dumps=_json.dumps, plain=_plain, Exception=Exception):
-    results = []
+def _main(src={src!r}, texts={args!r}, entry={entry!r}, most={max_chars!r}, expr={expr!r},
+          repr=repr, type=type, str=str, len=len, compile=compile, eval=eval, exec=exec,
+          print=print,
+          literal_eval=_ast.literal_eval, plain=_plain, load=_load, Exception=Exception):
+    results = ()  # a tuple: what a call leaves behind cannot change an earlier result
     with _cl.redirect_stdout(_io.StringIO()), _cl.redirect_stderr(_io.StringIO()):
         # dont_inherit: the harness's ``from __future__`` flags are not the program's
-        code = compile(_SRC, "<program>", "exec", dont_inherit=True)
+        code = compile(src, "<program>", "exec", dont_inherit=True)
         # the same recursion budget however deep the harness called us (a zygote's fork and a
         # fresh interpreter differ by a few frames, which a depth-counting program would see)
         depth, frame = 0, _sys._getframe()
         while frame is not None:
             depth, frame = depth + 1, frame.f_back
+        del frame
         _sys.setrecursionlimit(depth + 1000)
-        # from here on no code reads a frame by the reads CPython audits as
-        # object.__getattr__: gi_frame, cr_frame, ag_frame, tb_frame (the others it audits,
-        # f_code and __code__, lead to no frame; dataclasses read __code__). A frame leads to
-        # this runner's locals and its stdout, so a program that reached one (by a route the
-        # static checks missed) could write results of its choosing; an audit hook cannot be
-        # removed once added
-        _sys.addaudithook(_refuse_frames)
-        ns = _load(code)
-        fn = ns[_ENTRY]
-        for n, text in enumerate(_ARGS):
+        _refuse.__defaults__[1].extend((_main, _plain, _load, _refuse))
+        _sys.addaudithook(_refuse)
+        ns = load(code)
+        fn = ns[entry]
+        for n, text in enumerate(texts):
             try:
-                if _EXPR:
+                if expr:
                     # the input is evaluated in a load of its own, and f is called from a fresh
                     # one: what the input does to the program's state (memo.update(...)) does
                     # not reach the f that answers
-                    scratch = _load(code)
-                    scratch["_azr_collect"] = lambda *a, **k: (a, k)
+                    scratch = load(code)
+                    exec("def _azr_collect(*a, **k):\\n    return a, k\\n", scratch)
                     call = compile("_azr_collect(" + text + ")", "<input>", "eval")
                     args, kwargs = eval(call, scratch)
                 else:
-                    args, kwargs = _ast.literal_eval(text), {{}}
-                if n or _EXPR:
-                    ns = _load(code)
-                    fn = ns[_ENTRY]
+                    args, kwargs = literal_eval(text), {{}}
+                if n or expr:
+                    ns = load(code)
+                    fn = ns[entry]
                 out = fn(*args, **kwargs)
                 if not plain(out):
-                    results.append(["error", "OutputNotALiteral: " + type(out).__name__])
-                    continue
-                r = repr(out)
-                results.append(["ok", r] if len(r) <= _MAX else ["error", "OutputTooLong"])
+                    row = ("error", "OutputNotALiteral: " + type(out).__name__)
+                else:
+                    r = repr(out)
+                    row = ("ok", r) if len(r) <= most else ("error", "OutputTooLong")
             except Exception as exc:
-                results.append(["error", (type(exc).__name__ + ": " + str(exc))[:200]])
-    print({nonce!r} + dumps(results))
+                row = ("error", (type(exc).__name__ + ": " + str(exc))[:200])
+            results = results + (row,)
+    # repr, not json: a module's state (json's encoder) is the program's to change
+    print({nonce!r} + repr(results))
 _main()
 """
 
@@ -380,10 +401,10 @@ def execute(
     if at < 0:
         return Execution("crashed", reason="the run reported no result")
     try:
-        rows = json.loads(stdout[at + len(nonce) :].strip().splitlines()[0])
-        outputs = tuple(r[1] if r[0] == "ok" else None for r in rows)
+        rows = ast.literal_eval(stdout[at + len(nonce) :].strip().splitlines()[0])
+        outputs = tuple(str(r[1]) if r[0] == "ok" else None for r in rows)
         errors = tuple(None if r[0] == "ok" else str(r[1]) for r in rows)
-    except (ValueError, IndexError, TypeError, KeyError):
+    except (ValueError, IndexError, TypeError, KeyError, SyntaxError, MemoryError, RecursionError):
         return Execution("crashed", reason="the run's result does not parse")
     if len(outputs) != len(arg_texts):
         return Execution("crashed", reason="the run reported the wrong number of results")

@@ -69,6 +69,7 @@ class _Judge:
         self.last_resort: _Refusal | None = None  # reported only when nothing else is
         self.named: _Refusal | None = None  # the first refusal that reaches a banned module
         self.modules: dict[str, str] = {}  # name bound by an import -> module
+        self.members: dict[str, str] = {}  # name bound by a from-import -> module.member
         self.bases: set[int] = set()  # ids of the .value of attribute reads
         self.callees: set[int] = set()  # ids of the .func of calls
         self.calls: list[ast.Call] = []
@@ -125,6 +126,9 @@ class _Judge:
                 ):  # type(name, bases, namespace) makes a class from computed names,
                     # type(*args) too
                     self.refuse("calls type() with a class namespace")
+                elif _is_type_of(node.func) and not _one_plain_argument(node):
+                    # type(int)('C', (), {...}): the class of a class is a metaclass
+                    self.refuse("calls type(x)(...) with a class namespace")
             elif isinstance(node, ast.Constant):
                 if isinstance(node.value, str):
                     self.visit_string(node.value)
@@ -142,6 +146,8 @@ class _Judge:
                 self.carriers.append(f"defines class {node.name!r}")
                 if any(k.arg != "slots" for k in node.keywords):
                     self.refuse(f"class {node.name!r} takes a metaclass or class keyword")
+                if any(_is_type_of(b) for b in node.bases):  # class M(type(int)): a metaclass
+                    self.refuse(f"class {node.name!r} takes type(x) as a base")
                 for name in _class_body_names(node):  # attributes of the class, by name
                     if name in INTERNAL_ATTRIBUTES:  # a dataclass field is a match argument;
                         # a runtime-checkable protocol's member, what isinstance asks for
@@ -235,6 +241,8 @@ class _Judge:
                 allowed and alias.name not in MODULE_MEMBERS[mod]
             ):
                 self.refuse(f"imports {sub!r}, which is not an allowed member of {mod!r}", sub)
+            else:
+                self.members[alias.asname or alias.name] = sub
 
     # -- after the walk ------------------------------------------------------------------
     def module_of(self, node: ast.expr) -> str | None:
@@ -304,7 +312,7 @@ class _Judge:
         if not self.positional_patterns:
             return
         bound = _bound_names(self.tree)
-        fixed = _classes_with_fixed_fields(self.tree, bound)
+        fixed = _classes_with_fixed_fields(self.tree, bound, self.modules | self.members)
         for node in self.positional_patterns:
             cls = node.cls
             if isinstance(cls, ast.Name):
@@ -361,6 +369,11 @@ class _Judge:
         return self.named or self.first or self.last_resort
 
 
+def _is_type_of(node: ast.expr) -> bool:
+    """``type(...)``: a call of the name ``type``."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+
+
 def _one_plain_argument(call: ast.Call) -> bool:
     """``type(x)``: one positional argument, not starred, no keywords."""
     return len(call.args) == 1 and not isinstance(call.args[0], ast.Starred) and not call.keywords
@@ -408,26 +421,37 @@ def _bound_names(tree: ast.AST) -> Counter[str]:
     return names
 
 
-def _is_named(node: ast.expr, module: str, name: str, bound: Counter[str]) -> bool:
-    """``name`` or ``module.name`` (``dataclass``, ``dataclasses.dataclass``), bound by the
-    program at most once (its import): a name it rebinds could be any callable."""
+def _is_named(node: ast.expr, member: str, bound: Counter[str], imported: dict[str, str]) -> bool:
+    """Whether ``node`` is ``member`` (``'dataclasses.dataclass'``) as the program imported it
+    (``dataclass``, ``dc`` after ``from ... import dataclass as dc``,
+    ``dataclasses.dataclass``; ``imported``: name -> module or module.member), under a
+    name the program binds only by that import: a name it binds otherwise (``def
+    dataclass(c)``) could be any callable."""
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        return node.attr == name and node.value.id == module and bound[module] <= 1
-    return isinstance(node, ast.Name) and node.id == name and bound[name] <= 1
+        name, dotted = node.value.id, f"{imported.get(node.value.id)}.{node.attr}"
+    elif isinstance(node, ast.Name):
+        name, dotted = node.id, imported.get(node.id)
+    else:
+        return False
+    return dotted == member and bound[name] == 1
 
 
-def _classes_with_fixed_fields(tree: ast.AST, bound: Counter[str]) -> dict[str, list[str]]:
+def _classes_with_fixed_fields(
+    tree: ast.AST, bound: Counter[str], imported: dict[str, str]
+) -> dict[str, list[str]]:
     """The classes whose ``__match_args__`` the source fixes, with those field names.
 
-    ``@dataclass class C:`` (no bases, no keywords; every annotated name of its body, in
-    order) and ``C = namedtuple('C', 'x y')`` / ``['x', 'y']`` with literal names.
+    ``@dataclass class C:`` (no bases, no keywords, no other decorator; every annotated name
+    of its body, in order) and ``C = namedtuple('C', 'x y')`` / ``['x', 'y']`` with literal
+    names, ``dataclass`` and ``namedtuple`` being the imported ones (:func:`_is_named`).
     """
     fixed: dict[str, list[str]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and not node.bases and not node.keywords:
-            for deco in node.decorator_list:
+            if len(node.decorator_list) == 1:
+                deco = node.decorator_list[0]
                 what = deco.func if isinstance(deco, ast.Call) else deco
-                if _is_named(what, "dataclasses", "dataclass", bound):
+                if _is_named(what, "dataclasses.dataclass", bound, imported):
                     fixed[node.name] = [
                         s.target.id
                         for s in node.body
@@ -438,7 +462,7 @@ def _classes_with_fixed_fields(tree: ast.AST, bound: Counter[str]) -> dict[str, 
             and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name)
             and isinstance(node.value, ast.Call)
-            and _is_named(node.value.func, "collections", "namedtuple", bound)
+            and _is_named(node.value.func, "collections.namedtuple", bound, imported)
             and len(node.value.args) == 2
         ):
             spec = node.value.args[1]
@@ -584,6 +608,48 @@ _UNSAFE_NAMES = frozenset(
 builtin a task program may not call (``id``, ``hash``, ``dir``, ``hasattr`` ...)."""
 
 
+def _chain_root(node: ast.expr) -> ast.expr:
+    """The start of ``a.b[0].c(...)``: ``a``."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node
+
+
+def _reaches_shared_state(call: ast.Call) -> bool:
+    """Whether an input reads an attribute of a name it does not bind, or a lambda in it
+    names one that is not a builtin.
+
+    The input is evaluated in the program's namespace, whose modules (``decimal``'s context,
+    an ABC's registry) the ``f`` that answers shares: ``decimal.setcontext(...) or 7``
+    changes ``f``'s answer without being a value. A name the input binds (``lambda x:
+    x.reverse()``) and a literal (``'a'.upper()``) are its own. ``g[:]`` of a program's
+    global stays allowed (CRUXEval's gold inputs do it).
+    """
+    own = {a.arg for n in ast.walk(call) if isinstance(n, ast.Lambda) for a in _lambda_args(n)}
+    own |= {
+        n.id for n in ast.walk(call) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    for node in ast.walk(call):
+        if isinstance(node, ast.Attribute):
+            root = _chain_root(node.value)
+            if isinstance(root, ast.Name) and root.id not in own:
+                return True
+        elif isinstance(node, ast.Lambda):
+            for sub in ast.walk(node.body):
+                if (
+                    isinstance(sub, ast.Name)
+                    and sub.id not in own
+                    and sub.id not in ALLOWED_BUILTINS
+                ):
+                    return True
+    return False
+
+
+def _lambda_args(node: ast.Lambda) -> list[ast.arg]:
+    a = node.args
+    return [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]
+
+
 def safe_input_expression(text: Any) -> str | None:
     """A model-written argument list that may be *evaluated* in the sandbox, or ``None``.
 
@@ -593,8 +659,9 @@ def safe_input_expression(text: Any) -> str | None:
     harness: any name or attribute starting with ``_``, any attribute of a frame, code object
     or generator (:data:`INTERNAL_ATTRIBUTES`), any string naming a dunder, ``.format`` and
     ``.format_map`` (a template reads the attributes it names: ``'{0.gi_frame}'.format(g)``),
-    and the builtins in ``_UNSAFE_NAMES`` (``eval``, ``exec``, ``open``, ``globals``,
-    ``getattr``, ``print`` ...).
+    the builtins in ``_UNSAFE_NAMES`` (``eval``, ``exec``, ``open``, ``globals``,
+    ``getattr``, ``print`` ...), and an attribute of a name the input does not bind
+    (``decimal.setcontext(...)``, ``memo.update(...)``: :func:`_reaches_shared_state`).
     The text must parse as the arguments of one call ``f(...)``.
     """
     if not isinstance(text, str) or len(text) > MAX_LITERAL_CHARS:
@@ -604,6 +671,8 @@ def safe_input_expression(text: Any) -> str | None:
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     if not (isinstance(tree.body, ast.Call) and isinstance(tree.body.func, ast.Name)):
+        return None
+    if _reaches_shared_state(tree.body):
         return None
     for node in ast.walk(tree.body):
         if isinstance(node, ast.Name) and (node.id.startswith("_") or node.id in _UNSAFE_NAMES):

@@ -22,8 +22,9 @@ from sage_env.verifiers import executor
 from sage_env.verifiers.program_checks import safe_input_expression
 
 #: Reaches a running generator's frame through a namedtuple field named at run time and an
-#: ABC the generator type was registered with; from the frame, the runner's ``results``
-#: list: on the second input it rewrites the first input's result to ``'forged'``.
+#: ABC the generator type was registered with; from the frame, the runner's globals, ``gc``
+#: and the runner's redirect of stdout: the stream it restores becomes one that rewrites the
+#: results line the runner prints to one forged result.
 ABC_FORGER = """from collections import namedtuple
 from collections.abc import Hashable
 
@@ -35,9 +36,20 @@ def f(a):
     def walk():
         match box[0]:
             case G(fr):
-                rows = fr.f_back.f_back.f_locals['results']
-                if rows:
-                    rows[0] = ['ok', repr('forged')]
+                g = fr.f_back.f_back.f_globals
+                class W:
+                    def __init__(self, real):
+                        self.real = real
+                    def write(self, s):
+                        if s[:6] == '@@AZR-':
+                            s = s[:s.index('@@', 6) + 2] + repr((('ok', repr('forged')),))
+                        return self.real.write(s)
+                    def flush(self):
+                        return self.real.flush()
+                gc = g['_sys'].modules['builtins'].__import__('gc')
+                for o in gc.get_objects():
+                    if type(o).__name__ == 'redirect_stdout':
+                        o._old_targets[-1] = W(o._old_targets[-1])
         yield a
     g = walk()
     G.register(type(g))
@@ -54,9 +66,20 @@ METACLASS_FORGER = """def f(a):
     def walk():
         match box[0]:
             case C(fr):
-                rows = fr.f_back.f_back.f_locals['results']
-                if rows:
-                    rows[0] = ['ok', repr('forged')]
+                g = fr.f_back.f_back.f_globals
+                class W:
+                    def __init__(self, real):
+                        self.real = real
+                    def write(self, s):
+                        if s[:6] == '@@AZR-':
+                            s = s[:s.index('@@', 6) + 2] + repr((('ok', repr('forged')),))
+                        return self.real.write(s)
+                    def flush(self):
+                        return self.real.flush()
+                gc = g['_sys'].modules['builtins'].__import__('gc')
+                for o in gc.get_objects():
+                    if type(o).__name__ == 'redirect_stdout':
+                        o._old_targets[-1] = W(o._old_targets[-1])
         yield a
     g = walk()
     box.append(g)
@@ -64,19 +87,18 @@ METACLASS_FORGER = """def f(a):
 """
 
 
-_NO_HOOK = "_sys.addaudithook(_refuse_frames)"
+_NO_HOOK = "_sys.addaudithook(_refuse)"
 
 
 @pytest.mark.parametrize(("program", "name"), [(ABC_FORGER, "abc"), (METACLASS_FORGER, "meta")])
 def test_the_runner_refuses_a_frame_at_run_time(level, program, name, monkeypatch):
-    ex = executor.execute(program, [(1,), (2,)])
-    assert ex.status == "error"
-    assert ex.outputs == (None, None)
-    assert ex.errors == ("RuntimeError: the sandbox refuses reading .gi_frame",) * 2
+    ex = executor.execute(program, [(1,)])
+    assert (ex.status, ex.outputs) == ("error", (None,))
+    assert ex.errors == ("RuntimeError: the sandbox refuses reading .gi_frame",)
     # the control: without the hook the same program forges the first result
     monkeypatch.setattr(executor, "_RUNNER", executor._RUNNER.replace(_NO_HOOK, "pass"))
-    forged = executor.execute(program, [(1,), (2,)])
-    assert (forged.status, forged.outputs) == ("ok", ("'forged'", "2"))
+    forged = executor.execute(program, [(1,)])
+    assert (forged.status, forged.outputs) == ("ok", ("'forged'",))
 
 
 _PLAIN_PROGRAM = """from collections import namedtuple
@@ -112,9 +134,100 @@ _MEMO = "memo = {}\n\ndef f(n):\n    return memo.get(n, 'none')\n"
 
 def test_an_input_does_not_change_the_state_of_the_f_that_answers():
     text = "memo.update({5: 'X'}) or 5"
-    assert safe_input_expression(text) == text  # the static check lets it through
+    assert safe_input_expression(text) is None  # an attribute of a name it does not bind
+    # and at run time, past the check: the input's load is not the f's
     ex = executor.execute(_MEMO, [text, "5"], expressions=True)
     assert (ex.status, ex.outputs) == ("ok", ("'none'", "'none'"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "decimal.setcontext(decimal.Context(prec=3)) or 7",  # a module's state, shared
+        "numbers.Number.register(str) and 'a'",  # an ABC's registry, shared
+        "(lambda: decimal)().getcontext()",
+        "memo[0].append(1) or 5",
+    ],
+)
+def test_an_input_may_not_reach_state_the_answering_f_shares(text):
+    assert safe_input_expression(text) is None
+
+
+# Found by the red team on 2026-12-06 (each passed the static checks of that morning; the
+# checks refuse them now, tests/sage_env/verifiers/test_program_checks.py). Run here without
+# the checks: the runner alone must not report a forged value.
+
+#: A metaclass whose __eq__ says yes: ``t in (int, ...)`` took a class for int.
+LIAR = """class M(type(int)):
+    def __eq__(self, other):
+        return True
+    def __hash__(self):
+        return 0
+
+class Liar:
+    def __repr__(self):
+        return "'forged'"
+
+def f(x):
+    C = M('C', (Liar,), {})
+    return C()
+"""
+
+#: object.__getattribute__ read back by asdict from a field of a metaclass's dataclass, then
+#: sys._getframe: the runner's frame.
+GETATTRIBUTE = """from dataclasses import make_dataclass, asdict
+from typing import Type
+
+U = '_' * 2
+M = make_dataclass('M', [U + 'getattribute' + U], bases=(Type,), init=False,
+                   repr=False, eq=False, namespace={U + 'doc' + U: 'm'})
+X = M('X', (), {})
+
+def f(a):
+    ga = asdict(X)[U + 'getattribute' + U]
+    imp = ga(f, U + 'globals' + U)[U + 'builtins' + U][U + 'import' + U]
+    fr = ga(imp('sys'), '_getframe')(1)
+    return 'reached'
+"""
+
+#: json's default encoder replaced: it rewrote the results line the runner printed with
+#: json.dumps.
+ENCODER = """from dataclasses import make_dataclass
+from typing import Type
+
+U = '_' * 2
+M = make_dataclass('M', [U + 'getattribute' + U], bases=(Type,), init=False,
+                   repr=False, eq=False, namespace={U + 'doc' + U: 'm'})
+X = M('X', (), {})
+
+class E:
+    def encode(self, rows):
+        return repr([['ok', repr('forged')] for r in rows])
+
+def f(x):
+    from dataclasses import asdict
+    ga = asdict(X)[U + 'getattribute' + U]
+    b = ga(f, U + 'globals' + U)[U + 'builtins' + U]
+    b['set' + 'attr'](b[U + 'import' + U]('json'), '_default_encoder', E())
+    return x + 1
+"""
+
+
+def test_an_object_whose_metaclass_equals_everything_is_not_a_literal(level):
+    ex = executor.execute(LIAR, [(1,)])
+    assert (ex.status, ex.errors) == ("error", ("OutputNotALiteral: C",))
+
+
+def test_the_runners_frame_is_not_reachable_by_sys_getframe(level):
+    ex = executor.execute(GETATTRIBUTE, [(1,)])
+    assert (ex.status, ex.errors) == ("error", ("ValueError: call stack is not deep enough",))
+
+
+def test_a_replaced_json_encoder_changes_no_result(level):
+    # the runner prints repr, not json; the harness's own report is json, so the run ends
+    # without a result: a failure, never the forged value
+    ex = executor.execute(ENCODER, [(1,), (5,)])
+    assert (ex.status, ex.outputs, ex.reason) == ("failed", (), "exited before finishing")
 
 
 def test_an_input_still_reads_the_programs_names():

@@ -607,9 +607,9 @@ def test_defines_f_other_name(program, name, expected):
         "range(3)",
         "lambda x: x < 2",
         "[y for y in range(3)]",
-        "{k: v for k, v in d.items()}",
+        "{k: v for k, v in {1: 2}.items()}",
         "g(1), h(x)",
-        "x.real",
+        "(1).real",
         "'a__b'",  # "__" but no dunder word
         "'____'",
         "b'__class__'",  # bytes are not checked as names
@@ -657,12 +657,18 @@ def test_safe_input_expression_accepts_an_argument_list_as_it_is(text):
         "hasattr(x, 'y')",
         "[y for y in [open]]",
         "lambda: print",
-        # attributes
-        "x._y",
-        "x.__class__",
-        "x.gi_frame",
+        # attributes (of values the input makes: a name's are refused before, below)
+        "(1)._y",
+        "(1).__class__",
+        "[0].gi_frame",
         "(y for y in [1]).gi_frame",
-        "x.f_back",
+        "(1).f_back",
+        # an attribute of a name the input does not bind; a lambda naming one
+        "x.real",
+        "{k: v for k, v in d.items()}",
+        "m[0].append(1)",
+        "(lambda: m)()",
+        "[(lambda y: m)]",
         # keywords
         "_x=1",
         "__x=1",
@@ -867,8 +873,10 @@ def test_classes_with_fixed_fields_reads_dataclass_annotations_and_namedtuple_li
         "R = namedtuple('R', fields)\n"
     )
     tree = ast.parse(program)
-    fixed = pc._classes_with_fixed_fields(tree, pc._bound_names(tree))
+    imported = {"dataclasses": "dataclasses", "namedtuple": "collections.namedtuple"}
+    fixed = pc._classes_with_fixed_fields(tree, pc._bound_names(tree), imported)
     assert fixed == {"D": ["x", "y"], "P": ["a", "b", "c"], "Q": ["d", "e"]}
+    assert pc._classes_with_fixed_fields(tree, pc._bound_names(tree), {}) == {}
 
 
 @pytest.mark.parametrize(
@@ -929,3 +937,93 @@ def test_a_class_body_assignment_of_an_internal_is_refused():
 def test_type_is_a_classinfo_only_as_the_second_argument_of_isinstance(expr, allowed):
     refusal = program_refusal(f"def f(a):\n    return {expr}\n")
     assert refusal == (None if allowed else "uses builtin 'type' as a value, not as type(x)")
+
+
+# ---------------------------------------------------------------- red team, 2026-12-06
+# Each passed the checks the day the two holes above were closed, and ran in the sandbox:
+# the first three reached __import__ (p7 rewrote the runner's results through
+# sys._getframe), the fourth made the runner take an object for a plain int.
+_REDTEAM = {
+    # asdict reads a field named by a computed string: '__getattribute__' of a metaclass
+    "make_dataclass-getattribute": (
+        "from dataclasses import make_dataclass, asdict\nfrom typing import Type\n"
+        "U = '_' * 2\nM = make_dataclass('M', [U + 'getattribute' + U], bases=(Type,))\n"
+        "def f(a):\n    return a\n",
+        "imports 'dataclasses.make_dataclass', which is not an allowed member of 'dataclasses'",
+    ),
+    "typing-Type-base": (
+        "from typing import Type\nclass M(Type):\n    pass\ndef f(a):\n    return a\n",
+        "imports 'typing.Type', which is not an allowed member of 'typing'",
+    ),
+    "EnumMeta-call": (
+        "import enum\ndef f(a):\n    return enum.EnumMeta\n",
+        "reads 'enum.EnumMeta', which is not an allowed member of 'enum'",
+    ),
+    "type-of-int-base": (
+        "class M(type(int)):\n    def __eq__(self, other):\n        return True\n"
+        "def f(a):\n    return a\n",
+        "class 'M' takes type(x) as a base",
+    ),
+    "type-of-int-call": (
+        "def f(a):\n    return type(int)('C', (), {})\n",
+        "calls type(x)(...) with a class namespace",
+    ),
+    # a program's own dataclass / namedtuple, or another decorator on top of the real one
+    "own-dataclass": (
+        "def dataclass(c):\n    return c\n@dataclass\nclass C:\n    y: int\n"
+        "def f(x):\n    match x:\n        case C(g):\n            return g\n",
+        _BY_POSITION.format("C"),
+    ),
+    "stacked-decorator": (
+        "from dataclasses import dataclass\n@(lambda c: c)\n@dataclass\nclass C:\n"
+        "    y: int\ndef f(x):\n    match x:\n        case C(g):\n            return g\n",
+        _BY_POSITION.format("C"),
+    ),
+    "own-namedtuple": (
+        "def namedtuple(n, s):\n    return tuple\nC = namedtuple('C', 'y')\n"
+        "def f(x):\n    match x:\n        case C(g):\n            return g\n",
+        _BY_POSITION.format("C"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_REDTEAM))
+def test_red_team_routes_of_2026_12_06_are_refused(name):
+    program, reason = _REDTEAM[name]
+    assert program_refusal(program) == reason
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "from dataclasses import dataclass as dc\n@dc\nclass C:\n    y: int\n"
+        "def f(x):\n    match C(x):\n        case C(g):\n            return g\n",
+        "from dataclasses import dataclass\n@dataclass(frozen=True)\nclass C:\n    y: int\n"
+        "def f(x):\n    match C(x):\n        case C(g):\n            return g\n",
+        "def f(x):\n    return type(x)(7)\n",
+        "from typing import List\ndef f(x: List[int]):\n    return x\n",
+    ],
+)
+def test_the_imported_dataclass_and_type_of_x_called_with_one_value_stay(program):
+    assert program_refusal(program) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "reaches"),
+    [
+        ("x.real", True),
+        ("x[0].real", True),
+        ("x(1).real", True),
+        ("(1).real", False),
+        ("(lambda x: x.real)", False),
+        ("(lambda *a, **k: (a.count(1), k.keys()))", False),
+        ("(lambda a, /, *, b: a.b)", False),
+        ("[y.real for y in [1]]", False),
+        ("(lambda x: len(x))", False),
+        ("(lambda x: memo)", True),
+    ],
+)
+def test_reaches_shared_state_follows_the_chain_to_an_unbound_name(text, reaches):
+    import ast
+
+    assert pc._reaches_shared_state(ast.parse(f"f({text})", mode="eval").body) is reaches
