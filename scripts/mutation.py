@@ -292,6 +292,13 @@ TARGETS: dict[str, Target] = {
         tests=("tests/sage_env/verifiers/test_answer_checks.py",),
         time_limit_s=1800,
     ),
+    "verdict": Target(
+        source="sage_env/sandbox/harness/verdict.py",
+        # the sandbox judge's rules (Judge fed events, one verdict per test); the unit tests
+        # feed it synthetic events (the sandbox tests run programs, seconds per mutant)
+        tests=("tests/sage_env/sandbox/test_verdict_rules.py",),
+        time_limit_s=2400,
+    ),
 }
 
 # what the scratch copy needs: the packages, the tests and what the tests import
