@@ -110,11 +110,12 @@ def test_arm_counts_keeps_well_formed_pairs_of_the_first_65536_items():
 
 
 def test_unparsed_tests_get_no_state_and_the_last_runnable_one_runs_in_w():
-    judge, out = _judge([None, "A", None, "A", "B", None], [[]] * 6, tags=("a", "b"))
+    tags = ("a", "b", "c", "d", "e", "f")
+    judge, out = _judge([None, "A", None, "A", "B", None], [[]] * 6, tags=tags)
     assert (judge.first, judge.last) == (1, 4)
     assert sorted(judge.state) == [1, 3, 4]
     assert judge.groups == {"A": [1, 3], "B": [4]}
-    assert judge.tags == ["a", "b"]
+    assert judge.tags == list(tags)
     assert judge.state[1] == {
         "end": None,
         "seen": set(),
@@ -199,21 +200,25 @@ def test_w_relays_nothing_for_the_last_test_an_unknown_one_or_a_non_dict_event()
     ]
 
 
+def _early(code):
+    return {"ok": False, "exc": "EarlyExit", "msg": f"test exited before finishing (status {code})"}
+
+
 @pytest.mark.parametrize(
     ("status", "verdict"),
     [
         (0, {"ok": True}),
-        (3 << 8, {"ok": False, "exc": "EarlyExit", "msg": "test exited before finishing (status 3)"}),
-        (1 << 16, {"ok": False, "exc": "EarlyExit", "msg": "test exited before finishing (status -1)"}),
-        ((1 << 16) - 1, {"ok": False, "exc": "EarlyExit", "msg": "test exited before finishing (status -1)"}),
-        (-1, {"ok": False, "exc": "EarlyExit", "msg": "test exited before finishing (status -1)"}),
-        (False, {"ok": False, "exc": "EarlyExit", "msg": "test exited before finishing (status -1)"}),
-        (0.0, {"ok": False, "exc": "EarlyExit", "msg": "test exited before finishing (status -1)"}),
-        (None, {"ok": False, "exc": "EarlyExit", "msg": "test exited before finishing (status -1)"}),
+        (3 << 8, _early(3)),
+        (1 << 16, _early(-1)),
+        ((1 << 16) - 1, _early(-1)),
+        (-1, _early(-1)),
+        (False, _early(-1)),
+        (0.0, _early(-1)),
+        (None, _early(-1)),
         (9, {"ok": False, "exc": "Signal", "msg": "SIGKILL", "signal": 9}),
         (33, {"ok": False, "exc": "Signal", "msg": "33", "signal": 33}),
     ],
-)  # fmt: skip
+)
 def test_a_forked_tests_exit_status_is_read_only_when_a_wait_status(status, verdict):
     judge, out = _judge(["A", "B"], [[EQ1], []])
     send(judge, 0, SETUP, a(0, I(1)), OK)
@@ -389,6 +394,10 @@ def test_unknown_events_are_ignored():
 
 # -- values: one site reached -----------------------------------------------------------------
 
+OUT_OF_ORDER = "assertion 0: values out of order"
+UNREADABLE = "assertion 0: unreadable value"
+B120 = "b" * 120
+
 
 @pytest.mark.parametrize(
     ("sites", "event", "msg"),
@@ -411,18 +420,27 @@ def test_unknown_events_are_ignored():
             {"ev": "a", "k": 0, "v": [[0, I(1)], [1.0, I(1)]]},
             "assertion 0: malformed values",
         ),
-        ([EQ_HOLES], {"ev": "a", "k": 0, "v": [[1, I(1)], [0, I(1)]]}, "assertion 0: values out of order"),
-        ([EQ_HOLES], {"ev": "a", "k": 0, "v": [[0, I(1)], [0, I(1)]]}, "assertion 0: values out of order"),
-        ([EQ1], {"ev": "a", "k": 0, "v": [[0, None]]}, "assertion 0: unreadable value"),
+        ([EQ_HOLES], {"ev": "a", "k": 0, "v": [[1, I(1)], [0, I(1)]]}, OUT_OF_ORDER),
+        ([EQ_HOLES], {"ev": "a", "k": 0, "v": [[0, I(1)], [0, I(1)]]}, OUT_OF_ORDER),
+        ([EQ1], {"ev": "a", "k": 0, "v": [[0, None]]}, UNREADABLE),
         ([EQ1], {"ev": "a", "k": 0, "v": [[0, I(1)]], "bad": 12}, "assertion 0: 12"),
-        ([EQ1], {"ev": "a", "k": 0, "v": [[0, None]], "bad": "b" * 200}, "assertion 0: " + "b" * 120),
-        ([EQ_HOLES], {"ev": "a", "k": 0, "v": [[0, I(1)], [1, None]]}, "assertion 0: unreadable value"),
-        ([EQ_HOLES], {"ev": "a", "k": 0, "v": [[0, None], [1, I(1)]]}, "assertion 0: unreadable value"),
+        ([EQ1], {"ev": "a", "k": 0, "v": [[0, None]], "bad": "b" * 200}, f"assertion 0: {B120}"),
+        ([EQ_HOLES], {"ev": "a", "k": 0, "v": [[0, I(1)], [1, None]]}, UNREADABLE),
+        ([EQ_HOLES], {"ev": "a", "k": 0, "v": [[0, None], [1, I(1)]]}, UNREADABLE),
     ],
-)  # fmt: skip
+)
 def test_a_site_report_must_name_a_site_and_hold_readable_values_in_order(sites, event, msg):
     out = one_test(sites, event, a(0, I(1)), a(1, I(1)), OK)
     assert out == [fail(msg), {"ev": "done"}]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[[0, I(1)], [0, None]], [[1, I(1)], [0, None]], [[0, I(1)], [2, I(1)], [1, None]]],
+)
+def test_the_order_of_the_values_is_checked_before_their_readability(values):
+    out = one_test([EQ_HOLES], {"ev": "a", "k": 0, "v": values}, OK)
+    assert out == [fail("assertion 0: values out of order"), {"ev": "done"}]
 
 
 def test_the_first_failure_of_a_test_is_the_one_reported():
@@ -532,6 +550,18 @@ def test_a_branch_must_be_decided_and_its_counts_add_up():
     ]
     events = (a(1, I(1)), a(0, I(1)), a(1, I(0)), OK)
     assert _flow_test(IF_SRC, *events) == PASSED
+
+
+IF_ELSE_SRC = "if g():\n    assert f() == 1\nelse:\n    assert f() == 2"  # condition: site 2
+
+
+def test_each_way_of_a_branch_requires_its_own_body():
+    assert _flow_test(IF_ELSE_SRC, a(2, I(1)), a(0, I(1)), OK) == PASSED
+    assert _flow_test(IF_ELSE_SRC, a(2, I(0)), a(1, I(2)), OK) == PASSED
+    assert _flow_test(IF_ELSE_SRC, a(2, I(0)), OK) == [
+        fail("assertion 1 was never checked"),
+        {"ev": "done"},
+    ]
 
 
 @pytest.mark.parametrize(
@@ -741,19 +771,22 @@ def ref(v, i=0, k=0):
     return {"ev": "site", "i": i, "k": k, "v": v}
 
 
+NO_REFERENCE = "assertion 0: no reference value"
+
+
 @pytest.mark.parametrize(
-    ("got", "want", "verdict"),
+    ("got", "want", "msg"),
     [
-        (I(1), I(1), {"ok": True}),
-        (["f", "1.4"], ["f", "1.0"], {"ok": True}),  # within atol 0.5
-        (["f", "1.6"], ["f", "1.0"], {"ok": False, "exc": "AssertionError", "msg": "assertion 0: got 1.6"}),
-        (["s", "a" * 200], ["s", "b"], {"ok": False, "exc": "AssertionError", "msg": "assertion 0: got '" + "a" * 119}),
-        (["Z", 1], I(1), {"ok": False, "exc": "AssertionError", "msg": "assertion 0: got '<undecodable>'"}),
+        (I(1), I(1), None),
+        (["f", "1.4"], ["f", "1.0"], None),  # within atol 0.5
+        (["f", "1.6"], ["f", "1.0"], "assertion 0: got 1.6"),
+        (["s", "a" * 200], ["s", "b"], "assertion 0: got '" + "a" * 119),
+        (["Z", 1], I(1), "assertion 0: got '<undecodable>'"),
     ],
-)  # fmt: skip
-def test_a_plus_value_is_compared_with_the_references_at_the_sites_tolerance(got, want, verdict):
+)
+def test_a_plus_value_is_compared_with_the_references_at_the_sites_tolerance(got, want, msg):
     judge, out = _plus([got], [ref(want)])
-    assert out == [{"ev": "test", "i": 0, **verdict}, {"ev": "done"}]
+    assert out == ([fail(msg)] if msg else [PASSED[0]]) + [{"ev": "done"}]
     assert judge.expected == {}
 
 
@@ -775,18 +808,18 @@ def test_each_plus_value_is_compared_with_the_references_value_of_the_same_rank(
     [
         ([], [ref(I(1))], "assertion 0 was never checked, the reference's 1"),
         ([I(1)], [ref(I(1)), ref(I(2))], "assertion 0 was checked 1 times, the reference's 2"),
-        ([I(1), I(2)], [ref(I(1))], "assertion 0: no reference value"),
-        ([I(1)], [], "assertion 0: no reference value"),
-        ([I(1)], [{"ev": "site", "i": 0, "k": 0, "bad": "huge"}], "assertion 0: no reference value"),
-        ([I(1)], [ref(["Z", 1])], "assertion 0: no reference value"),
-        ([I(1)], [ref(I(1), i=1)], "assertion 0: no reference value"),
-        ([I(1)], [ref(I(1), k="0")], "assertion 0: no reference value"),
-        ([I(1)], [dict(ref(I(1)), ev="a")], "assertion 0: no reference value"),
-        ([I(1)], [{"ev": "site", "i": 0, "k": 0, "line": b'{"bad": 1}'}], "assertion 0: no reference value"),
-        ([I(1)], [{"ev": "site", "i": 0, "k": 0, "line": b"{no json"}], "assertion 0: no reference value"),
-        ([I(1)], [{"ev": "site", "i": 0, "k": 0, "line": '{"v": ["I", 1]}'}], "assertion 0: no reference value"),
+        ([I(1), I(2)], [ref(I(1))], NO_REFERENCE),
+        ([I(1)], [], NO_REFERENCE),
+        ([I(1)], [{"ev": "site", "i": 0, "k": 0, "bad": "huge"}], NO_REFERENCE),
+        ([I(1)], [ref(["Z", 1])], NO_REFERENCE),
+        ([I(1)], [ref(I(1), i=1)], NO_REFERENCE),
+        ([I(1)], [ref(I(1), k="0")], NO_REFERENCE),
+        ([I(1)], [dict(ref(I(1)), ev="a")], NO_REFERENCE),
+        ([I(1)], [{"ev": "site", "i": 0, "k": 0, "line": b'{"bad": 1}'}], NO_REFERENCE),
+        ([I(1)], [{"ev": "site", "i": 0, "k": 0, "line": b"{no json"}], NO_REFERENCE),
+        ([I(1)], [{"ev": "site", "i": 0, "k": 0, "line": '{"v": ["I", 1]}'}], NO_REFERENCE),
     ],
-)  # fmt: skip
+)
 def test_a_plus_site_needs_a_reference_value_for_each_of_its_values(values, reference, msg):
     judge, out = _plus(values, reference, n_sites=1)
     if not values:
@@ -840,6 +873,9 @@ def test_the_references_values_are_dropped_once_the_test_is_judged():
     judge.from_reference(ref(I(1), k=0))
     judge.from_reference(ref(I(2), k=1))
     judge.from_reference(ref(I(3), i=1, k=0))
+    send(judge, 0, SETUP, a(0, I(1)), a(1, I(2)))
+    assert judge.state[0]["plus"] == {0: [I(1)], 1: [I(2)]}
     judge.from_worker({"ev": "fork_error", "i": 0, "exc": "OSError"})
     assert judge.expected == {(1, 0): [("v", 3)]}
     assert judge.state[0]["plus"] == {}
+    assert sorted(judge.state[0]) == sorted(judge.state[1])
