@@ -56,10 +56,6 @@ def send(judge, i, *events):
             judge.from_worker({"ev": "chan", "i": i, "e": e})
 
 
-def verdicts(out):
-    return [e for e in out if e["ev"] == "test"]
-
-
 def one_test(sites, *events, status=0, setup=True):
     """A job of one test (W runs it itself) fed ``events``; what H reports."""
     judge, out = _judge(["T"], [sites])
@@ -146,7 +142,7 @@ def test_without_tags_every_test_reads_untagged_events():
     ]
 
 
-def test_no_runnable_test():
+def test_a_job_with_no_runnable_test_has_no_first_or_last_test():
     judge, out = _judge([None, None], [[], []])
     assert (judge.first, judge.last, judge.state, judge.groups) == (None, None, {}, {})
 
@@ -507,13 +503,8 @@ def test_a_required_site_must_be_reached_and_an_optional_one_need_not():
 # -- flow: branches and loops (the rewriter's sites) ------------------------------------------
 
 
-def _rewritten(src):
-    new, sites = rewrite_asserts(src)
-    return new, sites
-
-
 def _flow_test(src, *events, status=0):
-    new, sites = _rewritten(src)
+    new, sites = rewrite_asserts(src)
     out = []
     judge = Judge([new], [sites], lambda **ev: out.append(ev), ["t"])
     for e in (SETUP, *events):
@@ -667,14 +658,14 @@ def test_no_worker_signal_without_a_signal(w_status):
 # -- identical tests --------------------------------------------------------------------------
 
 
-def _identical(values, last_value, exits=True):
-    """Tests 0..n-1 identical ("A"), forked, reporting ``values``; test n ("B") the last."""
+def _identical(values, last_value):
+    """Tests 0..n-1 identical ("A"), forked, each reporting a value twice (``None``: 1 and 2,
+    a failed assertion); test n ("B") the last."""
     n = len(values)
     judge, out = _judge(["A"] * n + ["B"], [[EQ_HOLES]] * n + [[EQ1]])
     for i, v in enumerate(values):
         send(judge, i, SETUP, a(0, I(v), I(v)) if v is not None else a(0, I(1), I(2)), OK)
-        if exits:
-            judge.from_worker({"ev": "exit", "i": i, "status": 0})
+        judge.from_worker({"ev": "exit", "i": i, "status": 0})
     send(judge, n, SETUP, a(0, I(last_value)), OK)
     return judge, out
 
@@ -821,7 +812,7 @@ def test_each_plus_value_is_compared_with_the_references_value_of_the_same_rank(
     ],
 )
 def test_a_plus_site_needs_a_reference_value_for_each_of_its_values(values, reference, msg):
-    judge, out = _plus(values, reference, n_sites=1)
+    judge, out = _plus(values, reference)
     if not values:
         assert out == [fail("assertion 0 was never checked"), {"ev": "done"}]
         judge, out = _plus(values, reference, site=PLUS[:2] + (False, 0.5))
