@@ -292,6 +292,65 @@ TARGETS: dict[str, Target] = {
         tests=("tests/sage_env/verifiers/test_answer_checks.py",),
         time_limit_s=1800,
     ),
+    "verdict": Target(
+        source="sage_env/sandbox/harness/verdict.py",
+        # the sandbox judge's rules (Judge fed events, one verdict per test); the unit tests
+        # feed it synthetic events (the sandbox tests run programs, seconds per mutant)
+        tests=("tests/sage_env/sandbox/test_verdict_rules.py",),
+        time_limit_s=2400,
+        equivalent={
+            **{
+                f"sage_env.sandbox.harness.verdict.x\u01c1Judge\u01c1{fn}__mutmut_{n}": "verdict "
+                "reads every negative status as unknown: -2 gives the same (status -1) failure"
+                for fn, n in (("from_worker", 50), ("finish", 6))
+            },
+            **{
+                f"sage_env.sandbox.harness.verdict.x\u01c1Judge\u01c1from_worker__mutmut_{n}": "a "
+                "fork error's end is not ok, so verdict fails the test with it before it reads "
+                "the status (None or 1 for 0)"
+                for n in (71, 74)
+            },
+            **{
+                f"sage_env.sandbox.harness.verdict.x\u01c1Judge\u01c1{fn}__mutmut_{n}": "a "
+                'reference entry that is not ("v", value) is only told apart from "v" and '
+                '"line" (then: no reference value), so its tag\'s spelling and its reason are '
+                "never read"
+                for fn, ns in (
+                    ("from_reference", (44, 45, 46, 47, 48, 50, 51, 52, 53)),
+                    ("_plus_failure", (52, 53, 54, 56, 57, 58, 59)),
+                )
+                for n in ns
+            },
+            **{
+                f"sage_env.sandbox.harness.verdict.x\u01c1Judge\u01c1{fn}__mutmut_{n}": "an "
+                'entry without "v" then reads ev["v"], a KeyError caught as ("bad", '
+                '"undecodable"): still not "v", the same no reference value'
+                for fn, n in (("from_reference", 35), ("_plus_failure", 43))
+            },
+            **{
+                f"sage_env.sandbox.harness.verdict.x\u01c1Judge\u01c1_reached__mutmut_{n}": "the "
+                "argument of _OutOfOrder is never read (the failure names the site, not the hole)"
+                for n in (138, 152, 153, 154)
+            },
+            **{
+                f"sage_env.sandbox.harness.verdict.x\u01c1Judge\u01c1{fn}__mutmut_{n}": "> 0 or "
+                ">= 1 for >= 0: WIFSIGNALED(0) is false, so status 0 takes the same branch"
+                for fn, n in (("verdict", 28), ("verdict", 29), ("finish", 19), ("finish", 20))
+            },
+            "sage_env.sandbox.harness.verdict.x\u01c1Judge\u01c1_plus_failure__mutmut_75": "raw "
+            "is never None there (_reached refuses a None value), so decode_value(raw) runs "
+            "either way",
+            "sage_env.sandbox.harness.verdict.x\u01c1Judge\u01c1_program_event__mutmut_36": "a "
+            "program event before setup_ok, taken or not: from_test drops every event before "
+            "setup_ok, from_last ignores the answer",
+            "sage_env.sandbox.harness.verdict.x\u01c1Judge\u01c1_program_event__mutmut_64": "the "
+            'events it takes are neither "a" nor "test", so from_test does nothing more '
+            "with them when told they were not taken; from_last ignores the answer",
+            "sage_env.sandbox.harness.verdict.x\u01c1Judge\u01c1finish__mutmut_13": "a group with "
+            "a held test is incomplete (a complete one is released at once), so it has a test "
+            "not held too; releasing no test does nothing",
+        },
+    ),
 }
 
 # what the scratch copy needs: the packages, the tests and what the tests import
