@@ -95,8 +95,12 @@ EXCLUDED_MEMBERS: dict[str, frozenset[str]] = {
     "statistics": frozenset({"NormalDist"}),  # NormalDist.samples draws from OS entropy
     "copy": frozenset({"dispatch_table"}),  # copyreg's process-wide reducer table
     # FunctionType builds a function from a code object; make_dataclass names fields and
-    # a namespace by computed strings (a field '__getattribute__' read back by asdict)
-    "dataclasses": frozenset({"FunctionType", "make_dataclass"}),
+    # a namespace by computed strings (a field '__getattribute__' read back by asdict);
+    # asdict, astuple, replace and fields read or hand out the attributes a class's fields
+    # name, and a field's name can be set at run time (fields(C)[0].name = ...)
+    "dataclasses": frozenset(
+        {"FunctionType", "make_dataclass", "asdict", "astuple", "replace", "fields"}
+    ),
     # limits of the build (32- or 64-bit, threads): host facts, not computations
     "decimal": frozenset(
         {"HAVE_CONTEXTVAR", "HAVE_THREADS", "MAX_EMAX", "MAX_PREC", "MIN_EMIN", "MIN_ETINY"}
@@ -229,6 +233,18 @@ INTERNAL_ATTRIBUTES: frozenset[str] = frozenset(
 ...): a generator's frame leads to the runner's frame and its globals. Refused in code and in
 templates; the names these types share with plain values (``clear``, ``replace``, ``send``
 ...) are not in the set."""
+
+
+ENUM_CLASSES: frozenset[str] = frozenset(
+    n
+    for n in MODULE_MEMBERS["enum"]
+    if isinstance(getattr(importlib.import_module("enum"), n), type)
+    and issubclass(
+        getattr(importlib.import_module("enum"), n), importlib.import_module("enum").Enum
+    )
+)
+"""The enum classes of :mod:`enum` (``Enum``, ``IntEnum``, ``Flag`` ...): their functional API
+(``Enum('E', names)``) makes a class whose names may be computed (the checks ask for literals)."""
 
 
 def module_name(part: str) -> str:

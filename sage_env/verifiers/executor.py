@@ -22,11 +22,10 @@ executor:
 
 The sandboxed process only ever reports a ``repr`` string; values are parsed and compared on
 the host (:mod:`sage_env.verifiers.literals`). Behind the static checks, the runner refuses at
-run time what leads to its own frames, objects and code (an audit hook: frame reads,
-``sys._getframe``, ``gc``'s object walks, the runner's ``__code__``; docs/reference/protocols/
-azr.md, "At run time"), keeps its results immutable and prints them with ``repr``; an
-expression input is evaluated in a load of the program of its own, so it cannot change the
-state of the ``f`` that answers. AZR's answer checks, built on this executor,
+run time what leads to its own frames, objects and code (an audit hook: frame reads, ``gc``'s
+object walks, tracing, ``ctypes``, reading or replacing the code of the runner's functions;
+docs/reference/protocols/azr.md, "At run time"), keeps its results immutable and prints them
+with ``repr``. AZR's answer checks, built on this executor,
 are :mod:`sage_env.verifiers.answer_checks`; the static checks of a program's source
 (:func:`~sage_env.verifiers.program_checks.program_refusal`,
 :func:`~sage_env.verifiers.program_checks.defines_f`, ...) are
@@ -245,24 +244,27 @@ _REFUSED = frozenset((
     "sys._current_frames", "sys._current_exceptions", "sys.settrace", "sys.setprofile",
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.addaudithook",
 ))
-def _refuse(event, args, refused=_REFUSED, own=[], str=str, RuntimeError=RuntimeError,
-            ValueError=ValueError):
-    if event == "object.__getattr__":
-        # the reads CPython audits: gi_frame, cr_frame, ag_frame, tb_frame lead to a frame;
-        # __code__ and f_code are refused for this runner's own functions only (dataclasses
-        # read a class's __init__.__code__)
-        name = args[1]
-        if name[-6:] == "_frame":
-            raise RuntimeError("the sandbox refuses reading ." + name)
-        for fn in own:
-            if args[0] is fn:
+def _hook(own, refused=_REFUSED, str=str, RuntimeError=RuntimeError):
+    # own: this runner's functions, the hook's included, in a tuple the hook closes over
+    def refuse(event, args):
+        if event == "object.__getattr__":
+            # the reads CPython audits: gi_frame, cr_frame, ag_frame, tb_frame lead to a
+            # frame; __code__ is refused for this runner's own functions only (dataclasses
+            # read a class's __init__.__code__)
+            name = args[1]
+            if name[-6:] == "_frame":
                 raise RuntimeError("the sandbox refuses reading ." + name)
-    elif event == "sys._getframe":
-        # the error a too-deep frame gives: namedtuple, enum and typing, which look up
-        # their caller's module this way, catch it and go on
-        raise ValueError("call stack is not deep enough")
-    elif event in refused or event[:7] == "ctypes.":
-        raise RuntimeError("the sandbox refuses " + event)
+            for fn in own + (refuse,):
+                if args[0] is fn:
+                    raise RuntimeError("the sandbox refuses reading ." + name)
+        elif event == "object.__setattr__" or event == "object.__delattr__":
+            # a new __code__ or __defaults__ for the hook or the runner
+            for fn in own + (refuse,):
+                if args[0] is fn:
+                    raise RuntimeError("the sandbox refuses changing ." + str(args[1]))
+        elif event in refused or event[:7] == "ctypes.":
+            raise RuntimeError("the sandbox refuses " + event)
+    return refuse
 def _load(code, ModuleType=_types.ModuleType, modules=_sys.modules, exec=exec):
     # a module of its own (``dataclasses`` looks the class's module up), loaded afresh for
     # every input so that no state a call leaves in the program carries to the next input
@@ -285,25 +287,21 @@ def _main(src={src!r}, texts={args!r}, entry={entry!r}, most={max_chars!r}, expr
             depth, frame = depth + 1, frame.f_back
         del frame
         _sys.setrecursionlimit(depth + 1000)
-        _refuse.__defaults__[1].extend((_main, _plain, _load, _refuse))
-        _sys.addaudithook(_refuse)
+        _sys.addaudithook(_hook((_main, _plain, _load, _hook)))
         ns = load(code)
         fn = ns[entry]
         for n, text in enumerate(texts):
             try:
-                if expr:
-                    # the input is evaluated in a load of its own, and f is called from a fresh
-                    # one: what the input does to the program's state (memo.update(...)) does
-                    # not reach the f that answers
-                    scratch = load(code)
-                    exec("def _azr_collect(*a, **k):\\n    return a, k\\n", scratch)
-                    call = compile("_azr_collect(" + text + ")", "<input>", "eval")
-                    args, kwargs = eval(call, scratch)
-                else:
-                    args, kwargs = literal_eval(text), {{}}
-                if n or expr:
+                if n:
                     ns = load(code)
                     fn = ns[entry]
+                if expr:
+                    # CRUXEval's rule: the input is evaluated in the program's namespace
+                    exec("def _azr_collect(*a, **k):\\n    return a, k\\n", ns)
+                    call = compile("_azr_collect(" + text + ")", "<input>", "eval")
+                    args, kwargs = eval(call, ns)
+                else:
+                    args, kwargs = literal_eval(text), {{}}
                 out = fn(*args, **kwargs)
                 if not plain(out):
                     row = ("error", "OutputNotALiteral: " + type(out).__name__)

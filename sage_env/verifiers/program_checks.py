@@ -28,6 +28,7 @@ from sage_env.verifiers.allow_list import (
     ALLOWED_DUNDER_STORES,
     AZR_BANNED_MODULES,
     BUILTIN_FUNCTIONS,
+    ENUM_CLASSES,
     INTERNAL_ATTRIBUTES,
     MODULE_MEMBERS,
     NAMEDTUPLE_ATTRIBUTES,
@@ -293,6 +294,88 @@ class _Judge:
             # an alias (T = type), a base (class M(type)): a class of classes makes
             # metaclasses, whose special methods can come from computed names
             self.refuse("uses builtin 'type' as a value, not as type(x)")
+        if any(
+            n.id == "super" and isinstance(n.ctx, ast.Load) and id(n) not in self.callees
+            for n in self.names
+        ) and _global_use(self.program, {"super"}):
+            # class S(super): a super object made by hand reads any attribute of anything
+            self.refuse("uses builtin 'super' as a value, not as super()")
+        self.check_type_results()
+        self.check_enum_calls()
+
+    def check_type_results(self) -> None:
+        """Refuse ``type(x)`` where its value could be kept or called as a class factory.
+
+        Allowed: compared (``type(x) == int``, ``type(x) in (...)``), read (``type(x).__name__``),
+        called with one value (``type(self)(n)``), a subscript's key (``d[type(x)]``) or an
+        argument of a builtin call (``isinstance(y, type(x))``, ``str(type(x))``). Not: stored
+        (``K = type(int)``), in a list, a comprehension or a ``partial``: ``type(int)`` is
+        ``type``, which makes classes from computed names.
+        """
+        parent: dict[int, ast.AST] = {}
+        for node in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(node):
+                parent[id(child)] = node
+        for call in self.calls:
+            if not _is_type_of(call):
+                continue
+            up = parent.get(id(call))
+            if (
+                isinstance(up, (ast.Compare, ast.Attribute))
+                or (isinstance(up, ast.Call) and up.func is call)
+                or (isinstance(up, ast.Subscript) and up.slice is call)
+                or (
+                    isinstance(up, ast.Call)
+                    and isinstance(up.func, ast.Name)
+                    and up.func.id in ALLOWED_BUILTINS
+                    and up.func.id != "type"
+                    and any(a is call for a in up.args)
+                )
+            ):
+                continue
+            self.refuse("keeps type(x) as a value (type(int) is type, a class factory)")
+
+    def check_enum_calls(self) -> None:
+        """Refuse an enum class (``Enum``, ``IntEnum`` ..., or the program's subclass of one)
+        used other than as a base, as a lookup (``Color(1)``), or in the functional API with
+        literal member names (``Enum('E', 'A B')``): names computed at run time can be
+        dunders (``__getattr__``, ``__reduce_ex__``) of the class it makes."""
+        family: set[str] = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.ClassDef) and any(
+                self.enum_class(b) or (isinstance(b, ast.Name) and b.id in family)
+                for b in node.bases
+            ):
+                family.add(node.name)
+        bases = {id(b) for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef) for b in n.bases}
+        for node in ast.walk(self.tree):
+            if not isinstance(node, (ast.Name, ast.Attribute)) or id(node) in bases:
+                continue
+            if not (
+                self.enum_class(node)
+                or (isinstance(node, ast.Name) and node.id in family and id(node) in self.callees)
+            ):
+                continue
+            call = next((c for c in self.calls if c.func is node), None)
+            if call is None:
+                if isinstance(node, ast.Name) and node.id in family:
+                    continue
+                self.refuse(f"uses {ast.unparse(node)} other than as a base or a call")
+            elif not all(_is_literal(a) for a in call.args[1:]) or not all(
+                _is_literal(k.value) for k in call.keywords
+            ):
+                self.refuse(f"calls {ast.unparse(node)}(...) with member names it computes")
+
+    def enum_class(self, node: ast.expr) -> bool:
+        """Whether ``node`` names an enum class of :mod:`enum` (``Enum``, ``enum.IntEnum``)."""
+        imported = self.modules | self.members
+        if isinstance(node, ast.Name):
+            dotted = imported.get(node.id, "")
+        elif isinstance(node, ast.Attribute):
+            dotted = f"{self.module_of(node.value)}.{node.attr}"
+        else:
+            return False
+        return dotted.startswith("enum.") and dotted[5:] in ENUM_CLASSES
 
     def check_class_patterns(self) -> None:
         """Refuse ``case C(p)`` unless the names it reads are known before it runs.
@@ -367,6 +450,15 @@ class _Judge:
 
     def refusal(self) -> _Refusal | None:
         return self.named or self.first or self.last_resort
+
+
+def _is_literal(node: ast.expr) -> bool:
+    """Whether ``node`` is a Python literal (``'A B'``, ``['A', ('B', 2)]``, ``{'A': 1}``)."""
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _is_type_of(node: ast.expr) -> bool:
@@ -616,8 +708,8 @@ def _chain_root(node: ast.expr) -> ast.expr:
 
 
 def _reaches_shared_state(call: ast.Call) -> bool:
-    """Whether an input reads an attribute of a name it does not bind, or a lambda in it
-    names one that is not a builtin.
+    """Whether an input reads an attribute of a name it does not bind, calls such a name
+    (not a builtin), or has a lambda that names one that is not a builtin.
 
     The input is evaluated in the program's namespace, whose modules (``decimal``'s context,
     an ABC's registry) the ``f`` that answers shares: ``decimal.setcontext(...) or 7``
@@ -633,6 +725,11 @@ def _reaches_shared_state(call: ast.Call) -> bool:
         if isinstance(node, ast.Attribute):
             root = _chain_root(node.value)
             if isinstance(root, ast.Name) and root.id not in own:
+                return True
+        elif isinstance(node, ast.Call) and node is not call:
+            # setcontext(Context(prec=3)) or 7, with the program's ``from decimal import``
+            f = node.func
+            if isinstance(f, ast.Name) and f.id not in own and f.id not in ALLOWED_BUILTINS:
                 return True
         elif isinstance(node, ast.Lambda):
             for sub in ast.walk(node.body):

@@ -72,7 +72,7 @@ HONEST = [
     "from math import *\ndef f(a):\n    return floor(a)",
     "from __future__ import annotations\ndef f(a: int) -> int:\n    return a",
     "import math\nmath = 1",  # the module's name stored over, never read as a value
-    "def f(a):\n    return type(a)",
+    "def f(a):\n    return type(a).__name__",
     "def f(a):\n    return max(a, 1)",  # another builtin with two arguments
     "def f(a):\n    return a.count(1, 2)",  # a method with two arguments
     "def f(a):\n    return a.real, a._asdict(), a._fields, a.__name__",
@@ -608,7 +608,7 @@ def test_defines_f_other_name(program, name, expected):
         "lambda x: x < 2",
         "[y for y in range(3)]",
         "{k: v for k, v in {1: 2}.items()}",
-        "g(1), h(x)",
+        "len([1]), abs(-2)",  # builtins; a name of the program is not called (below)
         "(1).real",
         "'a__b'",  # "__" but no dunder word
         "'____'",
@@ -669,6 +669,7 @@ def test_safe_input_expression_accepts_an_argument_list_as_it_is(text):
         "m[0].append(1)",
         "(lambda: m)()",
         "[(lambda y: m)]",
+        "g(1), h(x)",  # calls of the program's names: setcontext(Context(prec=3)) or 7
         # keywords
         "_x=1",
         "__x=1",
@@ -979,6 +980,51 @@ _REDTEAM = {
         "    y: int\ndef f(x):\n    match x:\n        case C(g):\n            return g\n",
         _BY_POSITION.format("C"),
     ),
+    # round 2: a field renamed at run time and read back; super and type(x) as classes;
+    # the enum functional API with computed names (then copy's __reduce_ex__ sets by name)
+    "dataclass-fields": (
+        "from dataclasses import dataclass, fields\n@dataclass\nclass S:\n    a: int\n"
+        "def f(x):\n    fields(S)[0].name = 'b'\n    return x\n",
+        "imports 'dataclasses.fields', which is not an allowed member of 'dataclasses'",
+    ),
+    "asdict": (
+        "import dataclasses\ndef f(x):\n    return dataclasses.asdict(x)\n",
+        "reads 'dataclasses.asdict', which is not an allowed member of 'dataclasses'",
+    ),
+    "super-base": (
+        "class S(super):\n    pass\ndef f(x):\n    return x\n",
+        "uses builtin 'super' as a value, not as super()",
+    ),
+    "type-of-int-kept": (
+        "K = type(int)\ndef f(x):\n    return x\n",
+        "keeps type(x) as a value (type(int) is type, a class factory)",
+    ),
+    "type-of-int-in-list": (
+        "def f(x):\n    return [type(int)][0]\n",
+        "keeps type(x) as a value (type(int) is type, a class factory)",
+    ),
+    "type-of-int-partial": (
+        "import functools\ndef f(x):\n    return functools.partial(type(int), 'M')\n",
+        "keeps type(x) as a value (type(int) is type, a class factory)",
+    ),
+    "type-of-int-annotation": (
+        "class D:\n    a: type(int)\ndef f(x):\n    return x\n",
+        "keeps type(x) as a value (type(int) is type, a class factory)",
+    ),
+    "enum-computed-names": (
+        "from enum import Enum\nU = '_' * 2\nE = Enum('E', {U + 'getattr' + U: 1, 'A': 2})\n"
+        "def f(x):\n    return x\n",
+        "calls Enum(...) with member names it computes",
+    ),
+    "enum-subclass-computed-names": (
+        "import enum\nclass B(enum.IntEnum):\n    pass\nclass C(B):\n    pass\n"
+        "def f(x):\n    return C('E', {x: 1})\n",
+        "calls C(...) with member names it computes",
+    ),
+    "enum-alias": (
+        "from enum import Enum as E\nF = E\ndef f(x):\n    return x\n",
+        "uses E other than as a base or a call",
+    ),
     "own-namedtuple": (
         "def namedtuple(n, s):\n    return tuple\nC = namedtuple('C', 'y')\n"
         "def f(x):\n    match x:\n        case C(g):\n            return g\n",
@@ -1002,6 +1048,12 @@ def test_red_team_routes_of_2026_12_06_are_refused(name):
         "def f(x):\n    match C(x):\n        case C(g):\n            return g\n",
         "def f(x):\n    return type(x)(7)\n",
         "from typing import List\ndef f(x: List[int]):\n    return x\n",
+        "def f(x):\n    return [type(x) == int, type(x) in (int,), type(x).__name__,"
+        " {int: 2}[type(x)], isinstance(1, type(x))]\n",
+        "from enum import Enum, IntEnum\nclass Color(Enum):\n    RED = 1\n"
+        "class Level(IntEnum):\n    LOW = 1\nE = Enum('E', 'A B')\nF = Enum('F', [('X', 1)])\n"
+        "def f(x):\n    return [Color(1).name, Level(1).value, E.A.value, F.X.value]\n",
+        "class C:\n    def __init__(self):\n        super().__init__()\ndef f(x):\n    return x\n",
     ],
 )
 def test_the_imported_dataclass_and_type_of_x_called_with_one_value_stay(program):
@@ -1021,6 +1073,8 @@ def test_the_imported_dataclass_and_type_of_x_called_with_one_value_stay(program
         ("[y.real for y in [1]]", False),
         ("(lambda x: len(x))", False),
         ("(lambda x: memo)", True),
+        ("setcontext(1) or 7", True),
+        ("len([1]) or (lambda g: g(1))(abs)", False),
     ],
 )
 def test_reaches_shared_state_follows_the_chain_to_an_unbound_name(text, reaches):
