@@ -351,6 +351,38 @@ TARGETS: dict[str, Target] = {
             "not held too; releasing no test does nothing",
         },
     ),
+    "math_verifier": Target(
+        source="sage_env/verifiers/math_verifier.py",
+        # what pays a math answer (verify, check_answer) and the worker pool around it; the
+        # unit tests fake math-verify and drive the pool in-process (fake executor and clock)
+        tests=("tests/sage_env/verifiers/test_math_verifier_units.py",),
+        time_limit_s=1800,
+        equivalent={
+            **{
+                f"sage_env.verifiers.math_verifier.x_{fn}__mutmut_{n}": "VerifierResult clamps "
+                "its score into [0, 1]: 2.0 is stored as 1.0"
+                for fn, n in (("_verify_math", 138), ("_check_answer", 97))
+            },
+            "sage_env.verifiers.math_verifier.x__parse_gold__mutmut_7": "extract_boxed finds "
+            "only \\boxed or \\fbox, so on a gold with neither it returns None, as the else "
+            "branch",
+            "sage_env.verifiers.math_verifier.x__verify_math__mutmut_82": "the text of the "
+            "parse is discarded (_), so its placeholder string changes nothing",
+            **{
+                f"sage_env.verifiers.math_verifier.xǁMathVerifierǁ_run_wave__mutmut_{n}": (
+                    "only the exception's type name reaches the result, never its message"
+                )
+                for n in (58, 59, 60)
+            },
+            **{
+                f"sage_env.verifiers.math_verifier.xǁMathVerifierǁ_run_wave__mutmut_{n}": (
+                    "the output's length was checked equal to the chunk's just before, so "
+                    "zip's strict never fires"
+                )
+                for n in (88, 91, 92)
+            },
+        },
+    ),
 }
 
 # what the scratch copy needs: the packages, the tests and what the tests import

@@ -230,6 +230,8 @@ def _check_answer(answer: Any, timeout_s: float) -> VerifierResult:
             return VerifierResult(0.0, "invalid", "empty answer")
         if len(text) > MAX_GOLD_CHARS:
             return VerifierResult(0.0, "invalid", f"answer longer than {MAX_GOLD_CHARS}")
+        # read as _verify_math reads a gold: "4 10/3" is no mixed number, and "2 1/2" is 5/2
+        text = normalise_mixed_numbers(text)
         inner = extract_boxed(text) if "\\boxed" in text else None
         plain = _TEXT_COMMAND.sub(r" \1 ", inner if inner is not None else text)
         words = [
