@@ -276,11 +276,13 @@ TARGETS: dict[str, Target] = {
             for n in (8, 9)
         }
         | {
-            "sage_env.verifiers.program_checks.x\u01c1_Judge\u01c1__init____mutmut_15": "imports "
+            "sage_env.verifiers.program_checks.x\u01c1_Judge\u01c1__init____mutmut_16": "imports "
             "is only read as a truth value (or, if), where None and False agree",
             "sage_env.verifiers.program_checks.x\u01c1_Judge\u01c1visit_import_from__mutmut_6": "a "
             "from-import of level 0 always names its module (only relative ones, refused just "
             "before, have none), so the or-default is never taken",
+            "sage_env.verifiers.program_checks.x\u01c1_Judge\u01c1enum_class__mutmut_8": "a name "
+            "no import bound gets a default that does not start with 'enum.', '' or 'XXXX' alike",
             "sage_env.verifiers.program_checks.x\u01c1_Judge\u01c1visit_string__mutmut_11": "None "
             "is _Refusal.module's default, so passing it or not makes the same refusal",
         },

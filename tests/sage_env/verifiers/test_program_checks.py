@@ -1025,6 +1025,28 @@ _REDTEAM = {
         "from enum import Enum as E\nF = E\ndef f(x):\n    return x\n",
         "uses E other than as a base or a call",
     ),
+    "lambda-decorator": (
+        "@(lambda c: c)\nclass C:\n    y: int\n"
+        "def f(x):\n    match x:\n        case C(g):\n            return g\n",
+        _BY_POSITION.format("C"),
+    ),
+    "lambda-namedtuple": (
+        "C = (lambda n, s: tuple)('C', 'y')\n"
+        "def f(x):\n    match x:\n        case C(g):\n            return g\n",
+        _BY_POSITION.format("C"),
+    ),
+    "type-of-type": (
+        "def f(x):\n    return type(type(x)) == int\n",
+        "keeps type(x) as a value (type(int) is type, a class factory)",
+    ),
+    "type-kept-after-a-compare": (
+        "def f(x):\n    b = type(x) == int\n    K = [type(int)]\n    return b\n",
+        "keeps type(x) as a value (type(int) is type, a class factory)",
+    ),
+    "enum-keyword-names": (
+        "from enum import Enum\ndef f(x):\n    return Enum('E', names=x)\n",
+        "calls Enum(...) with member names it computes",
+    ),
     "own-namedtuple": (
         "def namedtuple(n, s):\n    return tuple\nC = namedtuple('C', 'y')\n"
         "def f(x):\n    match x:\n        case C(g):\n            return g\n",
@@ -1054,6 +1076,12 @@ def test_red_team_routes_of_2026_12_06_are_refused(name):
         "class Level(IntEnum):\n    LOW = 1\nE = Enum('E', 'A B')\nF = Enum('F', [('X', 1)])\n"
         "def f(x):\n    return [Color(1).name, Level(1).value, E.A.value, F.X.value]\n",
         "class C:\n    def __init__(self):\n        super().__init__()\ndef f(x):\n    return x\n",
+        "def f(x):\n    return str(type(x))\n",
+        "from enum import Enum\nE = Enum('E', 'A B', start=3)\n"
+        "def f(x):\n    return E.A.value\n",
+        "import enum\n@enum.unique\nclass C(enum.Enum):\n    A = 1\ndef f(x):\n    return C.A.value\n",
+        "from collections import namedtuple\nclass P(namedtuple('P', 'x y')):\n    pass\n"
+        "def f(x):\n    return P(x, x).x\n",
     ],
 )
 def test_the_imported_dataclass_and_type_of_x_called_with_one_value_stay(program):
