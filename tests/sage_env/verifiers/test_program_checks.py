@@ -1079,7 +1079,8 @@ def test_red_team_routes_of_2026_12_06_are_refused(name):
         "def f(x):\n    return str(type(x))\n",
         "from enum import Enum\nE = Enum('E', 'A B', start=3)\n"
         "def f(x):\n    return E.A.value\n",
-        "import enum\n@enum.unique\nclass C(enum.Enum):\n    A = 1\ndef f(x):\n    return C.A.value\n",
+        "import enum\n@enum.unique\nclass C(enum.Enum):\n    A = 1\n"
+        "def f(x):\n    return C.A.value\n",
         "from collections import namedtuple\nclass P(namedtuple('P', 'x y')):\n    pass\n"
         "def f(x):\n    return P(x, x).x\n",
     ],
