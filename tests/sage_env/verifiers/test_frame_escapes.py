@@ -21,11 +21,31 @@ import pytest
 from sage_env.verifiers import executor
 from sage_env.verifiers.program_checks import safe_input_expression
 
-#: Reaches a running generator's frame through a namedtuple field named at run time and an
-#: ABC the generator type was registered with; from the frame, the runner's globals, ``gc``
-#: and the runner's redirect of stdout: the stream it restores becomes one that rewrites the
-#: results line the runner prints to one forged result.
-ABC_FORGER = """from collections import namedtuple
+#: What both forgers do once a class pattern hands them a running generator's frame ``fr``:
+#: from it, the runner's globals, ``gc`` and the runner's redirect of stdout; the stream the
+#: redirect restores becomes one that rewrites the results line to one forged result.
+_FORGE = """
+                g = fr.f_back.f_back.f_globals
+                class W:
+                    def __init__(self, real):
+                        self.real = real
+                    def write(self, s):
+                        if s[:6] == '@@AZR-':
+                            s = s[:s.index('@@', 6) + 2] + repr((('ok', repr('forged')),))
+                        return self.real.write(s)
+                    def flush(self):
+                        return self.real.flush()
+                gc = g['_sys'].modules['builtins'].__import__('gc')
+                for o in gc.get_objects():
+                    if type(o).__name__ == 'redirect_stdout':
+                        o._old_targets[-1] = W(o._old_targets[-1])
+        yield a
+"""
+
+#: The frame through a namedtuple field named at run time and an ABC the generator type was
+#: registered with.
+ABC_FORGER = (
+    """from collections import namedtuple
 from collections.abc import Hashable
 
 def f(a):
@@ -35,56 +55,31 @@ def f(a):
     box = []
     def walk():
         match box[0]:
-            case G(fr):
-                g = fr.f_back.f_back.f_globals
-                class W:
-                    def __init__(self, real):
-                        self.real = real
-                    def write(self, s):
-                        if s[:6] == '@@AZR-':
-                            s = s[:s.index('@@', 6) + 2] + repr((('ok', repr('forged')),))
-                        return self.real.write(s)
-                    def flush(self):
-                        return self.real.flush()
-                gc = g['_sys'].modules['builtins'].__import__('gc')
-                for o in gc.get_objects():
-                    if type(o).__name__ == 'redirect_stdout':
-                        o._old_targets[-1] = W(o._old_targets[-1])
-        yield a
-    g = walk()
+            case G(fr):"""
+    + _FORGE
+    + """    g = walk()
     G.register(type(g))
     box.append(g)
     return next(g)
 """
+)
 
-#: The same reach through a metaclass made by ``type(*args)`` with a computed
-#: ``__instancecheck__`` (found 2026-12-05: it returned ``os.getpid()`` in the sandbox).
-METACLASS_FORGER = """def f(a):
+#: The frame through a metaclass made by ``type(*args)`` with a computed ``__instancecheck__``
+#: (found 2026-12-05: it returned ``os.getpid()`` in the sandbox).
+METACLASS_FORGER = (
+    """def f(a):
     M = type(*('M', (type,), {'_' * 2 + 'instancecheck' + '_' * 2: lambda c, o: True}))
     C = M(*('C', (), {'_' * 2 + 'match_args' + '_' * 2: ('gi' + '_frame',)}))
     box = []
     def walk():
         match box[0]:
-            case C(fr):
-                g = fr.f_back.f_back.f_globals
-                class W:
-                    def __init__(self, real):
-                        self.real = real
-                    def write(self, s):
-                        if s[:6] == '@@AZR-':
-                            s = s[:s.index('@@', 6) + 2] + repr((('ok', repr('forged')),))
-                        return self.real.write(s)
-                    def flush(self):
-                        return self.real.flush()
-                gc = g['_sys'].modules['builtins'].__import__('gc')
-                for o in gc.get_objects():
-                    if type(o).__name__ == 'redirect_stdout':
-                        o._old_targets[-1] = W(o._old_targets[-1])
-        yield a
-    g = walk()
+            case C(fr):"""
+    + _FORGE
+    + """    g = walk()
     box.append(g)
     return next(g)
 """
+)
 
 
 _NO_HOOK = "_sys.addaudithook(_hook((_main, _plain, _load, _hook)))"
