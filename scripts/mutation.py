@@ -385,6 +385,85 @@ TARGETS: dict[str, Target] = {
             },
         },
     ),
+    "novelty": Target(
+        source="sage_env/tasks/novelty.py",
+        # the normal form that copies of a program share (renames, dead code) and the distance
+        # between programs: what the pool's duplicate rule on execution tasks compares
+        # the rest of test_novelty.py plays the pool (1-2 s per test, all of them calling
+        # _normal_form): the rules' own tests must kill every mutant on their own
+        tests=(
+            "tests/sage_env/tasks/test_novelty_rules.py",
+            *(
+                f"tests/sage_env/tasks/test_novelty.py::{name}"
+                for name in (
+                    "test_normal_form_is_invariant_under_names_comments_annotations_and_dead_code",
+                    "test_normal_form_changes_with_what_the_program_computes",
+                    "test_renaming_is_a_bijection_that_respects_scopes",
+                    "test_normalise_never_raises_on_model_output",
+                    "test_program_distance_is_a_fraction_of_tokens",
+                )
+            ),
+        ),
+        time_limit_s=3600,
+        equivalent={
+            **{
+                f"sage_env.tasks.novelty.x__strip_annotations__mutmut_{n}": "ast.unparse "
+                'writes an annotation only when it is truthy: "" prints as None does'
+                for n in (1, 11)
+            },
+            **{
+                f"sage_env.tasks.novelty.x\u01c1_Binder\u01c1{fn}__mutmut_{n}": "an "
+                "occurrence's index is read only for a global/nonlocal statement's names, "
+                "which visit_Global records with their own"
+                for fn, n in (("_bind", 7), ("visit_Name", 2))
+            },
+            "sage_env.tasks.novelty.x\u01c1_Pruner\u01c1__init____mutmut_16": "changed only "
+            "ends the rounds early: a round past the fixed point removes nothing",
+            "sage_env.tasks.novelty.x\u01c1_Pruner\u01c1visit_Import__mutmut_7": "as "
+            "__init___16: a kept import then reports a change, and the extra rounds remove "
+            "nothing",
+            "sage_env.tasks.novelty.x_program_distance__mutmut_24": "SequenceMatcher only "
+            "tests autojunk for truth: None is False",
+        },
+    ),
+    "sandbox_limits": Target(
+        source="sage_env/sandbox/host/config.py",
+        # SandboxConfig: the worker's rlimits, the wall-clock backstop, the child's environment
+        # and the hash seed's range; the unit tests run no sandbox (os.geteuid faked)
+        tests=("tests/sage_env/sandbox/test_sandbox_config.py",),
+        time_limit_s=900,
+    ),
+    "executor": Target(
+        source="sage_env/verifiers/executor.py",
+        # the executor's host side: the check runs' variants, the runner's settings, reading
+        # the sandbox's report, the proposal check and the audit; the unit tests fake the
+        # sandbox (the runner template itself is checked by the tests that run programs)
+        tests=("tests/sage_env/verifiers/test_executor_units.py",),
+        time_limit_s=2400,
+        functions=tuple(
+            f"sage_env.verifiers.executor.x_{fn}"
+            for fn in (
+                "draw_check_variants",
+                "_layout_of",
+                "stored_variant",
+                "_run_variant",
+                "execute",
+                "validate_program",
+                "_run_values",
+                "execute_all",
+                "recomputes",
+                "compute_answer",
+            )
+        ),
+        equivalent={
+            "sage_env.verifiers.executor.x_execute__mutmut_99": "bytes.decode's default "
+            'encoding is "utf-8": naming it or not decodes the same',
+            "sage_env.verifiers.executor.x_execute__mutmut_102": "codec names are "
+            'case-insensitive: "UTF-8" is "utf-8"',
+            "sage_env.verifiers.executor.x_execute__mutmut_170": "the first error only "
+            'feeds `first or "every call returned"`, where None and "" are both falsy',
+        },
+    ),
 }
 
 # what the scratch copy needs: the packages, the tests and what the tests import

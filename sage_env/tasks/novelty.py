@@ -71,36 +71,36 @@ def _clean_statement(stmt: ast.stmt) -> list[ast.stmt]:
     if isinstance(stmt, ast.AnnAssign):
         if stmt.value is None:
             return []  # ``x: int`` binds nothing
-        stmt = ast.copy_location(
-            ast.Assign(targets=[stmt.target], value=stmt.value, type_comment=None), stmt
-        )
+        stmt = ast.copy_location(ast.Assign(targets=[stmt.target], value=stmt.value), stmt)
     if isinstance(stmt, ast.If):
         truth = _constant_truth(stmt.test)
         if truth is not None:
-            return _clean_block(stmt.body if truth else stmt.orelse, required=False)
+            return _clean_block(stmt.body if truth else stmt.orelse)
     if isinstance(stmt, ast.While) and _constant_truth(stmt.test) is False:
-        return _clean_block(stmt.orelse, required=False)
+        return _clean_block(stmt.orelse)
     _strip_annotations(stmt)
     for name in _BLOCKS:
         block = getattr(stmt, name, None)
         if isinstance(block, list):
-            setattr(stmt, name, _clean_block(block, required=name == "body"))
+            setattr(stmt, name, _clean_block(block))
     for handler in getattr(stmt, "handlers", ()):
-        handler.body = _clean_block(handler.body, required=True)
+        handler.body = _clean_block(handler.body)
     for case in getattr(stmt, "cases", ()):
-        case.body = _clean_block(case.body, required=True)
+        case.body = _clean_block(case.body)
     return [stmt]
 
 
-def _clean_block(stmts: list[ast.stmt], required: bool) -> list[ast.stmt]:
-    """A block without dead statements; ``[pass]`` when it must not be empty."""
+def _clean_block(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """A block without dead statements, possibly empty.
+
+    :func:`_prune`, which always runs next, gives every emptied ``body`` a ``pass`` (an empty
+    ``orelse`` or ``finalbody`` is no block at all).
+    """
     out: list[ast.stmt] = []
     for stmt in stmts:
         out.extend(_clean_statement(stmt))
         if out and isinstance(out[-1], _TERMINATORS):
             break  # the rest of the block never runs
-    if not out and required:
-        out.append(ast.Pass())
     return out
 
 
@@ -143,12 +143,12 @@ class _Binder(ast.NodeVisitor):
         self.scope = self.module
         self.occurrences: list[tuple[ast.AST, _Scope, str, int]] = []
 
-    def _bind(self, node: ast.AST, name: str, scope: _Scope | None = None, i: int = 0) -> None:
+    def _bind(self, node: ast.AST, name: str, scope: _Scope | None = None) -> None:
         scope = scope or self.scope
         if name in scope.globals:
             scope = self.module  # ``global x`` then ``x = ...``: a module binding
         scope.bound.add(name)
-        self.occurrences.append((node, scope, name, i))
+        self.occurrences.append((node, scope, name, 0))
 
     def _enter(self, kind: str) -> _Scope:
         self.scope = _Scope(kind, self.scope)
@@ -212,10 +212,10 @@ class _Binder(ast.NodeVisitor):
         for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
             self.visit(default)  # defaults are evaluated where the function is defined
         outer = self.scope
-        scope = self._enter("function")
+        self._enter("function")
         for a in [*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg]:
             if a is not None:
-                self._bind(a, a.arg, scope)
+                self._bind(a, a.arg)  # in the function's scope, just entered
         for child in body:
             self.visit(child)
         self.scope = outer
@@ -265,14 +265,14 @@ class _Binder(ast.NodeVisitor):
         self._comprehension(node, [node.key, node.value])
 
 
-def _bindings(tree: ast.Module) -> tuple[_Binder, dict[tuple[int, str], int]]:
-    """The binder of ``tree`` and the number of reads of each binding ``(id(scope), name)``.
+def _bindings(tree: ast.Module) -> tuple[_Binder, set[tuple[int, str]]]:
+    """The binder of ``tree`` and the bindings, ``(id(scope), name)``, that something reads.
 
     Reads: loads, ``del`` and augmented assignments (``x += 1`` reads ``x``).
     """
     binder = _Binder()
     binder.visit(tree)
-    reads: dict[tuple[int, str], int] = {(id(binder.module), ENTRY): 1}  # the executor's call
+    reads: set[tuple[int, str]] = {(id(binder.module), ENTRY)}  # the executor's call
     read_nodes = {id(n.target) for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}
     for node, scope, name, _ in binder.occurrences:
         if not isinstance(node, ast.Name):
@@ -281,8 +281,7 @@ def _bindings(tree: ast.Module) -> tuple[_Binder, dict[tuple[int, str], int]]:
             continue
         target = scope.resolve(name, binder.module)
         if target is not None:
-            key = (id(target), name)
-            reads[key] = reads.get(key, 0) + 1
+            reads.add((id(target), name))
     return binder, reads
 
 
@@ -306,11 +305,11 @@ def _pure(node: ast.expr | None) -> bool:
 class _Pruner(ast.NodeTransformer):
     """Removes imports, pure assignments and plain ``def``s whose binding is never read."""
 
-    def __init__(self, binder: _Binder, reads: dict[tuple[int, str], int]) -> None:
+    def __init__(self, binder: _Binder, reads: set[tuple[int, str]]) -> None:
         self.unread: set[int] = set()  # ids of binding nodes whose binding nobody reads
         for node, scope, name, _ in binder.occurrences:
             if scope.kind in ("module", "function") and name not in scope.globals:
-                if name not in scope.nonlocals and not reads.get((id(scope), name)):
+                if name not in scope.nonlocals and (id(scope), name) not in reads:
                     self.unread.add(id(node))
         self.changed = False
 
@@ -354,7 +353,7 @@ def _prune(tree: ast.Module) -> None:
     for _ in range(_MAX_ROUNDS):
         pruner = _Pruner(*_bindings(tree))
         pruner.visit(tree)
-        for node in ast.walk(tree):  # a block the pruner emptied needs a ``pass``
+        for node in ast.walk(tree):  # a body emptied here or by _clean_block needs a ``pass``
             if not isinstance(node, ast.Module) and getattr(node, "body", None) == []:
                 node.body = [ast.Pass()]
         if not pruner.changed:
@@ -446,22 +445,25 @@ def normalise_program(source: str) -> str | None:
         (``SyntaxError``, ``ValueError`` on a null byte, ``RecursionError`` or
         ``MemoryError`` on deep nesting). Never raises on model output.
     """
-    return _normal_form(source) if isinstance(source, str) else None
+    return _cached_normal_form(source) if isinstance(source, str) else None
 
 
-@functools.lru_cache(maxsize=4096)  # a pool checks each proposal more than once
 def _normal_form(source: str) -> str | None:
     try:
         with warnings.catch_warnings():  # ``'\.'`` in a seed: not ours to warn about
             warnings.simplefilter("ignore")
             tree = ast.parse(source)
-        tree.body = _clean_block(tree.body, required=False)
+        tree.body = _clean_block(tree.body)
         _prune(tree)
         _rename(tree)
         return ast.unparse(tree)
     except PARSE_ERRORS:
         return None
 
+
+# a pool checks each proposal more than once; wrapped by a call, not a decorator, so that the
+# mutation tester (which skips decorated functions) mutates _normal_form (issue 49)
+_cached_normal_form = functools.lru_cache(maxsize=4096)(_normal_form)
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -483,14 +485,12 @@ def program_distance(a: str, b: str) -> float:
     Returns:
         A float in [0, 1]; never raises on model output.
     """
-    norm_a = normalise_program(a) if isinstance(a, str) else None
-    norm_b = normalise_program(b) if isinstance(b, str) else None
+    norm_a, norm_b = normalise_program(a), normalise_program(b)  # None: not a str or no parse
     ta = _TOKEN.findall(norm_a if norm_a is not None else str(a))
     tb = _TOKEN.findall(norm_b if norm_b is not None else str(b))
     if not ta and not tb:
         return 0.0
     return 1.0 - difflib.SequenceMatcher(None, ta, tb, autojunk=False).ratio()
-
 
 
 def nearest_program_distance(program: str, others: list[str] | tuple[str, ...]) -> float:
