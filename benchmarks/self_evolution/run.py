@@ -524,7 +524,11 @@ def write(summary: dict[str, Any], out: Path) -> None:
 
 
 def plot(summary: dict[str, Any], out: Path) -> None:
-    """Held-out accuracy against step (mean over seeds) and the pool dynamics per step."""
+    """Held-out accuracy against step (mean over seeds) and the pool dynamics per step;
+    nothing (and no file) when no arm has a held-out score yet, e.g. a plan with no cell done."""
+    if not summary.get("start") or not summary.get("arms"):
+        logger.info("self-evolution: nothing to plot yet (no cell with held-out scores)")
+        return
     import matplotlib
 
     matplotlib.use("Agg")

@@ -273,6 +273,19 @@ def test_aggregate_from_cell_files_gives_the_known_differences(tmp_path):
     assert (out / "heldout.png").stat().st_size > 1000 and (out / "pool.png").stat().st_size > 1000
 
 
+def test_aggregate_of_a_plan_with_no_cell_done_writes_an_empty_summary(tmp_path):
+    """A new plan aggregated before its first cell lands: no scores, no plots, no crash (it
+    raised in matplotlib on zero held-out sets)."""
+    _, plan = _plan(tmp_path)
+    summary = ec.aggregate(plan)
+    assert summary["cells"] == [] and summary["refused"] == [] and len(summary["missing"]) == 6
+    assert summary["start"] == {}
+    out = Path(plan.out)
+    assert json.loads((out / "summary.json").read_text())["cells"] == []
+    assert (out / "table.md").exists()
+    assert not (out / "heldout.png").exists() and not (out / "pool.png").exists()
+
+
 def test_aggregate_refuses_a_stale_settings_key_or_warm_start_with_the_reason(tmp_path):
     _, plan = _plan(tmp_path)
     _write_cells(plan, **{"0/azr:frozen": {"key": "old"}, "1/rlvr": {"warm": "x" * 64}})
