@@ -465,10 +465,12 @@ def _validate(monkeypatch, fake, *args, **kwargs):
 
 
 OK = Execution("ok", ("3", "'ab'"), (None, None), "every call returned")
+OK_REVERSED = Execution("ok", ("'ab'", "3"), (None, None), "every call returned")
+ONE = Execution("ok", ("3",), (None,), "every call returned")
 
 
 def test_a_valid_program_gets_canonical_inputs_and_the_stored_runs_outputs(monkeypatch):
-    fake = Scripted(OK)
+    fake = Scripted(OK, OK_REVERSED)  # the check runs call the inputs last to first
     got = _validate(
         monkeypatch, fake, ADD, [" 1,2 ", ("a", "b")], entry="f", timeout_s=2.5,
         memory_mb=300, determinism_runs=3, check_rng=random.Random(5),
@@ -482,7 +484,7 @@ def test_a_valid_program_gets_canonical_inputs_and_the_stored_runs_outputs(monke
     assert fake.calls[0][:3] == (ADD, args, {"variant": stored, **limits})
     assert fake.calls[0][3] == "MainThread"
     later = sorted(fake.calls[1:], key=lambda c: checks.index(c[2]["variant"]))
-    assert [c[:3] for c in later] == [(ADD, args, {"variant": v, **limits}) for v in checks]
+    assert [c[:3] for c in later] == [(ADD, args[::-1], {"variant": v, **limits}) for v in checks]
 
 
 def test_validation_defaults_six_runs_entry_f_and_its_limits(monkeypatch):
@@ -500,7 +502,7 @@ def test_validation_defaults_six_runs_entry_f_and_its_limits(monkeypatch):
 
 @pytest.mark.parametrize(("runs", "calls"), [(0, 1), (1, 1), (2, 2)])
 def test_determinism_runs_count_the_stored_run(monkeypatch, runs, calls):
-    fake = Scripted(OK)
+    fake = Scripted(ONE)
     got = _validate(
         monkeypatch, fake, ADD, ["1, 2"], determinism_runs=runs, check_rng=random.Random(1)
     )
@@ -512,6 +514,19 @@ def test_determinism_runs_count_the_stored_run(monkeypatch, runs, calls):
 def test_a_check_run_that_differs_makes_the_program_not_deterministic(monkeypatch):
     fake = Scripted(Execution("ok", ("1",), (None,)), Execution("ok", ("1.0",), (None,)))
     got = _validate(monkeypatch, fake, ADD, ["1, 2"], determinism_runs=2)
+    assert got == Validation(False, "program is not deterministic (runs differ)", "deterministic")
+
+
+def test_check_runs_call_the_inputs_last_to_first_and_compare_input_by_input(monkeypatch):
+    """An output that depends on the calls before it (red team, 2026-12-06: decimal's context
+    set by the first call, an ABC registered by it) differs when the order is reversed."""
+    same = Scripted(OK, OK_REVERSED)
+    got = _validate(monkeypatch, same, ADD, ["1, 2", "'a', 'b'"], determinism_runs=2)
+    assert got.valid and got.outputs == ["3", "'ab'"]
+    assert [c[1] for c in same.calls] == [[(1, 2), ("a", "b")], [("a", "b"), (1, 2)]]
+    # the same outputs in the same order: the first input's answer moved with the order
+    moved = Scripted(OK, OK)
+    got = _validate(monkeypatch, moved, ADD, ["1, 2", "'a', 'b'"], determinism_runs=2)
     assert got == Validation(False, "program is not deterministic (runs differ)", "deterministic")
 
 

@@ -159,3 +159,40 @@ def test_a_power_small_enough_to_compare_is_kept(value):
     from sage_env.verifiers.math_grounding import render_value
 
     assert render_value(value) == (value, "")
+
+
+# Red team, 2026-12-06 (afternoon): state the allowed modules keep across the per-input reloads
+# made a task's later outputs depend on the inputs before them. Validated in order, such a task
+# stored [1/7 at 28 digits, 2/7 at 5, 3/7 at 5]; the induction check then failed the program
+# itself on its held-out inputs. The check runs now call the inputs in reverse order.
+ORDER_DEPENDENT = {
+    "decimal context": (
+        "import decimal\n"
+        "def f(x):\n"
+        "    c = decimal.getcontext()\n"
+        "    r = str(decimal.Decimal(x) / decimal.Decimal(7))\n"
+        "    c.prec = 5\n"
+        "    return r\n"
+    ),
+    "ABC registry": (
+        "import numbers\n"
+        "def f(x):\n"
+        "    r = isinstance(1.5, numbers.Integral)\n"
+        "    numbers.Integral.register(float)\n"
+        "    return [x, r]\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ORDER_DEPENDENT))
+def test_an_output_that_depends_on_the_calls_before_it_is_refused(name):
+    program = ORDER_DEPENDENT[name]
+    # in order, the stored run alone: the second output is not what the second input gives
+    alone = executor.execute(program, [(2,)]).outputs
+    ordered = executor.execute(program, [(1,), (2,), (3,)]).outputs
+    assert ordered[1] != alone[0]
+    for seed in range(2):
+        got = executor.validate_program(program, ["1", "2", "3"], check_rng=random.Random(seed))
+        assert (got.valid, got.check) == (False, "deterministic"), got
+    # one input has no call before it: nothing to refuse
+    assert executor.validate_program(program, ["2"], check_rng=random.Random(0)).valid
