@@ -740,6 +740,57 @@ def _reaches_shared_state(call: ast.Call) -> bool:
     return False
 
 
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_NESTING = (ast.Call, ast.Attribute, ast.Lambda, *_COMPREHENSIONS)
+
+
+def _passes_a_name_on(call: ast.Call) -> bool:
+    """Whether an input hands a name it does not bind (not a builtin) to anything but ``f``.
+
+    Such a name is the program's: a value the answering ``f`` may share (a global dict, a
+    module, an iterator). Under a call, an attribute, a lambda or a comprehension the input
+    can act on it before ``f`` runs: ``(lambda d: d.update(...))(memo)``, ``[0 for memo[5]
+    in ['X']]``, ``[memo][0].clear()``, ``next(it)``, ``[m.enum for m in [re]]`` (red team,
+    2026-12-06: the last reached ``exec`` and forged the runner's report). As an argument of
+    ``f``, in a display, an operator or a subscript (``g[:]``) it is only a value ``f`` gets.
+    Bindings are scoped as Python scopes them: a lambda's arguments in its body, a
+    comprehension's targets after its first iterable, so ``(lambda m: m)(m)`` and ``[m for m
+    in [m]]`` pass the outer ``m`` on.
+    """
+    return any(_name_passed_on(arg, frozenset()) for arg in [*call.args, *call.keywords])
+
+
+def _name_passed_on(node: ast.AST, bound: frozenset[str], nested: bool = False) -> bool:
+    nested = nested or isinstance(node, _NESTING)
+    if isinstance(node, ast.Name):
+        return nested and node.id not in bound and node.id not in ALLOWED_BUILTINS
+    if isinstance(node, ast.Lambda):
+        a = node.args
+        outer = [*a.defaults, *filter(None, a.kw_defaults)]  # evaluated where it is written
+        inner = bound | {x.arg for x in _lambda_args(node)}
+        return any(_name_passed_on(d, bound, True) for d in outer) or _name_passed_on(
+            node.body, inner, True
+        )
+    if isinstance(node, _COMPREHENSIONS):
+        inner = bound
+        for gen in node.generators:
+            # the first iterable is evaluated outside the comprehension: inner is still bound
+            if _name_passed_on(gen.iter, inner, True):
+                return True
+            targets = list(ast.walk(gen.target))
+            if not all(
+                isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Starred, ast.Store))
+                for n in targets
+            ):
+                return True  # ``for memo[5] in ...`` stores into the program's ``memo``
+            inner = inner | {n.id for n in targets if isinstance(n, ast.Name)}
+            if any(_name_passed_on(c, inner, True) for c in gen.ifs):
+                return True
+        results = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        return any(_name_passed_on(r, inner, True) for r in results)
+    return any(_name_passed_on(child, bound, nested) for child in ast.iter_child_nodes(node))
+
+
 def _lambda_args(node: ast.Lambda) -> list[ast.arg]:
     a = node.args
     return [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]
@@ -755,8 +806,9 @@ def safe_input_expression(text: Any) -> str | None:
     or generator (:data:`INTERNAL_ATTRIBUTES`), any string naming a dunder, ``.format`` and
     ``.format_map`` (a template reads the attributes it names: ``'{0.gi_frame}'.format(g)``),
     the builtins in ``_UNSAFE_NAMES`` (``eval``, ``exec``, ``open``, ``globals``,
-    ``getattr``, ``print`` ...), and an attribute of a name the input does not bind
-    (``decimal.setcontext(...)``, ``memo.update(...)``: :func:`_reaches_shared_state`).
+    ``getattr``, ``print`` ...), an attribute of a name the input does not bind
+    (``decimal.setcontext(...)``, ``memo.update(...)``: :func:`_reaches_shared_state`), and
+    such a name anywhere but on its way to ``f`` (:func:`_passes_a_name_on`).
     The text must parse as the arguments of one call ``f(...)``.
     """
     if not isinstance(text, str) or len(text) > MAX_LITERAL_CHARS:
@@ -767,7 +819,7 @@ def safe_input_expression(text: Any) -> str | None:
         return None
     if not (isinstance(tree.body, ast.Call) and isinstance(tree.body.func, ast.Name)):
         return None
-    if _reaches_shared_state(tree.body):
+    if _reaches_shared_state(tree.body) or _passes_a_name_on(tree.body):
         return None
     for node in ast.walk(tree.body):
         if isinstance(node, ast.Name) and (node.id.startswith("_") or node.id in _UNSAFE_NAMES):

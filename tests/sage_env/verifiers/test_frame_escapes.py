@@ -291,3 +291,44 @@ def test_an_input_still_reads_the_programs_names():
     program = "BASE = [1, 2]\n\ndef f(xs, k):\n    return sum(xs) * k\n"
     ex = executor.execute(program, ["BASE[:], 3", "[4], (lambda x: x + 1)(1)"], expressions=True)
     assert (ex.status, ex.outputs) == ("ok", ("9", "8"))
+
+
+# Red team, 2026-12-06 (afternoon): an input that hands the program's names to a lambda. The
+# first changed the state of the f that answers; the second walked the program's ``re`` to
+# ``exec``, found the runner's nonce through the frames and printed a forged report: the answer
+# checks paid an input for an output f never returns (an int from a str -> str function).
+_RE = "import re\ndef f(s):\n    return re.sub('a', 'b', s)\n"
+_FORGE = (
+    "import sys, os\n"
+    "fr = sys._getframe(0)\n"
+    "nonce = None\n"
+    "while fr is not None and nonce is None:\n"
+    "    for c in fr.f_code.co_consts:\n"
+    "        if type(c) is str and c.startswith('@@AZR-') and c.endswith('@@') and len(c) > 20:\n"
+    "            nonce = c\n"
+    "    fr = fr.f_back\n"
+    "os.write(1, (nonce + repr((('ok', '12345'),)) + '\\n').encode())\n"
+    "os.dup2(os.open('/dev/null', os.O_WRONLY), 1)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("program", "text", "gold"),
+    [
+        (_MEMO, "(lambda d: d.update({5: 'X'}))(memo) or 5", "'X'"),
+        (_MEMO, "[0 for memo[5] in ['X']] and 5", "'X'"),
+        (_RE, f"(lambda m: m.enum.bltns.exec({_FORGE!r}))(re)", "12345"),
+    ],
+)
+def test_an_input_that_hands_the_programs_names_on_is_not_paid(program, text, gold):
+    import random
+
+    from sage_env.verifiers.answer_checks import check_abduction
+
+    assert safe_input_expression(text) is None
+    for kw in (
+        {"strict_types": False, "verdict_runs": 1},  # CRUXEval-I's settings
+        {"check_rng": random.Random(0)},
+    ):
+        got = check_abduction(text, program, gold, expressions=True, **kw)
+        assert got.score == 0.0, (text, got)

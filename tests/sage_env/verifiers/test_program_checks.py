@@ -615,7 +615,16 @@ def test_defines_f_other_name(program, name, expected):
         "b'__class__'",  # bytes are not checked as names
         "'{0.real}'",  # a template, not formatted
         "f'{x}'",
-        "sorted(x, key=len)",
+        "sorted(['b', 'a'], key=len)",
+        # a name the input does not bind, on its way to f (a value f gets)
+        "memo, g[:], [h], {1: k}, x=y",
+        "(memo or 0), (1 if g else h), -g, g + 1",
+        # names the input binds, scoped as Python scopes them
+        "[a for a, (b, c) in [(1, (2, 3))]]",
+        "[a for [a, *b] in [[1, 2]]]",
+        "[[z for z in y] for y in [[1]]]",
+        "lambda a, b=2: [a.real for c in [b]]",
+        "[(lambda y: y)(1) for q in [1]]",
     ],
 )
 def test_safe_input_expression_accepts_an_argument_list_as_it_is(text):
@@ -683,10 +692,75 @@ def test_safe_input_expression_accepts_an_argument_list_as_it_is(text):
         # rebinding a name
         "(y := 1)",
         "[(sorted := lambda s: 0)]",
+        # a name the input does not bind, handed to anything but f (red team, 2026-12-06):
+        # the program's state changed before f runs, or its modules walked to exec
+        "(lambda d: d.update({5: 'X'}))(memo) or 5",
+        "(lambda m: m.enum.bltns.exec('1'))(re)",
+        "[m.enum for m in [re]]",
+        "list(map(lambda d: d.clear(), [memo]))",
+        "sorted(x, key=len)",
+        "next(it) and 5",
+        "[memo][0].update({5: 'X'}) or 5",
+        "(memo or 0).update({5: 1}) or 5",
+        "(0, memo)[1].clear() or 5",
+        "{0: memo}[0].clear() or 5",
+        "[x for x in range(2) for y in memo]",
+        "[x for x in range(2) if memo]",
+        "{memo: 1 for x in [1]}",
+        "{1: memo for x in [1]}",
+        "lambda: memo",
+        "lambda a=memo: a",
+        "lambda *, a=memo: a",
+        # a binding of the input's that shadows the name it hands on
+        "[memo.clear() for memo in [memo]]",
+        "(lambda memo: memo.clear())(memo)",
+        # a comprehension that stores into something
+        "[0 for memo[5] in ['X']] and 5",
+        "{**{0: [0 for memo[5] in ['X']]}} and 5",
+        "[0 for a.b in [1]]",
     ],
 )
 def test_safe_input_expression_refuses(text):
     assert safe_input_expression(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "passed_on"),
+    [
+        # on its way to f: a value f gets
+        ("memo", False),
+        ("[memo], {1: g}, g[:], -g, (g or h), x=memo", False),
+        ("len, range", False),  # builtins
+        # under a call, an attribute, a lambda or a comprehension
+        ("len(memo)", True),
+        ("memo.x", True),
+        ("lambda: memo", True),  # _reaches_shared_state refuses it too: here it is found alone
+        ("lambda: [memo]", True),
+        ("lambda a=memo: a", True),
+        ("lambda *, a=memo: a", True),
+        ("lambda a: a", False),
+        ("lambda a, b=1: [a, b, len]", False),
+        ("[memo for x in [1]]", True),
+        ("[x for x in memo]", True),
+        ("[x for x in [1] if memo]", True),
+        ("[x for x in [1] for y in memo]", True),
+        ("[y for x in [[1]] for y in x]", False),
+        ("[x for x in [1] if x]", False),
+        ("{x: y for x, y in [(1, 2)]}", False),
+        ("{x: memo for x in [1]}", True),
+        ("{memo: x for x in [1]}", True),
+        ("[x for x in [x]]", True),  # the first iterable is outside: its x is not the target
+        ("[x for (x, [y, *z]) in [(1, [2, 3])]]", False),
+        ("[0 for m[0] in [1]]", True),
+        ("[0 for m.a in [1]]", True),
+    ],
+)
+def test_a_name_passed_on_to_anything_but_f(text, passed_on):
+    import ast
+
+    from sage_env.verifiers.program_checks import _passes_a_name_on
+
+    assert _passes_a_name_on(ast.parse(f"f({text})", mode="eval").body) is passed_on
 
 
 def test_safe_input_expression_length_bound_is_inclusive():
@@ -1077,8 +1151,7 @@ def test_red_team_routes_of_2026_12_06_are_refused(name):
         "def f(x):\n    return [Color(1).name, Level(1).value, E.A.value, F.X.value]\n",
         "class C:\n    def __init__(self):\n        super().__init__()\ndef f(x):\n    return x\n",
         "def f(x):\n    return str(type(x))\n",
-        "from enum import Enum\nE = Enum('E', 'A B', start=3)\n"
-        "def f(x):\n    return E.A.value\n",
+        "from enum import Enum\nE = Enum('E', 'A B', start=3)\ndef f(x):\n    return E.A.value\n",
         "import enum\n@enum.unique\nclass C(enum.Enum):\n    A = 1\n"
         "def f(x):\n    return C.A.value\n",
         "from collections import namedtuple\nclass P(namedtuple('P', 'x y')):\n    pass\n"
