@@ -446,11 +446,13 @@ TARGETS: dict[str, Target] = {
                 "draw_check_variants",
                 "_layout_of",
                 "stored_variant",
+                "audit_variant",
                 "_run_variant",
                 "execute",
                 "validate_program",
                 "_run_values",
                 "execute_all",
+                "_execute_each",
                 "recomputes",
                 "compute_answer",
             )

@@ -89,6 +89,20 @@ STORED_RUN = RunVariant(TASK_HASH_SEED, "UTC", TASK_HASH_SEED, fresh=False)
 """The run whose outputs are stored and judged: hash seed :data:`TASK_HASH_SEED`, UTC,
 :mod:`random` seeded with 0, forked from a zygote. Any host recomputes it."""
 
+AUDIT_RUN = RunVariant(TASK_HASH_SEED, "UTC", TASK_HASH_SEED, fresh=True)
+""":data:`STORED_RUN`'s seeds in an interpreter started for the run: what :func:`recomputes`
+runs (under its ``hash_seed``), and what one check run of :func:`validate_program` runs too, so
+that a value that differs only between a zygote's fork and a fresh interpreter under the
+stored seeds is refused when it is proposed, not found out by a later audit."""
+
+MEMORY_SLACK_PAGES = 4096
+"""Pages (4 KiB) by which a run whose heap layout is drawn (:attr:`RunVariant.layout`) also
+has its address-space limit lowered, drawn from 0 .. this - 1 (up to 16 MiB; ours, red team
+2026-12-06). How much a program can still allocate (``bytes(n)`` until ``MemoryError``) told a
+zygote's fork (at most 124,772 pages on one host) from a fresh interpreter (124,764); with the
+drawn slack it varies by thousands of pages from run to run, so a value keyed on it is refused
+by the determinism check."""
+
 CHECK_TIME_ZONES: tuple[str, ...] = (
     "Pacific/Kiritimati", "America/St_Johns", "Asia/Kathmandu", "Pacific/Marquesas",
     "Australia/Eucla", "Pacific/Chatham", "Asia/Kolkata", "Asia/Tehran", "Australia/Adelaide",
@@ -100,8 +114,9 @@ half hours, both sides of the date line), so a program that reads the local time
 sees another value than the stored run's."""
 
 DETERMINISM_RUNS = 6
-"""Default number of runs whose outputs must agree in :func:`validate_program`: the stored
-run and 5 check runs under drawn variants (:func:`draw_check_variants`)."""
+"""Default number of runs under drawn variants whose outputs must agree in
+:func:`validate_program`: the stored run and 5 check runs (:func:`draw_check_variants`); one
+run in the audit's configuration (:data:`AUDIT_RUN`) comes on top."""
 
 CHECK_RUN_WORKERS = 5
 """Check runs of one check that run at the same time (:func:`execute_all`). Each is an
@@ -162,6 +177,18 @@ def stored_variant(checks: Sequence[RunVariant]) -> RunVariant:
     return replace(STORED_RUN, layout=_layout_of(checks[0].random_seed, 2))
 
 
+def audit_variant(checks: Sequence[RunVariant]) -> RunVariant:
+    """:data:`AUDIT_RUN` with a heap layout drawn for this check (from ``checks``' draws).
+
+    The check run of :func:`validate_program` that runs as :func:`recomputes` does; its layout
+    (and with it its memory slack) is drawn like the others', reproducibly.
+
+    Raises:
+        IndexError: ``checks`` is empty (with no check run there is no audit run either).
+    """
+    return replace(AUDIT_RUN, layout=_layout_of(checks[0].random_seed, 3))
+
+
 @dataclass(frozen=True)
 class Execution:
     """What one sandboxed run of ``f`` on several inputs returned.
@@ -214,7 +241,17 @@ if {layout!r}:
     _PAD = [bytes(_r.randrange(0, 1024)) for _ in range(_r.randrange(256, 4096))]
     _PAD += [object() for _ in range(_r.randrange(256, 4096))]
     _PAD += [_r.random() for _ in range(_r.randrange(256, 4096))]
-    del _r
+    # and its memory headroom, drawn too: the address-space limit lowered by up to
+    # {slack_pages!r} pages, so how much a program can still allocate (a zygote's fork and a
+    # fresh interpreter differ by a few pages) is no fingerprint of the run either
+    _slack = _r.randrange({slack_pages!r}) * 4096
+    import resource as _res
+    _soft, _hard = _res.getrlimit(_res.RLIMIT_AS)
+    if _soft != _res.RLIM_INFINITY and _slack:
+        # hard and soft alike: a program cannot raise it back
+        _soft = max(1 << 20, _soft - _slack)
+        _res.setrlimit(_res.RLIMIT_AS, (_soft, _soft))
+    del _r, _slack, _soft, _hard, _res
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
 def _plain(v, type=type, list=list, tuple=tuple, dict=dict, set=set, frozenset=frozenset,
            scalars=_PLAIN):
@@ -387,6 +424,7 @@ def execute(
         # 0: a layout drawn here from the host's entropy, so that no run, stored or audit,
         # has a layout a program could be tuned to
         layout=int(variant.layout) or secrets.randbelow(2**32 - 1) + 1,
+        slack_pages=MEMORY_SLACK_PAGES,
     )
     res = _run_variant(code, variant, timeout_s, memory_mb)
     if res.status != "passed":
@@ -434,8 +472,12 @@ def validate_program(
     :mod:`random` seed drawn for this check from ``check_rng`` (:func:`draw_check_variants`),
     so a program cannot be tuned to them, and each calls the inputs in reverse order, so an
     output that depends on the calls before it (state the allowed modules keep across the
-    per-input reloads) is refused too. The check runs start only when the stored run passed,
-    and run together (:func:`execute_all`).
+    per-input reloads) is refused too. With at least one check run, one more runs in the
+    audit's configuration (:func:`audit_variant`: fresh, the stored seeds, inputs in order), so
+    a value that tells the stored run's zygote fork from :func:`recomputes`' fresh interpreter
+    is refused here, not stored and found out later. Every run's heap layout and memory
+    headroom are drawn (:data:`MEMORY_SLACK_PAGES`). The check runs start only when the stored
+    run passed, and run together (at most :data:`CHECK_RUN_WORKERS` at a time).
 
     Residual chance (ours): let a program's output depend on hidden entropy ``X`` that the
     check runs vary (string hashes, address layout, local time), and let ``p`` be the
@@ -455,8 +497,9 @@ def validate_program(
         entry: The function to call.
         timeout_s: Wall-clock limit of each run, seconds.
         memory_mb: Memory limit of each run, MiB.
-        determinism_runs: Runs whose outputs must agree, the stored one included (1: no
-            check run).
+        determinism_runs: Runs under drawn variants whose outputs must agree, the stored
+            one included (1: no check run); with 2 or more, the audit-configuration run
+            comes on top (``determinism_runs + 1`` runs in all).
         check_rng: Where the check runs' variants are drawn from (the environment's
             ``check_rng``); ``None``: :class:`random.SystemRandom`.
 
@@ -491,12 +534,19 @@ def validate_program(
         return stored
     # the check runs call the inputs last to first: a value that carries over from one call to
     # the next (a module's state: decimal's context, an ABC's registry) then reaches other
-    # calls, and the runs differ; stored in order, such a task's later outputs are not f(input)
-    for ex in execute_all(program, args_list[::-1], checks, **limits):
+    # calls, and the runs differ; stored in order, such a task's later outputs are not f(input).
+    # One more runs as the audit does (in order, fresh, the stored seeds): a value that the
+    # stored run's fork computes and a fresh interpreter under the same seeds does not
+    jobs = [(args_list[::-1], v) for v in checks]
+    in_order = [False] * len(jobs)
+    if checks:
+        jobs.append((args_list, audit_variant(checks)))
+        in_order.append(True)
+    for forward, ex in zip(in_order, _execute_each(program, jobs, **limits)):
         values = _run_values(ex)
         if isinstance(values, Validation):
             return values
-        if not runs_agree(stored, values[::-1]):
+        if not runs_agree(stored, values if forward else values[::-1]):
             return Validation(False, "program is not deterministic (runs differ)", "deterministic")
     canonical = [format_args(a) for a in args_list]
     return Validation(True, "valid", "", canonical, [repr(v) for v in stored])
@@ -530,11 +580,21 @@ def execute_all(
     Returns:
         One :class:`Execution` per variant, in order; never raises on untrusted input.
     """
-    if len(variants) <= 1 or CHECK_RUN_WORKERS <= 1:
-        return [execute(program, args_list, variant=v, **kwargs) for v in variants]
-    workers = min(len(variants), CHECK_RUN_WORKERS)
+    return _execute_each(program, [(args_list, v) for v in variants], **kwargs)
+
+
+def _execute_each(
+    program: str, jobs: Sequence[tuple[Sequence[Any], RunVariant]], **kwargs: Any
+) -> list[Execution]:
+    """:func:`execute` of ``program`` on each ``(args_list, variant)`` of ``jobs``.
+
+    At most :data:`CHECK_RUN_WORKERS` at a time; the results come in the order of ``jobs``.
+    """
+    if len(jobs) <= 1 or CHECK_RUN_WORKERS <= 1:
+        return [execute(program, a, variant=v, **kwargs) for a, v in jobs]
+    workers = min(len(jobs), CHECK_RUN_WORKERS)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sage-check-run") as pool:
-        runs = pool.map(lambda v: execute(program, args_list, variant=v, **kwargs), variants)
+        runs = pool.map(lambda job: execute(program, job[0], variant=job[1], **kwargs), jobs)
         return list(runs)
 
 
@@ -556,7 +616,7 @@ def recomputes(
     args_list = [parse_args(text) for text in inputs]
     if not args_list or any(a is None for a in args_list) or len(outputs) != len(args_list):
         return False
-    variant = RunVariant(hash_seed, STORED_RUN.tz, STORED_RUN.random_seed, fresh=True)
+    variant = replace(AUDIT_RUN, hash_seed=hash_seed)
     ex = execute(program, args_list, timeout_s=timeout_s, memory_mb=memory_mb, variant=variant)
     return ex.status == "ok" and all(same_output(a, b) for a, b in zip(ex.outputs, outputs))
 

@@ -226,7 +226,7 @@ def _report(rows, before=b"", after=b"\n") -> bytes:
 def _runner(src, texts, entry="f", expr=False, seed=0, layout=1) -> str:
     return executor._RUNNER.format(
         src=src, args=texts, entry=entry, max_chars=2000, nonce=NONCE, expr=expr, seed=seed,
-        layout=layout,
+        layout=layout, slack_pages=4096,
     )  # fmt: skip
 
 
@@ -453,10 +453,18 @@ def test_check_run_workers_set_how_many_run_together(fake_execute, monkeypatch):
 
 
 class Scripted(FakeExecute):
-    """:func:`execute` answering by run: the stored run first, then the check runs."""
+    """:func:`execute` answering by run: the stored run, the check runs (inputs last to
+    first) and the audit-configuration run (in order; the stored run's answer by default)."""
 
-    def __init__(self, stored, checks=None):
-        super().__init__(lambda v: stored if not v.fresh else (checks or stored))
+    def __init__(self, stored, checks=None, audit=None):
+        def answer(v):
+            if not v.fresh:
+                return stored
+            if (v.hash_seed, v.tz, v.random_seed) == (0, "UTC", 0):
+                return audit or stored
+            return checks or stored
+
+        super().__init__(answer)
 
 
 def _validate(monkeypatch, fake, *args, **kwargs):
@@ -483,16 +491,22 @@ def test_a_valid_program_gets_canonical_inputs_and_the_stored_runs_outputs(monke
     args = [(1, 2), ("a", "b")]
     assert fake.calls[0][:3] == (ADD, args, {"variant": stored, **limits})
     assert fake.calls[0][3] == "MainThread"
-    later = sorted(fake.calls[1:], key=lambda c: checks.index(c[2]["variant"]))
-    assert [c[:3] for c in later] == [(ADD, args[::-1], {"variant": v, **limits}) for v in checks]
+    audit = executor.audit_variant(checks)
+    order = [*checks, audit]
+    later = sorted(fake.calls[1:], key=lambda c: order.index(c[2]["variant"]))
+    assert [c[:3] for c in later] == [
+        *((ADD, args[::-1], {"variant": v, **limits}) for v in checks),
+        (ADD, args, {"variant": audit, **limits}),
+    ]
 
 
 def test_validation_defaults_six_runs_entry_f_and_its_limits(monkeypatch):
     fake = Scripted(Execution("ok", ("1",), (None,)))
     got = _validate(monkeypatch, fake, "def f(a):\n    return a\n", ["1"])
     assert got == Validation(True, "valid", "", ["1"], ["1"])
-    assert len(fake.calls) == 6
-    assert sum(c[2]["variant"].fresh for c in fake.calls) == 5
+    assert len(fake.calls) == 7  # the stored run, 5 drawn check runs and the audit's
+    assert sum(c[2]["variant"].fresh for c in fake.calls) == 6
+    assert sum(c[2]["variant"].hash_seed == 0 for c in fake.calls) == 2
     assert all(
         {k: v for k, v in c[2].items() if k != "variant"}
         == {"entry": "f", "timeout_s": 5.0, "memory_mb": 512}
@@ -500,7 +514,7 @@ def test_validation_defaults_six_runs_entry_f_and_its_limits(monkeypatch):
     )
 
 
-@pytest.mark.parametrize(("runs", "calls"), [(0, 1), (1, 1), (2, 2)])
+@pytest.mark.parametrize(("runs", "calls"), [(0, 1), (1, 1), (2, 3), (4, 5)])
 def test_determinism_runs_count_the_stored_run(monkeypatch, runs, calls):
     fake = Scripted(ONE)
     got = _validate(
@@ -523,11 +537,40 @@ def test_check_runs_call_the_inputs_last_to_first_and_compare_input_by_input(mon
     same = Scripted(OK, OK_REVERSED)
     got = _validate(monkeypatch, same, ADD, ["1, 2", "'a', 'b'"], determinism_runs=2)
     assert got.valid and got.outputs == ["3", "'ab'"]
-    assert [c[1] for c in same.calls] == [[(1, 2), ("a", "b")], [("a", "b"), (1, 2)]]
+    assert [c[1] for c in same.calls] == [
+        [(1, 2), ("a", "b")], [("a", "b"), (1, 2)], [(1, 2), ("a", "b")],
+    ]  # fmt: skip
     # the same outputs in the same order: the first input's answer moved with the order
     moved = Scripted(OK, OK)
     got = _validate(monkeypatch, moved, ADD, ["1, 2", "'a', 'b'"], determinism_runs=2)
     assert got == Validation(False, "program is not deterministic (runs differ)", "deterministic")
+
+
+def test_a_value_only_the_audit_configuration_computes_is_refused(monkeypatch):
+    """Red team, 2026-12-06 (E2): a program that told the stored run's zygote fork from a fresh
+    interpreter under the stored seeds (its memory headroom) agreed with every drawn check run,
+    whose seeds differ, and was stored; the audit (``recomputes``) computed another value. The
+    run in the audit's configuration sees it when the task is proposed."""
+    odd = Execution("ok", ("4", "'ab'"), (None, None), "every call returned")
+    fake = Scripted(OK, OK_REVERSED, audit=odd)
+    got = _validate(monkeypatch, fake, ADD, ["1, 2", "'a', 'b'"], check_rng=random.Random(2))
+    assert got == Validation(False, "program is not deterministic (runs differ)", "deterministic")
+    # in order, as the audit calls them: its outputs compare unreversed
+    fake = Scripted(OK, OK_REVERSED, audit=OK_REVERSED)
+    got = _validate(monkeypatch, fake, ADD, ["1, 2", "'a', 'b'"], check_rng=random.Random(2))
+    assert not got.valid and got.check == "deterministic"
+
+
+def test_the_audit_run_draws_its_layout_from_the_first_check_run():
+    checks = executor.draw_check_variants(3, random.Random(8))
+    got = executor.audit_variant(checks)
+    r = checks[0].random_seed
+    assert got == RunVariant(0, "UTC", 0, True, (r * 2654435761 + 3 * 40503) % M + 1)
+    assert got == executor.audit_variant(executor.draw_check_variants(3, random.Random(8)))
+    assert got.layout not in {v.layout for v in checks} | {executor.stored_variant(checks).layout}
+    assert executor.AUDIT_RUN == RunVariant(0, "UTC", 0, True, 0)
+    with pytest.raises(IndexError):
+        executor.audit_variant(())
 
 
 def test_a_stored_run_that_fails_refuses_the_program_before_any_check_run(monkeypatch):

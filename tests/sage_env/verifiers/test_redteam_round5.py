@@ -124,6 +124,60 @@ class TestAddressLowBits:
         assert len({v.layout for v in checks} | {stored.layout}) == 6
 
 
+#: The pages a program can still allocate (``bytes(n)`` is lazily zeroed: no CPU to speak of),
+#: in units of ``UNIT`` pages. Red team, 2026-12-06 (E2): the headroom told a zygote's fork
+#: (at most 124,772 pages on one host) from a fresh interpreter (124,764), and at UNIT = 1024
+#: it was the same in every run, so such a value passed the determinism check.
+_HEADROOM = (
+    "def answer():\n"
+    "    lo, hi = 0, 1 << 31\n"
+    "    while hi - lo > 4096:\n"
+    "        mid = (lo + hi) // 2\n"
+    "        try:\n"
+    "            b = bytes(mid)\n"
+    "            del b\n"
+    "            lo = mid\n"
+    "        except MemoryError:\n"
+    "            hi = mid\n"
+    "    return lo // (4096 * UNIT)\n"
+)
+
+
+@pytest.mark.parametrize("level", LEVELS, indirect=True)
+class TestMemoryHeadroom:
+    def test_the_headroom_is_drawn_per_run(self, level):
+        """Stored runs (forks) and audit runs (fresh, stored seeds) alike: it spreads over
+        hundreds of pages (drawn up to :data:`executor.MEMORY_SLACK_PAGES`); the fork and the
+        fresh interpreter differed by 8 pages at the maximum before."""
+        program = _HEADROOM.replace("UNIT", "1")
+        audit = executor.AUDIT_RUN
+        for variant in (executor.STORED_RUN, audit):
+            pages = [
+                int(executor.execute(program, [()], entry="answer", variant=variant).outputs[0])
+                for _ in range(8)
+            ]
+            # uniform over 4,096 pages: 8 draws span under 500 once in about 10**5
+            assert max(pages) - min(pages) > 500, (variant, pages)
+            # the limit the sandbox set (512 MiB, 131,072 pages), less what is mapped, less
+            # the slack: never more, and never all of the slack taken twice
+            assert all(131072 - 2 * 4096 - 16384 < p < 131072 for p in pages), pages
+
+    def test_a_value_keyed_on_the_headroom_is_refused(self, level):
+        program = _HEADROOM.replace("UNIT", "1024")  # 4 MiB: constant across runs before
+        for seed in range(2):
+            got = executor.compute_answer(program, check_rng=random.Random(seed))
+            assert not got.valid and got.check == "deterministic", (seed, got)
+
+
+@pytest.mark.parametrize("level", ["unshare", "rlimits"], indirect=True)
+def test_a_program_that_uses_most_of_its_memory_still_passes(level):
+    """The drawn slack takes at most 16 MiB of the run's 512: 400 MiB held at once passes."""
+    program = "def f(n):\n    b = bytearray(n << 20)\n    b[-1] = 7\n    return len(b) + b[-1]\n"
+    got = executor.validate_program(program, ["400"], check_rng=random.Random(4))
+    assert got.valid, got
+    assert got.outputs == [str((400 << 20) + 7)]
+
+
 @pytest.mark.parametrize("level", ["unshare", "rlimits"], indirect=True)
 def test_honest_programs_still_pass_under_drawn_layouts(level):
     program = "def f(a):\n    return sorted({str(a), 'x'}) + [a * 2, -0.0, {'k': (1, 2.5)}]\n"
