@@ -458,11 +458,11 @@ TARGETS: dict[str, Target] = {
             )
         ),
         equivalent={
-            "sage_env.verifiers.executor.x_execute__mutmut_99": "bytes.decode's default "
+            "sage_env.verifiers.executor.x_execute__mutmut_101": "bytes.decode's default "
             'encoding is "utf-8": naming it or not decodes the same',
-            "sage_env.verifiers.executor.x_execute__mutmut_102": "codec names are "
+            "sage_env.verifiers.executor.x_execute__mutmut_104": "codec names are "
             'case-insensitive: "UTF-8" is "utf-8"',
-            "sage_env.verifiers.executor.x_execute__mutmut_170": "the first error only "
+            "sage_env.verifiers.executor.x_execute__mutmut_172": "the first error only "
             'feeds `first or "every call returned"`, where None and "" are both falsy',
         },
     ),
