@@ -604,6 +604,7 @@ def recomputes(
     outputs: Sequence[str],
     *,
     hash_seed: int,
+    entry: str = "f",
     timeout_s: float = 5.0,
     memory_mb: int = 512,
 ) -> bool:
@@ -611,13 +612,18 @@ def recomputes(
 
     The audit of a stored task (issue 33): every output, parsed, equals the stored one as
     :func:`values_equal` has it (a set's ``repr`` order may differ, its value may not).
-    Never raises on stored data; an input that does not parse fails the audit.
+    ``entry`` is the function to call: ``"answer"`` audits a math-grounding program
+    (:func:`compute_answer`'s ``inputs`` are ``[""]``). Never raises on stored data; an input
+    that does not parse fails the audit.
     """
-    args_list = [parse_args(text) for text in inputs]
+    # "" is the canonical text of no argument (``format_args(())``, what compute_answer stores)
+    args_list = [parse_args(text) if str(text).strip() else () for text in inputs]
     if not args_list or any(a is None for a in args_list) or len(outputs) != len(args_list):
         return False
     variant = replace(AUDIT_RUN, hash_seed=hash_seed)
-    ex = execute(program, args_list, timeout_s=timeout_s, memory_mb=memory_mb, variant=variant)
+    ex = execute(
+        program, args_list, entry=entry, timeout_s=timeout_s, memory_mb=memory_mb, variant=variant
+    )
     return ex.status == "ok" and all(same_output(a, b) for a, b in zip(ex.outputs, outputs))
 
 

@@ -668,12 +668,30 @@ def test_a_stored_task_recomputes_in_a_fresh_interpreter_under_its_seed(monkeypa
     )
     assert ok is True
     variant = RunVariant(77, "UTC", 0, fresh=True, layout=0)
-    kwargs = {"timeout_s": 2.5, "memory_mb": 300, "variant": variant}
+    kwargs = {"entry": "f", "timeout_s": 2.5, "memory_mb": 300, "variant": variant}
     assert fake.calls == [(ADD, [(1, 2), ("a",)], kwargs, "MainThread")]
     assert executor.recomputes(ADD, ["1, 2", "'a'"], ["3", "{1, 2}"], hash_seed=1)
     assert fake.calls[-1][2] == {
-        "timeout_s": 5.0, "memory_mb": 512, "variant": RunVariant(1, "UTC", 0, True, 0)
+        "entry": "f", "timeout_s": 5.0, "memory_mb": 512,
+        "variant": RunVariant(1, "UTC", 0, True, 0),
     }  # fmt: skip
+
+
+def test_a_math_grounding_program_is_audited_through_its_answer_function(monkeypatch):
+    fake = FakeExecute(lambda v: Execution("ok", ("42",), (None,)))
+    monkeypatch.setattr(executor, "execute", fake)
+    program = "def answer():\n    return 6 * 7\n"
+    assert executor.recomputes(program, [""], ["42"], hash_seed=0, entry="answer")
+    assert fake.calls == [
+        (
+            program, [()],
+            {"entry": "answer", "timeout_s": 5.0, "memory_mb": 512, "variant": executor.AUDIT_RUN},
+            "MainThread",
+        )
+    ]  # fmt: skip
+    assert not executor.recomputes(program, [""], ["41"], hash_seed=0, entry="answer")
+    assert executor.recomputes(program, ["  "], ["42"], hash_seed=0, entry="answer")
+    assert len(fake.calls) == 3 and fake.calls[-1][1] == [()]
 
 
 @pytest.mark.parametrize(

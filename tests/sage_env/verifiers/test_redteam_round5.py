@@ -179,6 +179,16 @@ def test_a_program_that_uses_most_of_its_memory_still_passes(level):
 
 
 @pytest.mark.parametrize("level", ["unshare", "rlimits"], indirect=True)
+def test_a_math_grounding_answer_is_audited_through_answer(level):
+    program = "def answer():\n    return sorted({'b', 'a'}) + [2 ** 10]\n"
+    got = executor.compute_answer(program, check_rng=random.Random(1))
+    assert (got.valid, got.inputs, got.outputs) == (True, [""], ["['a', 'b', 1024]"])
+    audit = {"hash_seed": 0, "entry": "answer"}
+    assert executor.recomputes(program, got.inputs, got.outputs, **audit)
+    assert not executor.recomputes(program, got.inputs, ["['a', 'b', 1023]"], **audit)
+
+
+@pytest.mark.parametrize("level", ["unshare", "rlimits"], indirect=True)
 def test_honest_programs_still_pass_under_drawn_layouts(level):
     program = "def f(a):\n    return sorted({str(a), 'x'}) + [a * 2, -0.0, {'k': (1, 2.5)}]\n"
     got = executor.validate_program(program, ["3", "'b'"], check_rng=random.Random(0))
