@@ -337,6 +337,26 @@ def cpu_flags() -> list[str]:
     return sorted({f for f in info.read_text().split() if f.startswith(("amx", "avx512_bf"))})
 
 
+def machine_record(script: str, argv: list[str] | None, note: str) -> dict:
+    """Where and how a step timing ran, for its JSON: torch's version and threads, the CPU
+    (kind, AMX / AVX512-BF16 flags, count), the load average and nice level at the end, the
+    ``note``, the date and the command (``python -m benchmarks.perf.<script> ...``)."""
+    import torch
+
+    return {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "machine": platform.processor() or platform.machine(),
+        "cpu_flags": cpu_flags(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "nice": os.nice(0),
+        "note": note,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": f"python -m benchmarks.perf.{script} " + " ".join(argv or sys.argv[1:]),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure, print and write :data:`OUT`."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -394,18 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
 
     result.update(
-        torch=torch.__version__,
+        machine_record("engine_floor", argv, args.note),
         transformers=transformers.__version__,
         ctranslate2=ctranslate2.__version__,
-        threads=threads,
-        machine=platform.processor() or platform.machine(),
-        cpu_flags=cpu_flags(),
-        cpus=os.cpu_count(),
-        load_average=os.getloadavg(),
-        nice=os.nice(0),
-        note=args.note,
-        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        command="python -m benchmarks.perf.engine_floor " + " ".join(argv or sys.argv[1:]),
     )
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     for arm, rows_table in result.get("table", {}).items():

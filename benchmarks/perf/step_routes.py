@@ -34,16 +34,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import sys
-import time
 from pathlib import Path
 
 import torch
 
-from benchmarks.perf.engine_floor import clocks, cpu_flags, intervals
+from benchmarks.perf.engine_floor import clocks, intervals, machine_record
 
 OUT = Path(__file__).parent / "results" / "step_routes.json"
 ARMS = ("ct2-int8", "torch-bf16-lean", "torch-bf16-compiled", "bf16-products", "int8-products")
@@ -324,18 +320,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     result = measure(args)
-    result.update(
-        torch=torch.__version__,
-        threads=torch.get_num_threads(),
-        machine=platform.processor() or platform.machine(),
-        cpu_flags=cpu_flags(),
-        cpus=os.cpu_count(),
-        load_average=os.getloadavg(),
-        nice=os.nice(0),
-        note=args.note,
-        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        command="python -m benchmarks.perf.step_routes " + " ".join(argv or sys.argv[1:]),
-    )
+    result.update(machine_record("step_routes", argv, args.note))
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     for arm, per_rows in result["table"].items():
         print(arm, {r: c["cpu_ms"] for r, c in per_rows.items()})

@@ -146,3 +146,21 @@ def test_the_compiled_step_agrees_with_the_lean_step(packed_copy, tmp_path):
     # inductor keeps fused intermediates in float32 where eager rounds them to bfloat16
     assert diff["same_argmax"] and diff["max_abs"] <= 0.05 * diff["logit_range"]
     assert out["compile_first_call_s"]["1"]["cpu"] > 0
+
+
+def test_a_run_without_the_compile_records_its_arms_and_machine(packed_copy, tmp_path):
+    from benchmarks.perf import step_routes
+
+    out = step_routes.main(
+        f"--model {packed_copy.host.name} --rows 1,2 --repeats 1 --steps 3 --prompt 6 "
+        f"--arms lean,products --note idle --out {tmp_path / 's.json'}".split()
+    )
+    assert json.loads((tmp_path / "s.json").read_text()) == json.loads(json.dumps(out))
+    assert set(out["table"]) == {"torch-bf16-lean", "bf16-products", "int8-products"}
+    assert all(set(per_rows) == {1, 2} for per_rows in out["table"].values())
+    assert (
+        "compile_first_call_s" not in out and "vs_ct2_int8" not in out["table"]["bf16-products"][1]
+    )
+    assert out["note"] == "idle" and out["command"].startswith(
+        "python -m benchmarks.perf.step_routes --model"
+    )
