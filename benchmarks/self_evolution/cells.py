@@ -6,7 +6,8 @@ A **plan** (TOML, ``plans/*.toml``) names the arms, the seeds, the settings ever
 the shared warm start (:func:`~benchmarks.self_evolution.run.warm_start`) and writes one file,
 ``OUT/cells/seed<s>__<arm>.json`` (atomically), holding everything the summary needs: per-item
 outcomes at every evaluation step, pool dynamics per step, the budget, and provenance (git
-commit, the code key, the settings key, the SHA-256 of the warm-started weights, platform).
+commit, the code key, the settings key, the SHA-256 of the warm-started weights, platform, the
+sandbox's isolation level).
 Cells are committed as they finish; the summary is rebuilt from the committed files alone,
 without a model (``--aggregate``).
 
@@ -832,6 +833,7 @@ def run_cell(plan: Plan, seed: int, arm: str) -> dict[str, Any]:
     from benchmarks.learning_curve import run as lc
     from benchmarks.self_evolution import run as se
     from learners.training.build import code_provenance
+    from sage_env.sandbox import isolation_level
 
     cfg = plan.evolution_config(arms=arm, seeds=str(seed), resume=True)
     warm, warm_facts = se.warm_start(cfg)
@@ -892,6 +894,9 @@ def run_cell(plan: Plan, seed: int, arm: str) -> dict[str, Any]:
             "platform": platform,
             "precision": precision,
             "cpu_count": os.cpu_count(),
+            # bwrap / unshare / rlimits: what ran the model's programs (validity and pay do not
+            # depend on it, but a reader comparing cells from several machines should see it)
+            "sandbox_isolation": isolation_level(),
             "code": code_provenance(),
             "runs": result.get("code"),
         },

@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.self_evolution import cells as ec
 from benchmarks.self_evolution import run as se
+from sage_env.sandbox import ISOLATION_LEVELS, isolation_level
 
 REPO = Path(__file__).resolve().parents[2]
 N = 20  # items of the synthetic held-out set
@@ -402,6 +403,8 @@ def test_run_cell_writes_items_budget_and_provenance(tmp_path, monkeypatch):
     assert prov["warm_start_sha256"] == ec.weights_sha256(warm)
     assert prov["settings_key"] == plan.settings_key() and prov["platform"] == "cpu"
     assert prov["warm_start"] == {"steps": 2} and rec["seconds"] >= 0
+    assert prov["sandbox_isolation"] == isolation_level()
+    assert prov["sandbox_isolation"] in ISOLATION_LEVELS
 
 
 WARM = """
